@@ -1,0 +1,16 @@
+# lib/core.mk — the shared core: format facts, errors, CPU features, GPU detection, CUDA kernels.
+lib_libfp_a_SOURCES += lib/formats.c lib/formats.h lib/error.c lib/error.h \
+	lib/gpu_detect.c lib/gpu_detect.h
+if HAVE_CUDA
+lib_libfp_a_SOURCES += lib/cuda/convert.cu lib/cuda/convert.h
+endif
+EXTRA_DIST += lib/cuda/convert.cu lib/cuda/convert.h
+
+check_PROGRAMS += tests/test_formats tests/test_error
+TESTS += tests/test_formats tests/test_error
+tests_test_formats_LDADD = $(TEST_LDADD)
+tests_test_error_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/gpu/test_cuda_convert
+TESTS += tests/gpu/test_cuda_convert
+tests_gpu_test_cuda_convert_LDADD = $(TEST_LDADD)

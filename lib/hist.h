@@ -1,0 +1,62 @@
+/* hist.h — exponent histograms of float arrays: per-binade counts of log2|x| over the whole fp32
+ * range, amax / smallest nonzero / mean |x|, and for each format of formats.h how many values would
+ * overflow, round down to max, become subnormal, flush to zero, or stay normal.
+ * Histograms merge by addition and serialise to a versioned blob (hist_blob.c documents it). */
+#ifndef FP_HIST_H
+#define FP_HIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "formats.h"
+
+/* Binade e holds finite nonzero x with 2^e <= |x| < 2^(e+1); fp32 spans e = -149 .. 127. */
+#define FP_HIST_EXP_MIN   (-149)
+#define FP_HIST_EXP_MAX   127
+#define FP_HIST_BINADES   (FP_HIST_EXP_MAX - FP_HIST_EXP_MIN + 1)
+
+/* Where a finite nonzero value lands when converted to a format (by the input's magnitude):
+ *   UNDERFLOW     0 < |x| <= min_subnormal/2        (rounds to zero)
+ *   SUBNORMAL     min_subnormal/2 < |x| < min_normal (kept with lost precision)
+ *   NORMAL        min_normal <= |x| <= max_finite
+ *   ROUND_TO_MAX  max_finite < |x| < overflow_at     (rounds down to max_finite)
+ *   OVERFLOW      overflow_at <= |x|                 (Inf, or saturation for E4M3)
+ * Zeros, NaN and Inf inputs are counted apart and are in none of these classes. */
+typedef enum {
+    FP_CLASS_NORMAL = 0,
+    FP_CLASS_SUBNORMAL,
+    FP_CLASS_UNDERFLOW,
+    FP_CLASS_ROUND_TO_MAX,
+    FP_CLASS_OVERFLOW,
+    FP_CLASS_COUNT
+} fp_value_class;
+
+typedef struct {
+    uint64_t count;                            /* every value seen */
+    uint64_t zero, nan, pos_inf, neg_inf;
+    uint64_t binade[FP_HIST_BINADES];          /* index e - FP_HIST_EXP_MIN */
+    uint64_t cls[FP_FMT_COUNT][FP_CLASS_COUNT];
+    float amax;                                /* max finite |x|; 0 when none */
+    float min_nonzero;                         /* min finite nonzero |x|; 0 when none */
+    double sum_abs;                            /* sum of finite |x| */
+} fp_hist_t;
+
+void   fp_hist_init(fp_hist_t *h);
+/* Accumulate n values (x may be NULL when n == 0; FP_EINVAL when NULL with n > 0). */
+int    fp_hist_add(fp_hist_t *h, const float *x, size_t n);
+/* dst += src (counts add, amax/min combine, sums add). */
+void   fp_hist_merge(fp_hist_t *dst, const fp_hist_t *src);
+/* Mean of finite |x| (0 when there is none). */
+double fp_hist_mean_abs(const fp_hist_t *h);
+/* Finite nonzero values: the sum of the binades. */
+uint64_t fp_hist_finite_nonzero(const fp_hist_t *h);
+const char *fp_value_class_name(fp_value_class c);   /* "normal", "subnormal", ... */
+
+/* ---- blob (hist_blob.c) ---- */
+#define FP_HIST_BLOB_VERSION 1
+#define FP_HIST_BLOB_MAX_SIZE 4096               /* no blob is larger than this */
+/* Serialise into buf (cap bytes); *len gets the size. FP_EINVAL when cap is too small. */
+int fp_hist_to_blob(const fp_hist_t *h, uint8_t *buf, size_t cap, size_t *len);
+/* Parse a blob; FP_EFORMAT (with a message) on anything malformed, FP_EVERSION on a newer one. */
+int fp_hist_from_blob(fp_hist_t *h, const uint8_t *buf, size_t len);
+
+#endif

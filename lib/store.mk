@@ -1,0 +1,1 @@
+# lib/store.mk — the run store (issue 3): filled in by the store work.
