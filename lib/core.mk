@@ -14,3 +14,6 @@ tests_test_error_LDADD = $(TEST_LDADD)
 check_PROGRAMS += tests/gpu/test_cuda_convert
 TESTS += tests/gpu/test_cuda_convert
 tests_gpu_test_cuda_convert_LDADD = $(TEST_LDADD)
+
+dist_check_SCRIPTS += tests/test_configure.sh
+TESTS += tests/test_configure.sh

@@ -11,7 +11,7 @@
 
 /* ---- scalars ---- */
 uint16_t fp_f32_to_f16(float x);
-float    fp_f16_to_f32(uint16_t h);
+float    fp_f16_to_f32(uint16_t h);            /* exact; signalling NaNs come back quiet, as vcvtph2ps does */
 uint16_t fp_f32_to_bf16(float x);
 float    fp_bf16_to_f32(uint16_t b);
 float    fp_f32_to_tf32(float x);          /* fp32 rounded to a 10-bit mantissa, kept in fp32 */

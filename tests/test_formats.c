@@ -1,6 +1,7 @@
 /* test_formats.c — the format table agrees with the number-format facts of DESIGN.md, derived
  * independently here from exponent and mantissa widths; name parsing accepts and rejects. */
 #include <math.h>
+#include <stddef.h>
 #include "formats.h"
 #include "tap.h"
 
