@@ -15,9 +15,9 @@ float    fp_f16_to_f32(uint16_t h);            /* exact; signalling NaNs come ba
 uint16_t fp_f32_to_bf16(float x);
 float    fp_bf16_to_f32(uint16_t b);
 float    fp_f32_to_tf32(float x);          /* fp32 rounded to a 10-bit mantissa, kept in fp32 */
-uint8_t  fp_f32_to_e4m3(float x);          /* saturating: |x| > 448 and +-Inf give +-448; NaN -> 0x7F */
+uint8_t  fp_f32_to_e4m3(float x);          /* saturating: |x| > 448, +-Inf give +-448; NaN -> 0x7F/0xFF (sign kept) */
 float    fp_e4m3_to_f32(uint8_t v);
-uint8_t  fp_f32_to_e5m2(float x);          /* overflow gives Inf; NaN -> 0x7F */
+uint8_t  fp_f32_to_e5m2(float x);          /* overflow gives Inf; NaN -> 0x7F/0xFF (sign kept) */
 float    fp_e5m2_to_f32(uint8_t v);
 
 /* ---- arrays (dst and src may not overlap, except tf32 which may run in place) ----
