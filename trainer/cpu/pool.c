@@ -1,0 +1,153 @@
+/* pool.c — max pooling (k x k, stride, padding) and global average pooling, NHWC, on the CPU.
+ * Promises: PyTorch's results; max-pool ties go to the first maximum in window scan order (ky, then
+ * kx), a NaN wins; argmax indexes x; backwards accumulate (+=). */
+/* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the usual loop vectoriser. */
+#pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
+#include <limits.h>
+#include "error.h"
+#include "trainer/layers.h"
+
+static int pool_geometry(const char *fn, fp_dims xd, const fp_pool_params *p, fp_dims *yd)
+{
+    if (!p)
+        return fp_fail(FP_EINVAL, "%s: NULL pool params", fn);
+    if (xd.n <= 0 || xd.h <= 0 || xd.w <= 0 || xd.c <= 0)
+        return fp_fail(FP_EINVAL, "%s: bad input dims n=%d h=%d w=%d c=%d", fn, xd.n, xd.h, xd.w, xd.c);
+    if (p->k <= 0 || p->stride <= 0 || p->pad < 0 || p->pad > p->k / 2)
+        return fp_fail(FP_EINVAL, "%s: bad pool params k=%d stride=%d pad=%d (need pad <= k/2)", fn, p->k,
+                       p->stride, p->pad);
+    long long hp = (long long)xd.h + 2LL * p->pad, wp = (long long)xd.w + 2LL * p->pad;
+    if (p->k > hp || p->k > wp)
+        return fp_fail(FP_EINVAL, "%s: window %d larger than padded input %lldx%lld", fn, p->k, hp, wp);
+    if ((long long)xd.n * xd.h * xd.w * xd.c > INT_MAX)
+        return fp_fail(FP_EINVAL, "%s: input of more than INT_MAX elements", fn);
+    yd->n = xd.n;
+    yd->h = (int)((hp - p->k) / p->stride + 1);
+    yd->w = (int)((wp - p->k) / p->stride + 1);
+    yd->c = xd.c;
+    return FP_OK;
+}
+
+fp_dims fp_pool_out_dims(fp_dims in, const fp_pool_params *p)
+{
+    fp_dims d = {0, 0, 0, 0};
+    if (pool_geometry("fp_pool_out_dims", in, p, &d) != FP_OK) {
+        fp_dims z = {0, 0, 0, 0};
+        return z;
+    }
+    return d;
+}
+
+int fp_maxpool_forward(float *y, int *argmax, const float *x, fp_dims xd, const fp_pool_params *p)
+{
+    fp_dims yd = {0, 0, 0, 0};
+    int rc = pool_geometry("fp_maxpool_forward", xd, p, &yd);
+    if (rc)
+        return rc;
+    if (!y || !x)
+        return fp_fail(FP_EINVAL, "fp_maxpool_forward: NULL tensor");
+    const int C = xd.c;
+    for (int n = 0; n < xd.n; n++)
+        for (int oy = 0; oy < yd.h; oy++)
+            for (int ox = 0; ox < yd.w; ox++) {
+                size_t o = (((size_t)n * yd.h + oy) * yd.w + ox) * C;
+                float *restrict yo = y + o;
+                int *restrict ao = argmax ? argmax + o : NULL;
+                int first = 1;
+                for (int ky = 0; ky < p->k; ky++) {
+                    int iy = oy * p->stride - p->pad + ky;
+                    if (iy < 0 || iy >= xd.h)
+                        continue;
+                    for (int kx = 0; kx < p->k; kx++) {
+                        int ix = ox * p->stride - p->pad + kx;
+                        if (ix < 0 || ix >= xd.w)
+                            continue;
+                        int base = (int)((((size_t)n * xd.h + iy) * xd.w + ix) * C);
+                        const float *restrict xi = x + base;
+                        if (first) {
+                            for (int c = 0; c < C; c++)
+                                yo[c] = xi[c];
+                            if (ao)
+                                for (int c = 0; c < C; c++)
+                                    ao[c] = base + c;
+                            first = 0;
+                        } else if (ao) {
+                            for (int c = 0; c < C; c++) {
+                                float v = xi[c];
+                                int take = v > yo[c] || v != v;
+                                yo[c] = take ? v : yo[c];
+                                ao[c] = take ? base + c : ao[c];
+                            }
+                        } else {
+                            for (int c = 0; c < C; c++) {
+                                float v = xi[c];
+                                yo[c] = (v > yo[c] || v != v) ? v : yo[c];
+                            }
+                        }
+                    }
+                }
+            }
+    return FP_OK;
+}
+
+int fp_maxpool_backward(float *dx, const float *dy, const int *argmax, fp_dims xd, const fp_pool_params *p)
+{
+    fp_dims yd = {0, 0, 0, 0};
+    int rc = pool_geometry("fp_maxpool_backward", xd, p, &yd);
+    if (rc)
+        return rc;
+    if (!dx || !dy || !argmax)
+        return fp_fail(FP_EINVAL, "fp_maxpool_backward: NULL tensor");
+    size_t ny = (size_t)yd.n * yd.h * yd.w * yd.c;
+    size_t nx = (size_t)xd.n * xd.h * xd.w * xd.c;
+    for (size_t i = 0; i < ny; i++)
+        if (argmax[i] < 0 || (size_t)argmax[i] >= nx)
+            return fp_fail(FP_EINVAL, "fp_maxpool_backward: argmax[%zu] = %d outside the input", i, argmax[i]);
+    for (size_t i = 0; i < ny; i++)
+        dx[argmax[i]] += dy[i];
+    return FP_OK;
+}
+
+int fp_avgpool_global_forward(float *y, const float *x, fp_dims xd)
+{
+    if (xd.n <= 0 || xd.h <= 0 || xd.w <= 0 || xd.c <= 0)
+        return fp_fail(FP_EINVAL, "fp_avgpool_global_forward: bad dims n=%d h=%d w=%d c=%d", xd.n, xd.h, xd.w,
+                       xd.c);
+    if (!y || !x)
+        return fp_fail(FP_EINVAL, "fp_avgpool_global_forward: NULL tensor");
+    const int C = xd.c;
+    const size_t hw = (size_t)xd.h * xd.w;
+    const float inv = 1.0f / (float)hw;
+    for (int n = 0; n < xd.n; n++) {
+        float *restrict yn = y + (size_t)n * C;
+        const float *restrict xn = x + (size_t)n * hw * C;
+        for (int c = 0; c < C; c++)
+            yn[c] = 0.0f;
+        for (size_t i = 0; i < hw; i++)
+            for (int c = 0; c < C; c++)
+                yn[c] += xn[i * C + c];
+        for (int c = 0; c < C; c++)
+            yn[c] *= inv;
+    }
+    return FP_OK;
+}
+
+int fp_avgpool_global_backward(float *dx, const float *dy, fp_dims xd)
+{
+    if (xd.n <= 0 || xd.h <= 0 || xd.w <= 0 || xd.c <= 0)
+        return fp_fail(FP_EINVAL, "fp_avgpool_global_backward: bad dims n=%d h=%d w=%d c=%d", xd.n, xd.h, xd.w,
+                       xd.c);
+    if (!dx || !dy)
+        return fp_fail(FP_EINVAL, "fp_avgpool_global_backward: NULL tensor");
+    const int C = xd.c;
+    const size_t hw = (size_t)xd.h * xd.w;
+    const float inv = 1.0f / (float)hw;
+    for (int n = 0; n < xd.n; n++) {
+        const float *restrict dyn = dy + (size_t)n * C;
+        float *restrict dxn = dx + (size_t)n * hw * C;
+        for (size_t i = 0; i < hw; i++)
+            for (int c = 0; c < C; c++)
+                dxn[i * C + c] += dyn[c] * inv;
+    }
+    return FP_OK;
+}
