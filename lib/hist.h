@@ -43,6 +43,10 @@ typedef struct {
 void   fp_hist_init(fp_hist_t *h);
 /* Accumulate n values (x may be NULL when n == 0; FP_EINVAL when NULL with n > 0). */
 int    fp_hist_add(fp_hist_t *h, const float *x, size_t n);
+/* As fp_hist_add with a forced kernel: 0 scalar, 1 AVX2, 2 AVX-512, -1 the best this CPU has
+ * (FP_EUNAVAIL when the CPU lacks it). Every kernel gives bit-identical histograms; tests and
+ * benchmarks use this to compare them. */
+int    fp_hist_add_kernel(fp_hist_t *h, const float *x, size_t n, int kernel);
 /* dst += src (counts add, amax/min combine, sums add). */
 void   fp_hist_merge(fp_hist_t *dst, const fp_hist_t *src);
 /* Mean of finite |x| (0 when there is none). */

@@ -1,0 +1,526 @@
+/* hist.c — exponent histograms of float arrays (hist.h): one pass over the data gives the per-binade
+ * counts, zero/NaN/Inf counts, amax, min nonzero, sum |x| and the five classes of every format.
+ * Promise: the scalar, AVX2 and AVX-512 kernels (chosen at run time) give bit-identical histograms;
+ * every class boundary comes from fp_format_info(), none is written here. */
+#include "hist.h"
+#include "error.h"
+#include <float.h>
+#include <math.h>
+#include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HIST_X86 1
+#endif
+
+/* How it works. For a non-NaN float the absolute bit pattern a = bits & 0x7FFFFFFF orders like |x|,
+ * so each class boundary becomes a threshold T on a, and each class is a difference of the counts
+ * lt(T) = #{a < T} (zeros included; Inf and NaN never, as every T <= the bits of +Inf). Per format:
+ *   t0: a < t0  <=>  |x| <= min_subnormal/2      t1: a < t1  <=>  |x| < min_normal
+ *   t2: a < t2  <=>  |x| <= max_finite           t3: a < t3  <=>  |x| < overflow_at
+ * underflow = lt0 - zeros, subnormal = lt1 - lt0, normal = lt2 - lt1, round_to_max = lt3 - lt2,
+ * overflow = finite - lt3. The binades come from a histogram of the 8-bit exponent field (bins 1..254
+ * are the normal binades); fp32 subnormals, Inf and NaN are rare and take a slow path.
+ * sum |x| is kept in SUM_LANES double partial sums, lane = index mod SUM_LANES from the start of the
+ * call, reduced in a fixed tree: every kernel adds the same numbers in the same order. */
+
+#define NTHR      (FP_FMT_COUNT * 4)
+#define SUM_LANES 16
+#define SUBHISTS  8                          /* exponent sub-histograms (avoid store-forward chains) */
+#define BLOCK     ((size_t)1 << 24)          /* elements per kernel call: 32-bit counters cannot wrap */
+#define VEC_MIN_N 256                        /* below this, the scalar kernel is the fastest */
+
+#define ABS_MASK  0x7FFFFFFFu
+#define INF_BITS  0x7F800000u
+#define MANT_MASK 0x007FFFFFu                /* also: a - 1 < MANT_MASK  <=>  a is an fp32 subnormal */
+#define FIN_NZ_M1 0x7F7FFFFFu                /* a - 1 < this  <=>  a is finite and nonzero */
+
+typedef struct {
+    uint32_t t[NTHR];                        /* t[4*f + k], see above */
+} thresholds_t;
+
+/* Raw counts of one fp_hist_add call; turned into histogram terms by finish(). */
+typedef struct {
+    uint64_t lt[NTHR];                       /* #{a < t[k]} */
+    uint64_t ehist[256];                     /* by exponent field */
+    uint64_t sub_binade[23];                 /* fp32 subnormals by leading mantissa bit */
+    uint64_t nan, pos_inf, neg_inf;
+    uint32_t amax_bits;                      /* max a over finite values (0 when none) */
+    uint32_t min_m1;                         /* min (a - 1) over all values, wrapping: zero -> max */
+    double lane[SUM_LANES];
+} raw_t;
+
+typedef void (*kernel_fn)(raw_t *r, const thresholds_t *th, const float *x, size_t n);
+
+static uint32_t float_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float bits_float(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Threshold T with  a < T  <=>  |x| <= v  (v >= 0). */
+static uint32_t thr_le(double v)
+{
+    if (v >= (double)FLT_MAX)
+        return INF_BITS;
+    float f = (float)v;
+    if ((double)f > v)
+        f = nextafterf(f, 0.0f);
+    return float_bits(f) + 1;
+}
+
+/* Threshold T with  a < T  <=>  |x| < v  (v >= 0). */
+static uint32_t thr_lt(double v)
+{
+    if (v > (double)FLT_MAX)
+        return INF_BITS;
+    float f = (float)v;
+    if ((double)f < v)
+        f = nextafterf(f, INFINITY);
+    return float_bits(f);
+}
+
+static void make_thresholds(thresholds_t *th)
+{
+    for (int f = 0; f < FP_FMT_COUNT; f++) {
+        const fp_format_info_t *fi = fp_format_info((fp_format)f);
+        th->t[4 * f + 0] = thr_le((double)fi->min_subnormal / 2.0);
+        th->t[4 * f + 1] = thr_lt((double)fi->min_normal);
+        th->t[4 * f + 2] = thr_le((double)fi->max_finite);
+        th->t[4 * f + 3] = thr_lt((double)fi->overflow_at);
+    }
+}
+
+/* One value that is an fp32 subnormal, an Inf or a NaN (a = its absolute bits). */
+static inline __attribute__((always_inline)) void special(raw_t *r, uint32_t u)
+{
+    uint32_t a = u & ABS_MASK;
+    if (a > INF_BITS)
+        r->nan++;
+    else if (a == INF_BITS && (u >> 31))
+        r->neg_inf++;
+    else if (a == INF_BITS)
+        r->pos_inf++;
+    else if (a != 0)
+        r->sub_binade[31 - __builtin_clz(a)]++;
+}
+
+/* Exponent fields of x[0..15] into the sub-histograms. Scalar 64-bit loads (not lane extracts): the
+ * counter addresses are known early, so the CPU forwards the read-modify-write chains instead of
+ * replaying them when neighbouring values share a binade. */
+static inline __attribute__((always_inline)) void count_exponents(uint32_t sub[SUBHISTS][256],
+                                                                  const float *x)
+{
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < 8; j++) {
+        uint64_t q;
+        memcpy(&q, x + 2 * j, sizeof q);
+        sub[(2 * j) % SUBHISTS][(q >> 23) & 0xFF]++;
+        sub[(2 * j + 1) % SUBHISTS][(q >> 55) & 0xFF]++;
+    }
+}
+
+/* The thresholds around 1.0: values in [lo, hi) fall below exactly the thresholds >= hi, and zeros
+ * below all of them (every t[k] >= 1), so the scalar kernel counts those two kinds once each and
+ * adds the counts to the thresholds at the end. */
+static void middle_band(const thresholds_t *th, uint32_t *lo, uint32_t *hi)
+{
+    const uint32_t one = float_bits(1.0f);
+    *lo = 0;
+    *hi = INF_BITS;
+    for (int k = 0; k < NTHR; k++) {
+        if (th->t[k] <= one && th->t[k] > *lo)
+            *lo = th->t[k];
+        if (th->t[k] > one && th->t[k] < *hi)
+            *hi = th->t[k];
+    }
+}
+
+typedef struct {
+    uint64_t lt[NTHR], mid, zeros;
+    uint32_t amax, min_m1, lo, hi;
+    double lane[SUM_LANES];
+} scalar_state_t;
+
+/* One value through the scalar kernel, all but its exponent-field count. */
+static inline __attribute__((always_inline)) void scalar_step(scalar_state_t *s, raw_t *r,
+                                                              const thresholds_t *th, uint32_t u, size_t i)
+{
+    uint32_t a = u & ABS_MASK;
+    if ((a - s->lo < s->hi - s->lo) | (a == 0)) {    /* the common case, one predictable branch */
+        s->mid += a != 0;
+        s->zeros += a == 0;
+    } else {
+        _Pragma("GCC unroll 16")
+        for (int k = 0; k < NTHR; k++)
+            s->lt[k] += a < th->t[k];
+    }
+    if (a - 1 < s->min_m1)
+        s->min_m1 = a - 1;
+    if (a < INF_BITS) {
+        if (a > s->amax)
+            s->amax = a;
+        s->lane[i % SUM_LANES] += (double)bits_float(a);
+        if (a - 1 < MANT_MASK)
+            special(r, u);
+    } else {
+        special(r, u);
+    }
+}
+
+/* Any n, any start (the caller keeps x's index from the start of the call a multiple of 16). */
+static void kernel_scalar(raw_t *r, const thresholds_t *th, const float *x, size_t n)
+{
+    scalar_state_t s;
+    memcpy(s.lt, r->lt, sizeof s.lt);
+    memcpy(s.lane, r->lane, sizeof s.lane);
+    s.mid = s.zeros = 0;
+    s.amax = r->amax_bits;
+    s.min_m1 = r->min_m1;
+    middle_band(th, &s.lo, &s.hi);
+    size_t i = 0;
+    if (n >= 256) {                                   /* long runs: 4 exponent sub-histograms */
+        uint32_t sub[4][256];
+        memset(sub, 0, sizeof sub);
+        for (; i + 4 <= n; i += 4) {
+            _Pragma("GCC unroll 4")
+            for (size_t j = 0; j < 4; j++) {
+                uint32_t u;
+                memcpy(&u, &x[i + j], sizeof u);
+                scalar_step(&s, r, th, u, i + j);
+                sub[j][(u >> 23) & 0xFF]++;
+            }
+        }
+        for (int j = 0; j < 4; j++)
+            for (int b = 0; b < 256; b++)
+                r->ehist[b] += sub[j][b];
+    }
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        scalar_step(&s, r, th, u, i);
+        r->ehist[(u >> 23) & 0xFF]++;
+    }
+    for (int k = 0; k < NTHR; k++)
+        r->lt[k] = s.lt[k] + s.zeros + (th->t[k] >= s.hi ? s.mid : 0);   /* every t[k] > 0 */
+    memcpy(r->lane, s.lane, sizeof s.lane);
+    r->amax_bits = s.amax;
+    r->min_m1 = s.min_m1;
+}
+
+#ifdef HIST_X86
+/* 16 values per step; n is a multiple of 16. */
+__attribute__((target("avx2")))
+static void kernel_avx2(raw_t *r, const thresholds_t *th, const float *x, size_t n)
+{
+    uint32_t sub[SUBHISTS][256];
+    memset(sub, 0, sizeof sub);
+    __m256i tm1[NTHR], ge[NTHR];             /* count a >= t, i.e. a > t - 1 (signed: all >= 0) */
+    for (int k = 0; k < NTHR; k++) {
+        tm1[k] = _mm256_set1_epi32((int)(th->t[k] - 1));
+        ge[k] = _mm256_setzero_si256();
+    }
+    const __m256i absmask = _mm256_set1_epi32((int)ABS_MASK);
+    const __m256i inf = _mm256_set1_epi32((int)INF_BITS);
+    const __m256i fin_m1 = _mm256_set1_epi32((int)(INF_BITS - 1));
+    const __m256i one = _mm256_set1_epi32(1);
+    const __m256i sub_lim = _mm256_set1_epi32((int)(MANT_MASK - 1));
+    __m256i vmax = _mm256_setzero_si256(), vmin = _mm256_set1_epi32(-1);
+    __m256d s0 = _mm256_loadu_pd(r->lane), s1 = _mm256_loadu_pd(r->lane + 4);
+    __m256d s2 = _mm256_loadu_pd(r->lane + 8), s3 = _mm256_loadu_pd(r->lane + 12);
+
+    for (size_t i = 0; i < n; i += 16) {
+        __m256i u0 = _mm256_loadu_si256((const __m256i *)(const void *)(x + i));
+        __m256i u1 = _mm256_loadu_si256((const __m256i *)(const void *)(x + i + 8));
+        __m256i a0 = _mm256_and_si256(u0, absmask), a1 = _mm256_and_si256(u1, absmask);
+        _Pragma("GCC unroll 16")
+        for (int k = 0; k < NTHR; k++)
+            ge[k] = _mm256_sub_epi32(ge[k], _mm256_add_epi32(_mm256_cmpgt_epi32(a0, tm1[k]),
+                                                             _mm256_cmpgt_epi32(a1, tm1[k])));
+        __m256i f0 = _mm256_cmpgt_epi32(inf, a0), f1 = _mm256_cmpgt_epi32(inf, a1);
+        __m256i af0 = _mm256_and_si256(a0, f0), af1 = _mm256_and_si256(a1, f1);
+        vmax = _mm256_max_epi32(vmax, _mm256_max_epi32(af0, af1));
+        __m256i m0 = _mm256_sub_epi32(a0, one), m1 = _mm256_sub_epi32(a1, one);
+        vmin = _mm256_min_epu32(vmin, _mm256_min_epu32(m0, m1));
+        __m256 p0 = _mm256_castsi256_ps(af0), p1 = _mm256_castsi256_ps(af1);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(p0)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(p0, 1)));
+        s2 = _mm256_add_pd(s2, _mm256_cvtps_pd(_mm256_castps256_ps128(p1)));
+        s3 = _mm256_add_pd(s3, _mm256_cvtps_pd(_mm256_extractf128_ps(p1, 1)));
+        /* specials: subnormal (a - 1 <u MANT_MASK) or not finite */
+        __m256i sp0 = _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_min_epu32(m0, sub_lim), m0),
+                                      _mm256_cmpgt_epi32(a0, fin_m1));
+        __m256i sp1 = _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_min_epu32(m1, sub_lim), m1),
+                                      _mm256_cmpgt_epi32(a1, fin_m1));
+        count_exponents(sub, x + i);
+        unsigned mask = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(sp0)) |
+                        (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(sp1)) << 8;
+        while (mask) {
+            unsigned j = (unsigned)__builtin_ctz(mask);
+            mask &= mask - 1;
+            uint32_t uj;
+            memcpy(&uj, &x[i + j], sizeof uj);
+            special(r, uj);
+        }
+    }
+
+    uint64_t steps = n / 16;
+    for (int k = 0; k < NTHR; k++) {
+        uint32_t c[8];
+        _mm256_storeu_si256((__m256i *)(void *)c, ge[k]);
+        uint64_t g = 0;
+        for (int j = 0; j < 8; j++)
+            g += c[j];
+        r->lt[k] += 16 * steps - g;
+    }
+    uint32_t c[8];
+    _mm256_storeu_si256((__m256i *)(void *)c, vmax);
+    for (int j = 0; j < 8; j++)
+        if (c[j] > r->amax_bits)
+            r->amax_bits = c[j];
+    _mm256_storeu_si256((__m256i *)(void *)c, vmin);
+    for (int j = 0; j < 8; j++)
+        if (c[j] < r->min_m1)
+            r->min_m1 = c[j];
+    _mm256_storeu_pd(r->lane, s0);
+    _mm256_storeu_pd(r->lane + 4, s1);
+    _mm256_storeu_pd(r->lane + 8, s2);
+    _mm256_storeu_pd(r->lane + 12, s3);
+    for (int s = 0; s < SUBHISTS; s++)
+        for (int b = 0; b < 256; b++)
+            r->ehist[b] += sub[s][b];
+}
+
+/* 16 values per step; n is a multiple of 16. */
+__attribute__((target("avx512f")))
+static void kernel_avx512(raw_t *r, const thresholds_t *th, const float *x, size_t n)
+{
+    uint32_t sub[SUBHISTS][256];
+    memset(sub, 0, sizeof sub);
+    __m512i t[NTHR], lt[NTHR];
+    for (int k = 0; k < NTHR; k++) {
+        t[k] = _mm512_set1_epi32((int)th->t[k]);
+        lt[k] = _mm512_setzero_si512();
+    }
+    const __m512i absmask = _mm512_set1_epi32((int)ABS_MASK);
+    const __m512i inf = _mm512_set1_epi32((int)INF_BITS);
+    const __m512i one = _mm512_set1_epi32(1);
+    const __m512i sub_lim = _mm512_set1_epi32((int)MANT_MASK);
+    __m512i vmax = _mm512_setzero_si512(), vmin = _mm512_set1_epi32(-1);
+    __m512d s0 = _mm512_loadu_pd(r->lane), s1 = _mm512_loadu_pd(r->lane + 8);
+
+    for (size_t i = 0; i < n; i += 16) {
+        __m512i a = _mm512_and_si512(_mm512_loadu_si512((const void *)(x + i)), absmask);
+        _Pragma("GCC unroll 16")
+        for (int k = 0; k < NTHR; k++)
+            lt[k] = _mm512_mask_add_epi32(lt[k], _mm512_cmplt_epu32_mask(a, t[k]), lt[k], one);
+        __mmask16 fin = _mm512_cmplt_epu32_mask(a, inf);
+        vmax = _mm512_mask_max_epu32(vmax, fin, vmax, a);
+        __m512i m1 = _mm512_sub_epi32(a, one);
+        vmin = _mm512_min_epu32(vmin, m1);
+        __m512 p = _mm512_castsi512_ps(_mm512_maskz_mov_epi32(fin, a));
+        s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
+        s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm256_castpd_ps(
+                                   _mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
+        count_exponents(sub, x + i);
+        unsigned mask = (unsigned)(_mm512_cmplt_epu32_mask(m1, sub_lim) | (__mmask16)~fin);
+        while (mask) {
+            unsigned j = (unsigned)__builtin_ctz(mask);
+            mask &= mask - 1;
+            uint32_t uj;
+            memcpy(&uj, &x[i + j], sizeof uj);
+            special(r, uj);
+        }
+    }
+
+    for (int k = 0; k < NTHR; k++)
+        r->lt[k] += (uint64_t)(uint32_t)_mm512_reduce_add_epi32(lt[k]);
+    uint32_t mx = (uint32_t)_mm512_reduce_max_epu32(vmax);
+    uint32_t mn = (uint32_t)_mm512_reduce_min_epu32(vmin);
+    if (mx > r->amax_bits)
+        r->amax_bits = mx;
+    if (mn < r->min_m1)
+        r->min_m1 = mn;
+    _mm512_storeu_pd(r->lane, s0);
+    _mm512_storeu_pd(r->lane + 8, s1);
+    for (int s = 0; s < SUBHISTS; s++)
+        for (int b = 0; b < 256; b++)
+            r->ehist[b] += sub[s][b];
+}
+#endif
+
+/* Kernel numbers for fp_hist_add_kernel (internal; tests and the benchmark use it). */
+enum { KERNEL_BEST = -1, KERNEL_SCALAR = 0, KERNEL_AVX2 = 1, KERNEL_AVX512 = 2 };
+
+static kernel_fn kernel_get(int kernel)
+{
+    switch (kernel) {
+    case KERNEL_SCALAR:
+        return kernel_scalar;
+#ifdef HIST_X86
+    case KERNEL_AVX2:
+        return __builtin_cpu_supports("avx2") ? kernel_avx2 : NULL;
+    case KERNEL_AVX512:
+        return __builtin_cpu_supports("avx512f") ? kernel_avx512 : NULL;
+    case KERNEL_BEST:
+        if (__builtin_cpu_supports("avx512f"))
+            return kernel_avx512;
+        if (__builtin_cpu_supports("avx2"))
+            return kernel_avx2;
+        return kernel_scalar;
+#else
+    case KERNEL_BEST:
+        return kernel_scalar;
+#endif
+    default:
+        return NULL;
+    }
+}
+
+/* Add one call's raw counts to h. */
+static void finish(fp_hist_t *h, const raw_t *r, size_t n)
+{
+    uint64_t nsub = 0;
+    for (int p = 0; p < 23; p++) {
+        h->binade[p] += r->sub_binade[p];             /* m * 2^-149 with leading bit p: binade p-149 */
+        nsub += r->sub_binade[p];
+    }
+    for (int ef = 1; ef <= 254; ef++)
+        h->binade[ef - 127 - FP_HIST_EXP_MIN] += r->ehist[ef];
+    uint64_t zero = r->ehist[0] - nsub;
+    uint64_t finite = (uint64_t)n - r->nan - r->pos_inf - r->neg_inf;
+    h->count += n;
+    h->zero += zero;
+    h->nan += r->nan;
+    h->pos_inf += r->pos_inf;
+    h->neg_inf += r->neg_inf;
+    for (int f = 0; f < FP_FMT_COUNT; f++) {
+        const uint64_t *lt = &r->lt[4 * f];
+        h->cls[f][FP_CLASS_UNDERFLOW] += lt[0] - zero;
+        h->cls[f][FP_CLASS_SUBNORMAL] += lt[1] - lt[0];
+        h->cls[f][FP_CLASS_NORMAL] += lt[2] - lt[1];
+        h->cls[f][FP_CLASS_ROUND_TO_MAX] += lt[3] - lt[2];
+        h->cls[f][FP_CLASS_OVERFLOW] += finite - lt[3];
+    }
+    float amax = bits_float(r->amax_bits);
+    if (amax > h->amax)
+        h->amax = amax;
+    if (r->min_m1 < FIN_NZ_M1) {
+        float mn = bits_float(r->min_m1 + 1);
+        if (h->min_nonzero == 0.0f || mn < h->min_nonzero)
+            h->min_nonzero = mn;
+    }
+    double l[SUM_LANES];
+    memcpy(l, r->lane, sizeof l);
+    for (int w = SUM_LANES / 2; w >= 1; w /= 2)
+        for (int i = 0; i < w; i++)
+            l[i] += l[i + w];
+    h->sum_abs += l[0];
+}
+
+static int hist_add(fp_hist_t *h, const float *x, size_t n, kernel_fn vec)
+{
+    thresholds_t th;
+    raw_t r;
+    make_thresholds(&th);
+    memset(&r, 0, sizeof r);
+    r.min_m1 = UINT32_MAX;
+    size_t done = 0;
+    while (done < n) {
+        size_t len = n - done < BLOCK ? n - done : BLOCK;
+        size_t nv = vec == kernel_scalar ? 0 : len & ~(size_t)15;
+        if (nv)
+            vec(&r, &th, x + done, nv);
+        if (len > nv)
+            kernel_scalar(&r, &th, x + done + nv, len - nv);   /* done + nv is a multiple of 16 */
+        done += len;
+    }
+    finish(h, &r, n);
+    return FP_OK;
+}
+
+/* fp_hist_add with a chosen kernel (see hist.h); unlike fp_hist_add, no small-n shortcut. */
+int fp_hist_add_kernel(fp_hist_t *h, const float *x, size_t n, int kernel)
+{
+    if (!h || (!x && n > 0))
+        return fp_fail(FP_EINVAL, "fp_hist_add: %s is NULL", h ? "array" : "histogram");
+    kernel_fn k = kernel_get(kernel);
+    if (!k)
+        return fp_fail(FP_EUNAVAIL, "fp_hist_add: kernel %d is not available on this CPU", kernel);
+    if (n == 0)
+        return FP_OK;
+    return hist_add(h, x, n, k);
+}
+
+int fp_hist_add(fp_hist_t *h, const float *x, size_t n)
+{
+    if (!h || (!x && n > 0))
+        return fp_fail(FP_EINVAL, "fp_hist_add: %s is NULL", h ? "array" : "histogram");
+    if (n == 0)
+        return FP_OK;
+    return hist_add(h, x, n, n < VEC_MIN_N ? kernel_scalar : kernel_get(KERNEL_BEST));
+}
+
+void fp_hist_init(fp_hist_t *h)
+{
+    if (h)
+        memset(h, 0, sizeof *h);
+}
+
+void fp_hist_merge(fp_hist_t *dst, const fp_hist_t *src)
+{
+    if (!dst || !src)
+        return;
+    dst->count += src->count;
+    dst->zero += src->zero;
+    dst->nan += src->nan;
+    dst->pos_inf += src->pos_inf;
+    dst->neg_inf += src->neg_inf;
+    for (int i = 0; i < FP_HIST_BINADES; i++)
+        dst->binade[i] += src->binade[i];
+    for (int f = 0; f < FP_FMT_COUNT; f++)
+        for (int c = 0; c < FP_CLASS_COUNT; c++)
+            dst->cls[f][c] += src->cls[f][c];
+    if (src->amax > dst->amax)
+        dst->amax = src->amax;
+    if (src->min_nonzero != 0.0f && (dst->min_nonzero == 0.0f || src->min_nonzero < dst->min_nonzero))
+        dst->min_nonzero = src->min_nonzero;
+    dst->sum_abs += src->sum_abs;
+}
+
+uint64_t fp_hist_finite_nonzero(const fp_hist_t *h)
+{
+    uint64_t s = 0;
+    if (!h)
+        return 0;
+    for (int i = 0; i < FP_HIST_BINADES; i++)
+        s += h->binade[i];
+    return s;
+}
+
+double fp_hist_mean_abs(const fp_hist_t *h)
+{
+    if (!h)
+        return 0.0;
+    uint64_t finite = h->zero + fp_hist_finite_nonzero(h);
+    return finite ? h->sum_abs / (double)finite : 0.0;
+}
+
+const char *fp_value_class_name(fp_value_class c)
+{
+    switch (c) {
+    case FP_CLASS_NORMAL: return "normal";
+    case FP_CLASS_SUBNORMAL: return "subnormal";
+    case FP_CLASS_UNDERFLOW: return "underflow";
+    case FP_CLASS_ROUND_TO_MAX: return "round_to_max";
+    case FP_CLASS_OVERFLOW: return "overflow";
+    default: return "unknown";
+    }
+}
