@@ -3,6 +3,8 @@
 
 const fp_command_t fp_commands[] = {
     {"devices", "show the CPU features and the GPU this binary can use", cmd_devices},
+    {"ls", "list the sessions and runs of a database", cmd_ls},
+    {"export", "write one table of a run as CSV", cmd_export},
     {"formats", "show the number-format facts (fp16, bf16, tf32, fp8)", cmd_formats},
 };
 const size_t fp_command_count = sizeof fp_commands / sizeof fp_commands[0];

@@ -20,5 +20,7 @@ int cli_error(int status, const char *fmt, ...) __attribute__((format(printf, 2,
 /* Commands (one file each under cli/). */
 int cmd_devices(int argc, char **argv);
 int cmd_formats(int argc, char **argv);
+int cmd_ls(int argc, char **argv);       /* cmd_ls.c */
+int cmd_export(int argc, char **argv);   /* cmd_export.c */
 
 #endif

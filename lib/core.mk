@@ -3,6 +3,8 @@ lib_libfp_a_SOURCES += lib/formats.c lib/formats.h lib/error.c lib/error.h \
 	lib/gpu_detect.c lib/gpu_detect.h
 if HAVE_CUDA
 lib_libfp_a_SOURCES += lib/cuda/convert.cu lib/cuda/convert.h
+# nvcc objects get no automatic header dependencies: list them.
+lib/cuda/convert.$(OBJEXT): lib/cuda/convert.h lib/error.h
 endif
 EXTRA_DIST += lib/cuda/convert.cu lib/cuda/convert.h
 

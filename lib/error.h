@@ -4,6 +4,10 @@
 #ifndef FP_ERROR_H
 #define FP_ERROR_H
 
+#ifdef __cplusplus
+extern "C" {   /* the CUDA sources (.cu, C++) report errors through these too */
+#endif
+
 enum {
     FP_OK = 0,
     FP_EINVAL = -1,    /* bad argument or bad input value */
@@ -26,5 +30,9 @@ void fp_error_clear(void);
 
 /* A short name for a code ("invalid argument", ...). */
 const char *fp_error_name(int code);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,74 @@
+/* cmd_export.c — `fp16probe export [--db FILE] --run ID --table NAME [--csv FILE|-]`: one table of a
+ * run as RFC 4180 CSV. Read-only on the database; an output file is removed again if export fails. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "commands.h"
+#include "error.h"
+#include "store.h"
+#include "store_cli.h"
+
+static void usage(FILE *to)
+{
+    fprintf(to,
+            "usage: fp16probe export [--db FILE] --run ID --table NAME [--csv FILE|-]\n"
+            "Write one table of run ID from FILE (default ./" FP_STORE_DEFAULT_PATH ") as CSV (RFC 4180,\n"
+            "header row, CRLF line ends) to the --csv file or standard output ('-', the default).\n"
+            "tables: %s\n", fp_reader_table_list());
+}
+
+int cmd_export(int argc, char **argv)
+{
+    const char *db = FP_STORE_DEFAULT_PATH, *run_s = NULL, *table = NULL, *csv = "-";
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        int o = cli_option(argc, argv, &i, "--db", &db);
+        if (o == 0)
+            o = cli_option(argc, argv, &i, "--run", &run_s);
+        if (o == 0)
+            o = cli_option(argc, argv, &i, "--table", &table);
+        if (o == 0)
+            o = cli_option(argc, argv, &i, "--csv", &csv);
+        if (o < 0)
+            return 2;
+        if (o == 0)
+            return cli_error(2, "export: unexpected argument '%s' (see 'fp16probe export --help')", argv[i]);
+    }
+    if (!run_s || !table)
+        return cli_error(2, "export: --run ID and --table NAME are required (see 'fp16probe export --help')");
+    char *end;
+    errno = 0;
+    long long run = strtoll(run_s, &end, 10);
+    if (errno || end == run_s || *end || run <= 0)
+        return cli_error(2, "export: --run takes a positive run id, not '%s'", run_s);
+    if (!fp_reader_table_known(table))
+        return cli_error(2, "export: unknown table '%s'; valid tables: %s", table, fp_reader_table_list());
+    fp_reader_t *r;
+    if (cli_open_reader("export", db, &r))
+        return 1;
+    fp_run_row_t row;
+    if (fp_reader_run(r, run, &row) != FP_OK) {
+        fp_reader_close(r);
+        return cli_error(1, "%s", fp_error_message());
+    }
+    int to_stdout = strcmp(csv, "-") == 0;
+    FILE *out = to_stdout ? stdout : fopen(csv, "wb");
+    if (!out) {
+        fp_reader_close(r);
+        return cli_error(1, "export: cannot write %s: %s", csv, strerror(errno));
+    }
+    int rc = fp_reader_export_csv(r, run, table, out);
+    fp_reader_close(r);
+    if (!to_stdout && fclose(out) != 0 && rc == FP_OK)
+        rc = fp_fail(FP_EIO, "writing the CSV failed");
+    if (rc != FP_OK) {
+        if (!to_stdout)
+            remove(csv);
+        return cli_error(1, "export: %s%s%s", fp_error_message(), to_stdout ? "" : ": ", to_stdout ? "" : csv);
+    }
+    return 0;
+}

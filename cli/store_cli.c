@@ -1,0 +1,36 @@
+/* store_cli.c — option matching and read-only database opening shared by `ls` and `export`.
+ * Promise: every failure is one "fp16probe: ..." line on stderr. */
+#include "store_cli.h"
+#include <string.h>
+#include "commands.h"
+#include "error.h"
+
+int cli_option(int argc, char **argv, int *i, const char *name, const char **value)
+{
+    size_t len = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, len) != 0)
+        return 0;
+    if (a[len] == '=') {
+        *value = a + len + 1;
+        return 1;
+    }
+    if (a[len] != '\0')
+        return 0;
+    if (*i + 1 >= argc) {
+        cli_error(2, "%s: option %s needs a value", argv[0], name);
+        return -1;
+    }
+    *value = argv[++*i];
+    return 1;
+}
+
+int cli_open_reader(const char *cmd, const char *path, fp_reader_t **r)
+{
+    (void)cmd;
+    if (fp_reader_open_snapshot(r, path) != FP_OK) {
+        cli_error(1, "%s", fp_error_message());
+        return 1;
+    }
+    return 0;
+}

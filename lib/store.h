@@ -1,0 +1,178 @@
+/* store.h — the run store's writing side: producers (trainer, probes) hand records to fp_store_*
+ * functions that copy them into an in-memory queue and return at once; one writer thread per store
+ * drains the queue into the SQLite file (docs/schema.md describes the tables).
+ *
+ * Promises:
+ *  - Record functions never wait for the disk. The queue grows (up to a hard cap) instead of
+ *    blocking; past the cap records are dropped, counted, and a warning event is stored at close.
+ *  - Batched transactions are committed at least every FP_STORE_COMMIT_MS, so live readers are fresh.
+ *  - A step and its per-layer time rows are committed in the same transaction (readers never see
+ *    half a step).
+ *  - Session and run ids are known to the caller when fp_store_begin_session / fp_store_begin_run
+ *    return: those two (and fp_store_flush) go through the writer thread and wait for its commit.
+ *  - On a disk-full or I/O error the writer stops, the run(s) are marked failed when still possible,
+ *    and every record function (and fp_store_writer_status) returns FP_EIO with the message; what
+ *    was committed before stays readable.
+ *  - Nothing here prints or exits. One writing process per file at a time.
+ *
+ * Not measured = NULL in the file: pass NaN for a double field, a negative value for a nullable
+ * integer field (memory, times, kernel counts, layer). */
+#ifndef FP_STORE_H
+#define FP_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "hist.h"
+
+#define FP_STORE_DEFAULT_PATH "fp16probe.db"
+#define FP_STORE_COMMIT_MS 100          /* a batch is committed at least this often (<= 250 ms) */
+
+typedef enum { FP_RUN_RUNNING = 0, FP_RUN_FINISHED, FP_RUN_FAILED, FP_RUN_INTERRUPTED } fp_run_status;
+typedef enum { FP_PHASE_FORWARD = 0, FP_PHASE_BACKWARD_DATA, FP_PHASE_BACKWARD_WEIGHTS, FP_PHASE_COUNT } fp_phase;
+typedef enum {
+    FP_ROLE_ACTIVATION = 0, FP_ROLE_ACTIVATION_GRAD, FP_ROLE_WEIGHT, FP_ROLE_WEIGHT_GRAD, FP_ROLE_UPDATE,
+    FP_ROLE_COUNT
+} fp_tensor_role;
+typedef enum {
+    FP_EVENT_LOSS_SCALE = 0, FP_EVENT_SKIPPED_STEP, FP_EVENT_NAN, FP_EVENT_WARNING, FP_EVENT_INFO
+} fp_event_kind;
+
+const char *fp_run_status_name(fp_run_status s);   /* "running", "finished", ... (as stored) */
+const char *fp_phase_name(fp_phase p);             /* "forward", "backward_data", "backward_weights" */
+const char *fp_tensor_role_name(fp_tensor_role r); /* "activation", "activation_grad", ... */
+const char *fp_event_kind_name(fp_event_kind k);   /* "loss_scale", "skipped_step", ... */
+
+/* ---- what producers describe (strings may be NULL = unknown; they are copied) ---- */
+typedef struct {
+    const char *name;           /* free text, e.g. "resnet50 fp32 vs fp16" */
+    const char *config_json;    /* the whole session configuration */
+} fp_session_info_t;
+
+typedef struct {
+    int64_t session;            /* from fp_store_begin_session */
+    const char *arm;            /* "fp32", "fp16", ... */
+    const char *model, *policy; /* required */
+    int64_t ref_run;            /* the reference arm's run id; <= 0: none */
+    const char *device, *driver_version, *cuda_version, *cudnn_version, *cupti_version, *blas;
+    int64_t batch_size, image_size;   /* < 0: unknown */
+    const char *dataset;
+    int64_t seed;
+    const char *optimizer, *optimizer_config;  /* optimizer_config: JSON, e.g. {"lr":0.1,"momentum":0.9} */
+    const char *config_json;    /* the run's full configuration */
+} fp_run_info_t;
+
+typedef struct {
+    int64_t run;
+    int index;                  /* 0.. in model order */
+    const char *name;           /* torchvision-style, "layer3.2.conv2" */
+    const char *type;           /* "conv2d", "batchnorm2d", "linear", ... */
+    const char *input_shape, *output_shape;   /* "64x3x224x224" */
+    int64_t params, fwd_flops, bwd_flops;
+} fp_layer_info_t;
+
+typedef struct {
+    int64_t run, step;
+    double loss, loss_scale, lr;
+    int skipped;                /* 1: skipped for an inf/NaN gradient */
+    int64_t start, end;         /* wall clock ns; < 0 unknown */
+    int64_t wall_ns;
+    double samples_per_s;
+    int64_t mem_current, mem_peak;   /* bytes; < 0 not measured */
+    double energy_j, power_w;        /* NaN: not measured */
+} fp_step_rec_t;
+
+typedef struct {
+    int32_t layer;
+    int32_t phase;              /* fp_phase */
+    int64_t time_ns;
+    int32_t kernels;            /* < 0: unknown */
+} fp_layer_time_t;
+
+typedef struct {
+    int64_t run, step;
+    int64_t start, end;         /* ns on the profiler clock */
+    int64_t short_name, demangled_name;  /* ids from fp_store_intern; 0: none */
+    int32_t layer;              /* < 0: outside any layer */
+    int32_t phase;              /* fp_phase; < 0: none */
+    int32_t device_id, stream_id;
+    uint32_t correlation_id;
+    uint32_t grid[3], block[3];
+    int32_t tensor_core;        /* 1 used tensor cores, 0 not, < 0 unknown */
+} fp_kernel_rec_t;
+
+typedef struct {
+    int64_t run, ref_run, step;
+    int32_t layer;
+    int32_t role;               /* fp_tensor_role */
+    double rel_l2, max_abs, cosine;
+} fp_precision_rec_t;
+
+typedef struct {
+    int64_t run, step;
+    char split[16];             /* "train", "val" */
+    double loss, top1, top5;
+} fp_eval_rec_t;
+
+typedef struct {
+    int64_t run, timestamp;     /* wall clock ns */
+    int32_t device_id;
+    double power_w, energy_j, temperature_c;   /* NaN: not measured */
+    int64_t mem_used, sm_clock_mhz, mem_clock_mhz;  /* < 0: not measured */
+} fp_device_sample_t;
+
+typedef struct {
+    uint64_t queued;            /* records accepted */
+    uint64_t written;           /* rows written and committed */
+    uint64_t dropped;           /* records refused because the queue was at its cap */
+    uint64_t commits;
+    size_t queue_capacity;      /* current capacity in records */
+} fp_store_stats_t;
+
+typedef struct fp_store fp_store_t;
+
+/* Open (creating or migrating) `path` for recording and start the writer thread. When runs of a
+ * writer process that has died on this host are still 'running', they are marked interrupted. */
+int fp_store_open(fp_store_t **out, const char *path);
+
+/* Flush every queued record, mark each run this store began that is still running as `status`
+ * (FP_RUN_FINISHED, FP_RUN_INTERRUPTED, FP_RUN_FAILED) with `message` (NULL: none), end the
+ * sessions, stop the thread and close. Returns FP_OK, or the writer's error. s may be NULL. */
+int fp_store_close(fp_store_t *s, fp_run_status status, const char *message);
+
+/* Synchronous (wait for the writer's commit): create a session / a run ('running'). */
+int fp_store_begin_session(fp_store_t *s, const fp_session_info_t *info, int64_t *session_id);
+int fp_store_begin_run(fp_store_t *s, const fp_run_info_t *info, int64_t *run_id);
+/* Wait until everything queued so far is committed. */
+int fp_store_flush(fp_store_t *s);
+
+/* The id of a name in StringIds (kernel names), assigned at once; <= 0 (an FP_E* code) on error. */
+int64_t fp_store_intern(fp_store_t *s, const char *name);
+
+/* Queued (non-blocking) records. Each returns FP_OK, or the writer's error once it has failed. */
+int fp_store_layer(fp_store_t *s, const fp_layer_info_t *layer);
+/* A step and its per-layer times (n rows, may be 0), committed together. */
+int fp_store_step(fp_store_t *s, const fp_step_rec_t *step, const fp_layer_time_t *times, size_t n);
+int fp_store_kernels(fp_store_t *s, const fp_kernel_rec_t *k, size_t n);
+/* A histogram of a tensor (copied; encoded as a hist blob plus per-format class columns). */
+int fp_store_hist(fp_store_t *s, int64_t run, int64_t step, int layer, fp_tensor_role role, const fp_hist_t *h);
+int fp_store_precision(fp_store_t *s, const fp_precision_rec_t *p);
+int fp_store_eval(fp_store_t *s, const fp_eval_rec_t *e);
+int fp_store_device_sample(fp_store_t *s, const fp_device_sample_t *d);
+/* An event at wall time `time_ns` (<= 0: now); step and layer < 0: none. */
+int fp_store_event(fp_store_t *s, int64_t run, int64_t time_ns, int64_t step, int layer, fp_event_kind kind,
+                   const char *text);
+/* End one run now (queued after its records). */
+int fp_store_end_run(fp_store_t *s, int64_t run, fp_run_status status, const char *message);
+
+/* FP_OK while the writer is healthy; else its error code (and fp_error_message() gets its text). */
+int fp_store_writer_status(fp_store_t *s);
+void fp_store_get_stats(fp_store_t *s, fp_store_stats_t *st);
+
+/* ---- signals (store_signal.c) ----
+ * Install SIGINT and SIGTERM handlers that only record the signal (async-signal-safe); a second
+ * one of them restores the default action and re-raises it. The trainer polls fp_store_signalled()
+ * between steps and then closes its store with FP_RUN_INTERRUPTED. */
+int fp_store_install_signal_handlers(void);
+int fp_store_signalled(void);   /* the signal number received, or 0 */
+
+#endif

@@ -1,0 +1,334 @@
+/* store_open.c — opening a run-store file: refusal checks before SQLite touches it (missing file or
+ * directory, permissions, not SQLite, truncated, foreign, newer), then creation or an all-or-nothing
+ * migration when writing. Promise: a refused file is never created or modified; errors name it. */
+#include "store_db.h"
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "error.h"
+
+int64_t fp_store_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int64_t fp_store_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+const char *fp_store_hostname(void)
+{
+    static _Thread_local char name[256];
+    if (gethostname(name, sizeof name - 1) != 0)
+        strcpy(name, "unknown");
+    name[sizeof name - 1] = '\0';
+    return name;
+}
+
+int fp_store_writer_gone(int64_t pid, const char *host)
+{
+    if (pid <= 0 || pid > INT_MAX || !host || strcmp(host, fp_store_hostname()) != 0)
+        return 0;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+int fp_store_sqlite_fail(sqlite3 *db, int rc, const char *path, const char *doing)
+{
+    int code = FP_EINTERNAL;
+    const char *what = "SQLite error";
+    switch (rc & 0xff) {
+    case SQLITE_NOTADB: code = FP_EFORMAT; what = "not an fp16probe database (not an SQLite file)"; break;
+    case SQLITE_CORRUPT: code = FP_EFORMAT; what = "the database is corrupt"; break;
+    case SQLITE_FULL: code = FP_EIO; what = "the disk is full (or the file size limit was reached)"; break;
+    case SQLITE_IOERR: code = FP_EIO; what = "I/O error"; break;
+    case SQLITE_READONLY: code = FP_EIO; what = "the file or its directory is read-only"; break;
+    case SQLITE_CANTOPEN: code = FP_EIO; what = "cannot open the file"; break;
+    case SQLITE_PERM: code = FP_EIO; what = "permission denied"; break;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: code = FP_EIO; what = "the database stayed locked by another process"; break;
+    case SQLITE_NOMEM: code = FP_ENOMEM; what = "out of memory"; break;
+    default: break;
+    }
+    const char *detail = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    return fp_fail(code, "%s: %s while %s (%s)", path, what, doing, detail);
+}
+
+int fp_store_exec(sqlite3 *db, const char *path, const char *sql, const char *doing)
+{
+    int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    return rc == SQLITE_OK ? FP_OK : fp_store_sqlite_fail(db, rc, path, doing);
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* The directory part of path ("." when none), in buf. */
+static void dir_of(const char *path, char *buf, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(buf, cap, ".");
+    else if (slash == path)
+        snprintf(buf, cap, "/");
+    else
+        snprintf(buf, cap, "%.*s", (int)(slash - path), path);
+}
+
+static int side_file_size(const char *path, const char *suffix, long long *size)
+{
+    char side[PATH_MAX + 8];
+    struct stat st;
+    snprintf(side, sizeof side, "%s%s", path, suffix);
+    if (stat(side, &st) != 0)
+        return 0;
+    *size = (long long)st.st_size;
+    return 1;
+}
+
+/* What the 100-byte SQLite header says, checked without SQLite (so a refusal writes nothing). */
+static int check_header(const char *path, long long size, fp_store_mode mode)
+{
+    if (size == 0)
+        return mode == FP_STORE_WRITE ? FP_OK
+                                      : fp_fail(FP_EFORMAT, "%s: empty file, not an fp16probe database", path);
+    unsigned char h[100];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fp_fail(FP_EIO, "%s: cannot read: %s", path, strerror(errno));
+    size_t got = fread(h, 1, sizeof h, f);
+    fclose(f);
+    if (got < sizeof h || memcmp(h, "SQLite format 3", 16) != 0)
+        return fp_fail(FP_EFORMAT, "%s: not an fp16probe database (not an SQLite file)", path);
+    uint32_t page = (uint32_t)h[16] << 8 | h[17];
+    if (page == 1)
+        page = 65536;
+    if (page < 512 || (page & (page - 1)) != 0)
+        return fp_fail(FP_EFORMAT, "%s: the database is corrupt (bad page size in its header)", path);
+    if (size % page != 0)
+        return fp_fail(FP_EFORMAT, "%s: truncated or corrupt database (%lld bytes is not a whole number of "
+                       "%u-byte pages)", path, size, page);
+    uint32_t pages = be32(h + 28), counter = be32(h + 24), valid_for = be32(h + 92);
+    long long wal = 0;
+    int has_wal = side_file_size(path, "-wal", &wal) && wal > 0;
+    if (!has_wal && pages > 0 && valid_for == counter && (long long)pages * page > size)
+        return fp_fail(FP_EFORMAT, "%s: truncated database (%lld of %u pages present)", path, size / page, pages);
+    uint32_t app = be32(h + 68), version = be32(h + 60);
+    if (app != 0 && app != FP_STORE_APPLICATION_ID)
+        return fp_fail(FP_EFORMAT, "%s: not an fp16probe database (SQLite application id 0x%08x)", path, app);
+    if (app == FP_STORE_APPLICATION_ID && version > FP_STORE_SCHEMA_VERSION)
+        return fp_fail(FP_EVERSION, "%s: written by a newer fp16probe (schema version %u; this build knows up to %d); "
+                       "refused and not modified", path, version, FP_STORE_SCHEMA_VERSION);
+    return FP_OK;
+}
+
+/* Everything that can be said about the path before opening it. */
+static int check_path(const char *path, fp_store_mode mode, int *exists)
+{
+    struct stat st;
+    char dir[PATH_MAX];
+    dir_of(path, dir, sizeof dir);
+    *exists = stat(path, &st) == 0;
+    if (!*exists && errno != ENOENT)
+        return fp_fail(FP_EIO, "%s: cannot access: %s", path, strerror(errno));
+    if (*exists && S_ISDIR(st.st_mode))
+        return fp_fail(FP_EINVAL, "%s: is a directory, not a database file", path);
+    if (!*exists) {
+        if (mode != FP_STORE_WRITE)
+            return fp_fail(FP_EIO, "%s: no such database file", path);
+        struct stat dst;
+        if (stat(dir, &dst) != 0)
+            return fp_fail(FP_EIO, "%s: cannot create: directory %s does not exist", path, dir);
+        if (!S_ISDIR(dst.st_mode))
+            return fp_fail(FP_EIO, "%s: cannot create: %s is not a directory", path, dir);
+        if (access(dir, W_OK | X_OK) != 0)
+            return fp_fail(FP_EIO, "%s: cannot create: directory %s is not writable", path, dir);
+        return FP_OK;
+    }
+    if (access(path, R_OK) != 0)
+        return fp_fail(FP_EIO, "%s: cannot read: %s", path, strerror(errno));
+    if (mode == FP_STORE_WRITE) {
+        if (access(path, W_OK) != 0)
+            return fp_fail(FP_EIO, "%s: the file is read-only; cannot record into it", path);
+        if (access(dir, W_OK | X_OK) != 0)
+            return fp_fail(FP_EIO, "%s: directory %s is not writable (SQLite needs it for the -wal and -shm "
+                           "files); cannot record into it", path, dir);
+    }
+    return check_header(path, (long long)st.st_size, mode);
+}
+
+static int query_int(sqlite3 *db, const char *path, const char *sql, long long *out)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            *out = sqlite3_column_int64(st, 0);
+            rc = SQLITE_OK;
+        }
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_OK ? FP_OK : fp_store_sqlite_fail(db, rc, path, "reading the schema");
+}
+
+typedef struct {
+    long long app, version, tables;
+} identity_t;
+
+static int read_identity(sqlite3 *db, const char *path, identity_t *id)
+{
+    int rc = query_int(db, path, "SELECT count(*) FROM sqlite_master", &id->tables);
+    if (rc == FP_OK)
+        rc = query_int(db, path, "PRAGMA application_id", &id->app);
+    if (rc == FP_OK)
+        rc = query_int(db, path, "PRAGMA user_version", &id->version);
+    if (rc != FP_OK)
+        return rc;
+    uint32_t app = (uint32_t)id->app;
+    if (app != FP_STORE_APPLICATION_ID && (app != 0 || id->tables > 0)) {
+        if (app == 0)
+            return fp_fail(FP_EFORMAT, "%s: not an fp16probe database (an SQLite database of another program: "
+                           "tables but no fp16probe application id)", path);
+        return fp_fail(FP_EFORMAT, "%s: not an fp16probe database (SQLite application id 0x%08x)", path, app);
+    }
+    if (id->version > FP_STORE_SCHEMA_VERSION)
+        return fp_fail(FP_EVERSION, "%s: written by a newer fp16probe (schema version %lld; this build knows up to "
+                       "%d); refused and not modified", path, id->version, FP_STORE_SCHEMA_VERSION);
+    if (id->tables > 0 && id->version < 1)
+        return fp_fail(FP_EFORMAT, "%s: fp16probe database without a schema version: refused", path);
+    return FP_OK;
+}
+
+/* Create or migrate inside one IMMEDIATE transaction: all of it happens or none of it. */
+static int bring_up_to_date(sqlite3 *db, const char *path)
+{
+    int rc = fp_store_exec(db, path, "BEGIN IMMEDIATE", "starting the schema transaction");
+    if (rc != FP_OK)
+        return rc;
+    identity_t id;
+    rc = read_identity(db, path, &id);   /* again, under the write lock: another writer may have won */
+    if (rc == FP_OK && id.tables == 0) {
+        char sql[96];
+        snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = %d",
+                 FP_STORE_APPLICATION_ID, FP_STORE_SCHEMA_VERSION);
+        rc = fp_store_exec(db, path, fp_store_schema_sql(), "creating the schema");
+        if (rc == FP_OK)
+            rc = fp_store_exec(db, path, sql, "creating the schema");
+    } else if (rc == FP_OK && id.version < FP_STORE_SCHEMA_VERSION) {
+        for (int v = (int)id.version; rc == FP_OK && v < FP_STORE_SCHEMA_VERSION; v++) {
+            rc = fp_store_exec(db, path, fp_store_migration_sql(v), "migrating the schema");
+            if (rc != FP_OK) {
+                char why[512];
+                snprintf(why, sizeof why, "%s", fp_error_message());
+                rc = fp_fail(rc, "%s; migration from schema version %lld rolled back, file unchanged", why,
+                             id.version);
+            }
+        }
+        char sql[64];
+        snprintf(sql, sizeof sql, "PRAGMA user_version = %d", FP_STORE_SCHEMA_VERSION);
+        if (rc == FP_OK)
+            rc = fp_store_exec(db, path, sql, "migrating the schema");
+    }
+    if (rc == FP_OK)
+        return fp_store_exec(db, path, "COMMIT", "committing the schema");
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+/* "file:" URI of path, with "?immutable=1" when asked (only %, ? and # need escaping). */
+static void uri_of(const char *path, int immutable, char *buf, size_t cap)
+{
+    size_t n = (size_t)snprintf(buf, cap, "file:");
+    for (const char *p = path; *p && n + 4 < cap; p++) {
+        if (*p == '%' || *p == '?' || *p == '#')
+            n += (size_t)snprintf(buf + n, cap - n, "%%%02X", (unsigned char)*p);
+        else
+            buf[n++] = *p;
+    }
+    snprintf(buf + n, cap - n, "%s", immutable ? "?immutable=1" : "");
+}
+
+static int open_conn(const char *path, int flags, int immutable, sqlite3 **out)
+{
+    char name[PATH_MAX + 32];
+    uri_of(path, immutable, name, sizeof name);
+    sqlite3 *db = NULL;
+    int src = sqlite3_open_v2(name, &db, flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI, NULL);
+    if (src != SQLITE_OK) {
+        int rc = fp_store_sqlite_fail(db, src, path, "opening");
+        sqlite3_close(db);
+        *out = NULL;
+        return rc;
+    }
+    sqlite3_extended_result_codes(db, 1);
+    sqlite3_busy_timeout(db, FP_STORE_BUSY_TIMEOUT_MS);
+    *out = db;
+    return FP_OK;
+}
+
+int fp_store_wal_exists(const char *path)
+{
+    long long size;
+    return side_file_size(path, "-wal", &size);
+}
+
+int fp_store_db_open(const char *path, fp_store_mode mode, sqlite3 **out)
+{
+    *out = NULL;
+    if (!path || !*path)
+        return fp_fail(FP_EINVAL, "no database file given");
+    int exists, rc = check_path(path, mode, &exists);
+    if (rc != FP_OK)
+        return rc;
+    struct stat st;
+    int empty = !exists || (stat(path, &st) == 0 && st.st_size == 0);
+    /* Check the file through a read-only connection first: immutable (no locks, no -wal/-shm side
+     * files) unless a writer is active, so that a refused file is left exactly as it was. */
+    sqlite3 *db = NULL;
+    identity_t id = {0, 0, 0};
+    if (!empty) {
+        rc = open_conn(path, SQLITE_OPEN_READONLY, !fp_store_wal_exists(path), &db);
+        if (rc == FP_OK)
+            rc = read_identity(db, path, &id);
+    }
+    if (rc == FP_OK && mode != FP_STORE_WRITE) {
+        if (id.tables == 0)
+            rc = fp_fail(FP_EFORMAT, "%s: holds no fp16probe data (empty SQLite database)", path);
+        else if (id.version < FP_STORE_SCHEMA_VERSION)
+            rc = fp_fail(FP_EVERSION, "%s: schema version %lld is older than this build's %d; record into it once "
+                         "(which migrates it) before reading", path, id.version, FP_STORE_SCHEMA_VERSION);
+        if (rc == FP_OK) {
+            *out = db;
+            return FP_OK;
+        }
+    }
+    sqlite3_close(db);
+    if (rc != FP_OK)
+        return rc;
+    rc = open_conn(path, SQLITE_OPEN_READWRITE | (exists ? 0 : SQLITE_OPEN_CREATE), 0, &db);
+    if (rc == FP_OK)
+        rc = fp_store_exec(db, path, "PRAGMA journal_mode = WAL", "switching to WAL mode");
+    if (rc == FP_OK)
+        rc = fp_store_exec(db, path, "PRAGMA synchronous = NORMAL", "setting synchronous mode");
+    if (rc == FP_OK && (id.tables == 0 || id.version < FP_STORE_SCHEMA_VERSION))
+        rc = bring_up_to_date(db, path);
+    if (rc != FP_OK) {
+        sqlite3_close(db);
+        return rc;
+    }
+    *out = db;
+    return FP_OK;
+}

@@ -1,0 +1,112 @@
+/* store_reader.h — the one reading API of the run store, used by every consumer (ls, export, the
+ * dashboard, reports, the gate). Promises: opening never creates or modifies anything; each query
+ * runs in its own short read transaction (so checkpoints are never held back and a query never sees
+ * half of a writer's transaction); SQLITE_BUSY never reaches the caller as such (busy timeout);
+ * errors are one line naming the file. Results are arrays the caller frees with free().
+ * A reader handle is used by one thread at a time. */
+#ifndef FP_STORE_READER_H
+#define FP_STORE_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "hist.h"
+
+typedef struct fp_reader fp_reader_t;
+
+/* A live reader: sees what writers commit while it is open. While no writer is active (no -wal
+ * file) it reads the file immutable, so not even SQLite's -wal/-shm side files are created; when a
+ * writer appears it reconnects before its next query. */
+int fp_reader_open(fp_reader_t **out, const char *path);
+/* For one-shot tools (ls, export): the same, without the reconnect. */
+int fp_reader_open_snapshot(fp_reader_t **out, const char *path);
+void fp_reader_close(fp_reader_t *r);
+const char *fp_reader_path(const fp_reader_t *r);
+
+typedef struct {
+    int64_t id;
+    char name[128], host[64];
+    int64_t start, end;          /* ns since the epoch; end < 0: not ended */
+    int64_t runs;
+} fp_session_row_t;
+
+typedef struct {
+    int64_t id, session, ref_run;   /* ref_run < 0: none */
+    char arm[32], model[64], policy[32], device[128], host[64], dataset[64], optimizer[32];
+    int64_t batch_size, image_size, seed;
+    int64_t start, end, heartbeat;  /* ns since the epoch; < 0: none */
+    char status[16];     /* as stored, except "interrupted" when its writer is known to be gone */
+    int stale;           /* 1: stored as running, but its writer is gone or silent for 15 s */
+    char failure[256];
+    int64_t steps;       /* step rows */
+    int64_t last_step;   /* -1: none */
+    double last_loss;    /* loss of the last step; NaN: none or not finite */
+} fp_run_row_t;
+
+int fp_reader_sessions(fp_reader_t *r, fp_session_row_t **rows, size_t *n);
+/* Runs of one session (session <= 0: all), by id. */
+int fp_reader_runs(fp_reader_t *r, int64_t session, fp_run_row_t **rows, size_t *n);
+/* One run; FP_EINVAL with "FILE: no run ID" when there is none. */
+int fp_reader_run(fp_reader_t *r, int64_t run, fp_run_row_t *row);
+
+/* NaN / negative: NULL in the file (not measured). */
+typedef struct {
+    int64_t step;
+    double loss, loss_scale, lr, samples_per_s, energy_j, power_w;
+    int skipped;
+    int64_t start, end, wall_ns, mem_current, mem_peak;
+} fp_step_row_t;
+
+/* Steps with step > after_step, ascending, at most limit of them (0: all). For "the last 100
+ * steps" pass after_step = last_step - 100. */
+int fp_reader_steps_since(fp_reader_t *r, int64_t run, int64_t after_step, size_t limit, fp_step_row_t **rows,
+                          size_t *n);
+
+typedef struct {
+    int layer;
+    char name[64], type[32];
+    int phase;                   /* fp_phase */
+    int64_t steps;               /* rows aggregated */
+    double mean_ns, median_ns, stddev_ns;
+    int64_t min_ns, max_ns;
+    double mean_kernels;         /* NaN when unknown */
+} fp_layer_sum_t;
+
+/* Per layer and phase over steps lo..hi (inclusive), ordered by layer then phase. */
+int fp_reader_layer_summary(fp_reader_t *r, int64_t run, int64_t step_lo, int64_t step_hi, fp_layer_sum_t **rows,
+                            size_t *n);
+
+typedef struct {
+    int64_t step;
+    int layer, role;             /* fp_tensor_role */
+    fp_hist_t hist;
+} fp_hist_row_t;
+
+/* The histograms (one per tensor role) of a layer at the latest sampled step <= step (step < 0:
+ * the latest); *n = 0 when there is none. */
+int fp_reader_histograms(fp_reader_t *r, int64_t run, int layer, int64_t step, fp_hist_row_t **rows, size_t *n);
+
+/* Per kernel name, the columns of nsys's cuda_gpu_kern_sum; by total time, largest first. */
+typedef struct {
+    double time_pct;
+    int64_t total_ns, instances;
+    double avg_ns, med_ns;
+    int64_t min_ns, max_ns;
+    double stddev_ns;
+    char name[512];
+} fp_kernel_sum_t;
+
+/* Over the kernels of steps lo..hi (inclusive; pass 0, INT64_MAX for all). */
+int fp_reader_kernel_summary(fp_reader_t *r, int64_t run, int64_t step_lo, int64_t step_hi, fp_kernel_sum_t **rows,
+                             size_t *n);
+
+/* ---- export (store_csv.c) ---- */
+/* The tables export knows, as "runs, layers, steps, ..." */
+const char *fp_reader_table_list(void);
+int fp_reader_table_known(const char *name);   /* 1 when export knows the table */
+/* One run's rows of a table as RFC 4180 CSV (header row, CRLF line ends, fields with a comma, quote,
+ * CR or LF quoted with quotes doubled; NULL is an empty field). FP_EINVAL for an unknown table
+ * (the message lists the valid ones) or run; FP_EIO when writing fails. */
+int fp_reader_export_csv(fp_reader_t *r, int64_t run, const char *table, FILE *out);
+
+#endif

@@ -1,0 +1,311 @@
+/* test_store_open.c — opening a run-store file: create, reopen, migrate (a version-1 file built by
+ * hand), and every refusal (not SQLite, empty, truncated, corrupt, newer, foreign, read-only file or
+ * directory, missing directory or file): error names the file, one line, file untouched. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "error.h"
+#include "store.h"
+#include "store_db.h"
+#include "store_reader.h"
+#include "tap.h"
+#include "test_store_util.h"
+
+static char *dir;
+
+/* Try to open path as a writer and as a reader; both must fail without touching the file. */
+static void refused(const char *what, const char *path, int check_write, int check_read)
+{
+    tu_snap_t before;
+    tu_snap(path, &before);
+    int side_before = tu_no_side_files(path);
+    for (int w = 0; w < 2; w++) {
+        if ((w == 0 && !check_write) || (w == 1 && !check_read))
+            continue;
+        fp_error_clear();
+        int rc;
+        if (w == 0) {
+            fp_store_t *s = NULL;
+            rc = fp_store_open(&s, path);
+            if (rc == FP_OK)
+                fp_store_close(s, FP_RUN_FINISHED, NULL);
+        } else {
+            fp_reader_t *r = NULL;
+            rc = fp_reader_open(&r, path);
+            fp_reader_close(r);
+        }
+        const char *m = fp_error_message();
+        tap_ok(rc != FP_OK && strstr(m, path) != NULL && !strchr(m, '\n'),
+               "%s: %s refused with one line naming the file (%s)", what, w ? "reader" : "writer", m);
+    }
+    tap_ok(tu_same(path, &before), "%s: file not created or modified", what);
+    tap_ok(!side_before || tu_no_side_files(path), "%s: no -wal/-shm side files left", what);
+    tu_snap_free(&before);
+}
+
+static char *fresh(const char *name)
+{
+    char *p = tu_path(dir, name);
+    fp_store_t *s;
+    if (fp_store_open(&s, p) != FP_OK || fp_store_close(s, FP_RUN_FINISHED, NULL) != FP_OK)
+        tap_diag("cannot create %s: %s", p, fp_error_message());
+    return p;
+}
+
+/* PRAGMA table_info of every table, as one string, to compare schemas. */
+static char *schema_of(const char *path)
+{
+    sqlite3 *db;
+    sqlite3_stmt *t, *c;
+    size_t cap = 65536, len = 0;
+    char *out = calloc(1, cap);
+    sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+    sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type IN ('table','index') ORDER BY name", -1, &t,
+                       NULL);
+    while (sqlite3_step(t) == SQLITE_ROW) {
+        char sql[256];
+        snprintf(sql, sizeof sql, "SELECT name, type, \"notnull\", pk FROM pragma_table_info('%s')",
+                 (const char *)sqlite3_column_text(t, 0));
+        len += (size_t)snprintf(out + len, cap - len, "[%s]", (const char *)sqlite3_column_text(t, 0));
+        sqlite3_prepare_v2(db, sql, -1, &c, NULL);
+        while (sqlite3_step(c) == SQLITE_ROW)
+            len += (size_t)snprintf(out + len, cap - len, " %s:%s:%d:%d", sqlite3_column_text(c, 0),
+                                    sqlite3_column_text(c, 1), sqlite3_column_int(c, 2), sqlite3_column_int(c, 3));
+        sqlite3_finalize(c);
+    }
+    sqlite3_finalize(t);
+    sqlite3_close(db);
+    return out;
+}
+
+static const char to_v1[] =
+    "DROP TABLE device_samples; ALTER TABLE runs DROP COLUMN heartbeat; ALTER TABLE runs DROP COLUMN writer_host;"
+    " ALTER TABLE runs DROP COLUMN writer_pid; PRAGMA user_version = 1;"
+    " INSERT INTO sessions (id, name, start) VALUES (1, 'old', 1);"
+    " INSERT INTO runs (id, session, model, policy, start, status) VALUES (1, 1, 'resnet18', 'fp16', 1, 'finished');"
+    " INSERT INTO steps (run, step, loss) VALUES (1, 0, 2.5);";
+
+static void test_create_reopen_migrate(void)
+{
+    char *p = tu_path(dir, "new.db");
+    fp_store_t *s;
+    int rc = fp_store_open(&s, p);
+    tap_is_int(rc, FP_OK, "a new file is created (%s)", fp_error_message());
+    if (rc == FP_OK)
+        fp_store_close(s, FP_RUN_FINISHED, NULL);
+    tap_is_int(tu_sql_int(p, "PRAGMA application_id"), FP_STORE_APPLICATION_ID, "application_id is 'FP16'");
+    tap_is_int(tu_sql_int(p, "PRAGMA user_version"), FP_STORE_SCHEMA_VERSION, "user_version is current");
+    rc = fp_store_open(&s, p);
+    tap_is_int(rc, FP_OK, "reopening for writing works");
+    if (rc == FP_OK)
+        fp_store_close(s, FP_RUN_FINISHED, NULL);
+    fp_reader_t *r;
+    tu_snap_t snap;
+    tu_snap(p, &snap);
+    rc = fp_reader_open(&r, p);
+    tap_is_int(rc, FP_OK, "a reader opens it");
+    fp_reader_close(r);
+    tap_ok(tu_same(p, &snap), "the reader changed nothing");
+    tu_snap_free(&snap);
+    rc = fp_reader_open_snapshot(&r, p);
+    fp_reader_close(r);
+    tap_ok(rc == FP_OK && tu_no_side_files(p), "a snapshot reader opens it without side files");
+
+    /* Version 1 built by hand: the version-2 additions taken away again. */
+    char *old = fresh("v1.db");
+    tu_sql(old, to_v1);
+    tap_is_int(tu_sql_int(old, "PRAGMA user_version"), 1, "hand-built file is version 1");
+    tu_snap(old, &snap);
+    rc = fp_reader_open(&r, old);
+    fp_reader_close(r);
+    tap_ok(rc == FP_EVERSION && strstr(fp_error_message(), old) && tu_same(old, &snap),
+           "a reader refuses the old version without migrating it (%s)", fp_error_message());
+    tu_snap_free(&snap);
+    rc = fp_store_open(&s, old);
+    tap_is_int(rc, FP_OK, "the writer migrates version 1 (%s)", fp_error_message());
+    if (rc == FP_OK)
+        fp_store_close(s, FP_RUN_FINISHED, NULL);
+    tap_is_int(tu_sql_int(old, "PRAGMA user_version"), FP_STORE_SCHEMA_VERSION, "migrated to the current version");
+    char *a = schema_of(p), *b = schema_of(old);
+    tap_ok(strcmp(a, b) == 0, "migrated tables and columns equal a new file's");
+    if (strcmp(a, b) != 0)
+        tap_diag("new: %s\nmigrated: %s", a, b);
+    free(a);
+    free(b);
+    tap_is_int(tu_sql_int(old, "SELECT count(*) FROM runs WHERE model = 'resnet18' AND status = 'finished'"), 1,
+               "the old run survived the migration");
+    tap_is_int(tu_sql_int(old, "SELECT count(*) FROM steps"), 1, "the old step survived the migration");
+
+    /* A failing migration leaves the file as it was: version 1 with a stray device_samples table. */
+    char *bad = fresh("v1bad.db");
+    tu_sql(bad, to_v1);
+    tu_sql(bad, "CREATE TABLE device_samples (x)");
+    rc = fp_store_open(&s, bad);
+    tap_ok(rc != FP_OK && strstr(fp_error_message(), bad) && strstr(fp_error_message(), "rolled back"),
+           "a failing migration is reported (%s)", fp_error_message());
+    tap_is_int(tu_sql_int(bad, "PRAGMA user_version"), 1, "after it the file is still version 1");
+    tap_is_int(tu_sql_int(bad, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'writer_pid'"), 0,
+               "and the first migration steps were rolled back too");
+    free(p);
+    free(old);
+    free(bad);
+}
+
+typedef struct {
+    const char *path;
+    int write;
+} open_arg_t;
+
+static int try_open(void *v)
+{
+    open_arg_t *a = v;
+    if (a->write) {
+        fp_store_t *s;
+        int rc = fp_store_open(&s, a->path);
+        if (rc == FP_OK)
+            fp_store_close(s, FP_RUN_FINISHED, NULL);
+        return rc;
+    }
+    fp_reader_t *r;
+    int rc = fp_reader_open(&r, a->path);
+    fp_reader_close(r);
+    return rc;
+}
+
+/* Permission checks, run as an unprivileged user when we are root (root ignores mode bits). */
+static void test_permissions(void)
+{
+    char msg[600];
+    char *sub = tu_path(dir, "ro");
+    mkdir(sub, 0755);
+    char *ro_file = tu_path(sub, "ro.db");
+    int64_t runs[2];
+    tu_write_fixture(ro_file, 3, 2, runs);
+    chmod(ro_file, 0444);
+    tu_snap_t snap;
+    tu_snap(ro_file, &snap);
+    open_arg_t a = {ro_file, 1};
+    int rc = tu_as_user(try_open, &a, msg, sizeof msg);
+    if (rc == 77) {
+        tap_skip(6, "cannot switch to an unprivileged user, and root ignores permission bits");
+        tu_snap_free(&snap);
+        free(sub);
+        free(ro_file);
+        return;
+    }
+    tap_ok(rc != 0 && strstr(msg, ro_file) && !strchr(msg, '\n'), "read-only file: writer refused (%s)", msg);
+    tap_ok(tu_same(ro_file, &snap) && tu_no_side_files(ro_file), "read-only file: not modified");
+    a.write = 0;
+    rc = tu_as_user(try_open, &a, msg, sizeof msg);
+    tap_ok(rc == 0, "read-only file: a reader still opens it (%s)", msg);
+    chmod(sub, 0555);
+    char *in_ro_dir = tu_path(sub, "new.db");
+    a = (open_arg_t){in_ro_dir, 1};
+    rc = tu_as_user(try_open, &a, msg, sizeof msg);
+    tap_ok(rc != 0 && strstr(msg, in_ro_dir) && !tu_exists(in_ro_dir),
+           "read-only directory: new file refused and not created (%s)", msg);
+    chmod(ro_file, 0644);
+    tu_snap_free(&snap);
+    tu_snap(ro_file, &snap);
+    a = (open_arg_t){ro_file, 1};
+    rc = tu_as_user(try_open, &a, msg, sizeof msg);
+    tap_ok(rc != 0 && strstr(msg, ro_file), "read-only directory: writing an existing file refused (%s)", msg);
+    tap_ok(tu_same(ro_file, &snap) && tu_no_side_files(ro_file), "read-only directory: file not modified");
+    chmod(sub, 0755);
+    tu_snap_free(&snap);
+    free(in_ro_dir);
+    free(ro_file);
+    free(sub);
+}
+
+static void test_refusals(void)
+{
+    char *text = tu_path(dir, "notes.txt");
+    const char notes[] = "these are not the tables you are looking for\n";
+    tu_write_file(text, notes, strlen(notes));
+    refused("text file", text, 1, 1);
+
+    char *empty = tu_path(dir, "empty.db");
+    tu_write_file(empty, "", 0);
+    refused("empty file (reader)", empty, 0, 1);
+
+    char *trunc = tu_path(dir, "truncated.db");
+    int64_t runs[2];
+    tu_write_fixture(trunc, 40, 8, runs);
+    struct stat st;
+    stat(trunc, &st);
+    truncate(trunc, st.st_size / 2);
+    refused("truncated to half", trunc, 1, 1);
+    char *trunc2 = tu_path(dir, "truncated_odd.db");
+    tu_write_fixture(trunc2, 5, 2, runs);
+    stat(trunc2, &st);
+    truncate(trunc2, st.st_size - 100);
+    refused("truncated by 100 bytes", trunc2, 1, 1);
+
+    char *schema_bad = tu_path(dir, "corrupt_schema.db");
+    tu_write_fixture(schema_bad, 5, 2, runs);
+    {
+        FILE *f = fopen(schema_bad, "r+b");
+        unsigned char junk[2048];
+        memset(junk, 0xA5, sizeof junk);
+        fseek(f, 100, SEEK_SET);   /* right after the header: the schema's b-tree page */
+        fwrite(junk, 1, sizeof junk, f);
+        fclose(f);
+    }
+    refused("corrupted schema page", schema_bad, 1, 1);
+
+    char *newer = fresh("newer.db");
+    tu_sql(newer, "PRAGMA user_version = 99");
+    tu_snap_t snap;
+    tu_snap(newer, &snap);
+    fp_store_t *s;
+    int rc = fp_store_open(&s, newer);
+    tap_is_int(rc, FP_EVERSION, "newer schema version: FP_EVERSION (%s)", fp_error_message());
+    if (rc == FP_OK)
+        fp_store_close(s, FP_RUN_FINISHED, NULL);
+    tu_snap_free(&snap);
+    refused("newer schema version", newer, 1, 1);
+
+    char *foreign = tu_path(dir, "foreign.db");
+    tu_sql(foreign, "PRAGMA application_id = 305419896; CREATE TABLE t (x); INSERT INTO t VALUES (1)");
+    refused("foreign application id", foreign, 1, 1);
+
+    char *noid = tu_path(dir, "noid.db");
+    tu_sql(noid, "CREATE TABLE t (x); INSERT INTO t VALUES (1)");
+    refused("tables but no application id", noid, 1, 1);
+
+    char *nodir = tu_path(dir, "missing/sub/x.db");
+    refused("missing directory", nodir, 1, 1);
+    char *missing_dir = tu_path(dir, "missing");
+    tap_ok(!tu_exists(missing_dir), "missing directory: not created");
+
+    char *nofile = tu_path(dir, "absent.db");
+    refused("missing file (reader)", nofile, 0, 1);
+
+    refused("a directory", dir, 1, 1);
+    free(text);
+    free(empty);
+    free(trunc);
+    free(trunc2);
+    free(schema_bad);
+    free(newer);
+    free(foreign);
+    free(noid);
+    free(nodir);
+    free(missing_dir);
+    free(nofile);
+}
+
+int main(void)
+{
+    dir = tu_mkdir();
+    if (!dir)
+        tap_skip_all("cannot create a scratch directory");
+    test_create_reopen_migrate();
+    test_refusals();
+    test_permissions();
+    tu_rmdir(dir);
+    return tap_done();
+}

@@ -1,0 +1,282 @@
+/* test_store_writer.c — the writer: every kind of record written by producers reads back exactly
+ * (NULL for "not measured"), many producer threads lose nothing while the queue grows, commits are
+ * fresh (<= 250 ms), names are deduplicated across reopen, runs end with the status asked for. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "error.h"
+#include "store.h"
+#include "store_reader.h"
+#include "tap.h"
+#include "test_store_util.h"
+
+#define NSTEPS 120
+#define NLAYERS 10
+
+static char *dir;
+
+static void test_fixture_reads_back(void)
+{
+    char *p = tu_path(dir, "fixture.db");
+    int64_t runs[2];
+    int rc = tu_write_fixture(p, NSTEPS, NLAYERS, runs);
+    tap_is_int(rc, FP_OK, "fixture written (%s)", fp_error_message());
+    fp_reader_t *r;
+    rc = fp_reader_open(&r, p);
+    tap_is_int(rc, FP_OK, "reader opens it");
+    if (rc != FP_OK) {
+        tap_skip(22, "no reader");
+        free(p);
+        return;
+    }
+    fp_session_row_t *ss;
+    size_t ns;
+    fp_reader_sessions(r, &ss, &ns);
+    tap_ok(ns == 1 && strcmp(ss[0].name, "fixture") == 0 && ss[0].runs == 2 && ss[0].end > 0,
+           "one session 'fixture' with two runs, ended");
+    free(ss);
+    fp_run_row_t *rr;
+    size_t nr;
+    fp_reader_runs(r, 0, &rr, &nr);
+    tap_is_int((long long)nr, 2, "two runs");
+    int meta_ok = nr == 2;
+    for (size_t i = 0; meta_ok && i < 2; i++)
+        meta_ok = strcmp(rr[i].status, "finished") == 0 && !rr[i].stale && rr[i].steps == NSTEPS &&
+                  rr[i].last_step == NSTEPS - 1 && rr[i].last_loss == tu_loss((int)i, NSTEPS - 1) &&
+                  strcmp(rr[i].model, "resnet18") == 0 && strcmp(rr[i].dataset, "imagenet, subset \"tiny\"") == 0 &&
+                  rr[i].batch_size == 32 && rr[i].seed == 42 && rr[i].end >= rr[i].start;
+    tap_ok(meta_ok, "run metadata, status finished, steps and final loss exact");
+    tap_ok(nr == 2 && rr[1].ref_run == runs[0] && rr[0].ref_run == -1, "ref_run links the fp16 arm to fp32");
+    free(rr);
+
+    int steps_ok = 1;
+    for (int i = 0; i < 2; i++) {
+        fp_step_row_t *st;
+        size_t n;
+        rc = fp_reader_steps_since(r, runs[i], -1, 0, &st, &n);
+        steps_ok &= rc == FP_OK && n == NSTEPS;
+        for (size_t k = 0; steps_ok && k < n; k++) {
+            steps_ok &= st[k].step == (int64_t)k && st[k].loss == tu_loss(i, (int64_t)k) && st[k].lr == 0.1 &&
+                        st[k].wall_ns == 900 && st[k].start == 1000 * (int64_t)k && st[k].samples_per_s == 1234.5 &&
+                        st[k].skipped == (i == 1 && k == 3) && isnan(st[k].energy_j);
+            if (i == 0)
+                steps_ok &= isnan(st[k].loss_scale) && st[k].mem_current == -1 && st[k].mem_peak == -1 &&
+                            isnan(st[k].power_w);
+            else
+                steps_ok &= st[k].loss_scale == 65536.0 && st[k].mem_current == 1000 && st[k].mem_peak == 2000 &&
+                            st[k].power_w == 250.5;
+        }
+        free(st);
+    }
+    tap_ok(steps_ok, "every step reads back exactly; not-measured fields are NULL, never 0");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM steps WHERE mem_current = 0 OR energy_j = 0"), 0,
+               "no made-up zeros in steps");
+
+    long long want_lt = 0;
+    for (int k = 0; k < NSTEPS; k++)
+        for (int l = 0; l < NLAYERS; l++)
+            for (int ph = 0; ph < 3; ph++)
+                want_lt += 100 * (l + 1) + 10 * ph + (k % 3);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM layer_times WHERE run = %lld", (long long)runs[0]);
+    tap_is_int(tu_sql_int(p, sql), NSTEPS * NLAYERS * 3, "all layer-time rows of a run");
+    snprintf(sql, sizeof sql, "SELECT sum(time_ns) FROM layer_times WHERE run = %lld", (long long)runs[1]);
+    tap_is_int(tu_sql_int(p, sql), want_lt, "layer times sum exactly");
+    tap_is_int(tu_sql_int(p, "SELECT sum(kernels) FROM layer_times"), 2LL * NSTEPS * NLAYERS * (1 + 2 + 3),
+               "kernel counts per layer and phase");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM kernels"), 2LL * (NSTEPS / 10) * NLAYERS * 4, "all kernel rows");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM StringIds"), 2, "kernel names deduplicated in StringIds");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM kernels k JOIN StringIds s ON s.id = k.shortName"
+                             " WHERE s.value = 'sgemm_128x64_nn' AND k.gridX = 128 AND k.blockX = 256"
+                             " AND k.streamId = 7"),
+               (NSTEPS / 10) * NLAYERS * 2 * 2, "kernel rows join their names, grid and block");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM kernels WHERE tensorCore = 1"), (NSTEPS / 10) * NLAYERS * 4,
+               "tensorCore flag per run");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM layers WHERE name = 'layer1.0.conv1' AND type = 'conv2d'"
+                             " AND params = 36864 AND fwd_flops = 3700000000"), 2, "layers with names, types, sizes");
+
+    fp_hist_row_t *h;
+    size_t nh;
+    rc = fp_reader_histograms(r, runs[1], 0, 5, &h, &nh);
+    fp_hist_t want;
+    fp_hist_init(&want);
+    float x[6] = {1.0f, 70000.0f, 1e-6f, 1e-9f, 0.0f, -3.0f};
+    fp_hist_add(&want, x, 6);
+    tap_ok(rc == FP_OK && nh == 2 && h[0].step == 0 && h[0].role == FP_ROLE_ACTIVATION &&
+               h[1].role == FP_ROLE_WEIGHT_GRAD,
+           "histograms of layer 0 at the latest sampled step <= 5: two roles (%s)", fp_error_message());
+    tap_ok(nh > 0 && memcmp(h[0].hist.cls, want.cls, sizeof want.cls) == 0 && h[0].hist.count == want.count &&
+               memcmp(h[0].hist.binade, want.binade, sizeof want.binade) == 0 && h[0].hist.amax == want.amax,
+           "the histogram blob decodes to what was recorded");
+    free(h);
+    snprintf(sql, sizeof sql, "SELECT fp16_overflow * 1000 + fp16_underflow * 100 + fp16_subnormal * 10 + "
+             "fp16_normal FROM histograms WHERE run = %lld AND role = 0", (long long)runs[0]);
+    tap_is_int(tu_sql_int(p, sql),
+               (long long)(want.cls[FP_FMT_FP16][FP_CLASS_OVERFLOW] * 1000 + want.cls[FP_FMT_FP16][FP_CLASS_UNDERFLOW] * 100 +
+                           want.cls[FP_FMT_FP16][FP_CLASS_SUBNORMAL] * 10 + want.cls[FP_FMT_FP16][FP_CLASS_NORMAL]),
+               "per-format class counts are queryable columns");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM precision_error WHERE rel_l2 = 1e-3 AND cosine = 0.9999"), 1,
+               "precision error row");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM evaluations WHERE split = 'val' AND top5 = 0.75"), 2,
+               "evaluation rows");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM device_samples WHERE power_w IS NULL AND sm_clock_mhz IS NULL"
+                             " AND mem_used = 123456789 AND temperature_c = 55"), 2,
+               "device samples keep NULL for what was not measured");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM events WHERE kind = 'skipped_step' AND layer = 2 AND step = 3"
+                             " AND text LIKE '%\"layer1.0.conv3\"' || char(10) || 'scale halved'"), 2,
+               "events keep their text byte for byte");
+    fp_reader_close(r);
+    free(p);
+}
+
+typedef struct {
+    fp_store_t *s;
+    int64_t run;
+    int thread;
+    int n;
+    int errors;
+} producer_t;
+
+static void *produce(void *v)
+{
+    producer_t *p = v;
+    fp_kernel_rec_t k[64];
+    memset(k, 0, sizeof k);
+    for (int i = 0; i < p->n; i += 64) {
+        int m = p->n - i < 64 ? p->n - i : 64;
+        for (int j = 0; j < m; j++) {
+            k[j].run = p->run;
+            k[j].step = (i + j) / 1000;
+            k[j].layer = -1;
+            k[j].phase = -1;
+            k[j].start = i + j;
+            k[j].end = i + j + 10;
+            k[j].correlation_id = (uint32_t)(p->thread * 1000000 + i + j);
+            k[j].tensor_core = -1;
+        }
+        p->errors += fp_store_kernels(p->s, k, (size_t)m) != FP_OK;
+    }
+    return NULL;
+}
+
+static void test_threads_and_freshness(void)
+{
+    enum { THREADS = 4, PER = 60000 };
+    char *p = tu_path(dir, "threads.db");
+    fp_store_t *s;
+    int rc = fp_store_open(&s, p);
+    int64_t session = 0, run = 0;
+    fp_session_info_t si = {.name = "threads"};
+    fp_run_info_t ri = {.model = "m", .policy = "fp16", .batch_size = -1, .image_size = -1};
+    if (rc == FP_OK)
+        rc = fp_store_begin_session(s, &si, &session);
+    ri.session = session;
+    if (rc == FP_OK)
+        rc = fp_store_begin_run(s, &ri, &run);
+    tap_ok(rc == FP_OK && session > 0 && run > 0, "session and run ids are known when begin returns");
+    if (rc != FP_OK) {
+        tap_skip(8, "no store");
+        free(p);
+        return;
+    }
+    /* freshness: a step is visible to a reader within 250 ms, without any flush */
+    fp_step_rec_t st = {.run = run, .step = 0, .loss = 1.5, .loss_scale = NAN, .lr = NAN, .start = -1, .end = -1,
+                        .wall_ns = -1, .samples_per_s = NAN, .mem_current = -1, .mem_peak = -1,
+                        .energy_j = NAN, .power_w = NAN};
+    fp_store_step(s, &st, NULL, 0);
+    usleep(300000);
+    fp_reader_t *r;
+    fp_step_row_t *rows = NULL;
+    size_t n = 0;
+    if (fp_reader_open(&r, p) == FP_OK) {
+        fp_reader_steps_since(r, run, -1, 0, &rows, &n);
+        fp_reader_close(r);
+    }
+    tap_ok(n == 1 && rows[0].loss == 1.5, "a step is committed and visible within 300 ms without a flush");
+    free(rows);
+    tap_ok(tu_sql_int(p, "SELECT heartbeat > 0 FROM runs") == 1, "the run carries a heartbeat");
+
+    pthread_t th[THREADS];
+    producer_t pr[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        pr[i] = (producer_t){.s = s, .run = run, .thread = i, .n = PER};
+        pthread_create(&th[i], NULL, produce, &pr[i]);
+    }
+    int errors = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        errors += pr[i].errors;
+    }
+    tap_is_int(errors, 0, "%d producer threads queued %d kernel records each without an error", THREADS, PER);
+    int64_t id1 = fp_store_intern(s, "kernel_a"), id2 = fp_store_intern(s, "kernel_b"),
+            id3 = fp_store_intern(s, "kernel_a");
+    tap_ok(id1 > 0 && id2 > 0 && id1 == id3 && id1 != id2, "interning gives one id per name");
+    fp_store_stats_t stats;
+    fp_store_flush(s);
+    fp_store_get_stats(s, &stats);
+    tap_ok(stats.dropped == 0 && stats.written >= (uint64_t)THREADS * PER, "nothing dropped (%llu written, queue %zu)",
+           (unsigned long long)stats.written, stats.queue_capacity);
+    rc = fp_store_close(s, FP_RUN_INTERRUPTED, "stopped by the test");
+    tap_is_int(rc, FP_OK, "close");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM kernels"), (long long)THREADS * PER, "every kernel row is there");
+    long long want = 0;
+    for (int t = 0; t < THREADS; t++)
+        want += (long long)PER * t * 1000000 + (long long)PER * (PER - 1) / 2;
+    tap_is_int(tu_sql_int(p, "SELECT sum(correlationId) FROM kernels"), want, "each exactly once");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM runs WHERE status = 'interrupted' AND failure = "
+                             "'stopped by the test' AND end IS NOT NULL"), 1, "close marked the run interrupted");
+    /* names survive a reopen with the same ids */
+    if (fp_store_open(&s, p) == FP_OK) {
+        int64_t again = fp_store_intern(s, "kernel_a"), fresh = fp_store_intern(s, "kernel_c");
+        tap_ok(again == id1 && fresh > id2, "a reopened store keeps StringIds ids (%lld, %lld)", (long long)again,
+               (long long)fresh);
+        fp_store_close(s, FP_RUN_FINISHED, NULL);
+    } else {
+        tap_skip(1, "reopen failed");
+    }
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM StringIds"), 3, "StringIds holds each name once");
+    free(p);
+}
+
+static void test_end_run(void)
+{
+    char *p = tu_path(dir, "end.db");
+    fp_store_t *s;
+    int64_t session, a, b;
+    fp_session_info_t si = {0};
+    fp_run_info_t ri = {.model = "m", .policy = "fp32", .batch_size = -1, .image_size = -1};
+    int rc = fp_store_open(&s, p);
+    if (rc == FP_OK)
+        rc = fp_store_begin_session(s, &si, &session);
+    ri.session = session;
+    if (rc == FP_OK)
+        rc = fp_store_begin_run(s, &ri, &a);
+    if (rc == FP_OK)
+        rc = fp_store_begin_run(s, &ri, &b);
+    if (rc == FP_OK)
+        rc = fp_store_end_run(s, a, FP_RUN_FAILED, "loss diverged");
+    if (rc == FP_OK)
+        rc = fp_store_close(s, FP_RUN_FINISHED, NULL);
+    tap_is_int(rc, FP_OK, "end_run and close");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM runs WHERE status = 'failed' AND failure = 'loss diverged'"), 1,
+               "end_run marked one run failed with its message");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM runs WHERE status = 'finished' AND failure IS NULL"), 1,
+               "close finished the other");
+    tap_ok(fp_store_close(NULL, FP_RUN_FINISHED, NULL) == FP_OK, "close(NULL) is a no-op");
+    free(p);
+}
+
+int main(void)
+{
+    dir = tu_mkdir();
+    if (!dir)
+        tap_skip_all("cannot create a scratch directory");
+    test_fixture_reads_back();
+    test_threads_and_freshness();
+    test_end_run();
+    tu_rmdir(dir);
+    return tap_done();
+}
