@@ -5,24 +5,27 @@ lib_libfp_a_SOURCES += lib/store.h lib/store_reader.h lib/store_db.h lib/store_q
 	lib/store_schema.c lib/store_open.c lib/store_queue.c lib/store_writer.c lib/store_signal.c \
 	lib/store_reader.c lib/store_csv.c
 
-STORE_TEST_UTIL = tests/test_store_util.c tests/test_store_util.h
-check_PROGRAMS += tests/test_store_open
-TESTS += tests/test_store_open
+STORE_TEST_UTIL = tests/store_testutil.c tests/store_testutil.h
+STORE_TESTS = tests/test_store_open tests/test_store_writer tests/test_store_reader \
+	tests/test_store_concurrency tests/test_store_crash
+check_PROGRAMS += $(STORE_TESTS)
+TESTS += $(STORE_TESTS)
 tests_test_store_open_SOURCES = tests/test_store_open.c $(STORE_TEST_UTIL)
 tests_test_store_open_LDADD = $(TEST_LDADD)
-check_PROGRAMS += tests/test_store_writer
-TESTS += tests/test_store_writer
 tests_test_store_writer_SOURCES = tests/test_store_writer.c $(STORE_TEST_UTIL)
 tests_test_store_writer_LDADD = $(TEST_LDADD)
-check_PROGRAMS += tests/test_store_reader
-TESTS += tests/test_store_reader
 tests_test_store_reader_SOURCES = tests/test_store_reader.c $(STORE_TEST_UTIL)
 tests_test_store_reader_LDADD = $(TEST_LDADD)
-check_PROGRAMS += tests/test_store_concurrency
-TESTS += tests/test_store_concurrency
 tests_test_store_concurrency_SOURCES = tests/test_store_concurrency.c $(STORE_TEST_UTIL)
 tests_test_store_concurrency_LDADD = $(TEST_LDADD)
-check_PROGRAMS += tests/test_store_crash
-TESTS += tests/test_store_crash
 tests_test_store_crash_SOURCES = tests/test_store_crash.c $(STORE_TEST_UTIL)
 tests_test_store_crash_LDADD = $(TEST_LDADD)
+# the fixture writer for tests/test_store_cli.sh (cli/store_cli.mk)
+check_PROGRAMS += tests/test_store_fixture
+tests_test_store_fixture_SOURCES = tests/test_store_fixture.c $(STORE_TEST_UTIL)
+tests_test_store_fixture_LDADD = $(TEST_LDADD)
+
+BENCHMARKS += bench/bench_store
+bench_bench_store_LDADD = $(FP_LDADD)
+
+EXTRA_DIST += docs/schema.md

@@ -14,7 +14,7 @@
 #include "store.h"
 #include "store_reader.h"
 #include "tap.h"
-#include "test_store_util.h"
+#include "store_testutil.h"
 
 #define TOTAL 300
 #define LAYERS 20

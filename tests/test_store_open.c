@@ -11,7 +11,7 @@
 #include "store_db.h"
 #include "store_reader.h"
 #include "tap.h"
-#include "test_store_util.h"
+#include "store_testutil.h"
 
 static char *dir;
 

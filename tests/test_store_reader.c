@@ -10,7 +10,7 @@
 #include "store.h"
 #include "store_reader.h"
 #include "tap.h"
-#include "test_store_util.h"
+#include "store_testutil.h"
 
 #define NSTEPS 30
 #define NLAYERS 6

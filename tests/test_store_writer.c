@@ -11,7 +11,7 @@
 #include "store.h"
 #include "store_reader.h"
 #include "tap.h"
-#include "test_store_util.h"
+#include "store_testutil.h"
 
 #define NSTEPS 120
 #define NLAYERS 10

@@ -1,6 +1,6 @@
-/* test_store_util.c — implementation of test_store_util.h (helpers for the run-store tests).
+/* store_testutil.c — implementation of store_testutil.h (helpers for the run-store tests).
  * Promise: deterministic fixture content; snapshots compare bytes and modification time. */
-#include "test_store_util.h"
+#include "store_testutil.h"
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>

@@ -1,0 +1,50 @@
+/* store_testutil.h — helpers shared by the run-store tests: scratch directories, file snapshots
+ * (bytes + mtime) to prove a file was not modified, running a check as an unprivileged user, and a
+ * deterministic fixture (one session, two runs) written through the public writer API. */
+#ifndef FP_STORE_TESTUTIL_H
+#define FP_STORE_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "store.h"
+
+/* A fresh scratch directory under $TMPDIR (or /tmp), mode 0755; removed by tu_rmdir. */
+char *tu_mkdir(void);
+void tu_rmdir(char *dir);                 /* removes the files in it (one level deep) and it; frees */
+char *tu_path(const char *dir, const char *name);   /* malloc'd "dir/name" */
+int tu_exists(const char *path);
+
+typedef struct {
+    int exists;
+    size_t len;
+    unsigned char *bytes;
+    struct timespec mtime;
+} tu_snap_t;
+void tu_snap(const char *path, tu_snap_t *s);
+/* 1 when path is now exactly as snapped (absent then and now, or same bytes and mtime). */
+int tu_same(const char *path, const tu_snap_t *s);
+void tu_snap_free(tu_snap_t *s);
+/* 1 when neither path-wal nor path-shm exists. */
+int tu_no_side_files(const char *path);
+
+int tu_write_file(const char *path, const void *data, size_t len);
+/* Run raw SQL on a file with plain SQLite (to build old, foreign or damaged files by hand). */
+int tu_sql(const char *path, const char *sql);
+long long tu_sql_int(const char *path, const char *sql);
+
+/* Run fn(arg) in a child process; when we are root the child first becomes nobody (65534) so that
+ * permission bits apply. Returns fn's result (0 / non-zero), or 77 when the switch failed.
+ * The child's fp_error_message() is copied into msg. */
+int tu_as_user(int (*fn)(void *), void *arg, char *msg, size_t cap);
+
+/* The fixture: session "fixture" with run 1 (arm fp32) and run 2 (arm fp16) of resnet18, nsteps
+ * steps each with nlayers layers x 3 phases of layer times, 4 kernels per layer every 10th step,
+ * histograms at step 0, an evaluation, device samples and events (one with a comma, a quote and a
+ * newline in its text). Loss of run i (0, 1) at step k is tu_loss(i, k). */
+double tu_loss(int run_index, int64_t step);
+int tu_write_fixture(const char *path, int nsteps, int nlayers, int64_t runs[2]);
+/* The same records into an open store (runs[] receives the ids). */
+int tu_record_fixture(fp_store_t *s, int nsteps, int nlayers, int64_t runs[2]);
+
+#endif

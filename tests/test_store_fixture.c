@@ -1,0 +1,20 @@
+/* test_store_fixture.c — writes the deterministic store fixture of store_testutil.h (session
+ * "fixture", runs 1 fp32 and 2 fp16 of resnet18, 20 steps, 6 layers) to the path given, for the
+ * shell tests of `ls` and `export`. Exit 0 on success, 1 with a message otherwise. */
+#include <stdio.h>
+#include "error.h"
+#include "store_testutil.h"
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_store_fixture FILE\n");
+        return 2;
+    }
+    int64_t runs[2];
+    if (tu_write_fixture(argv[1], 20, 6, runs) != FP_OK) {
+        fprintf(stderr, "test_store_fixture: %s\n", fp_error_message());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,164 @@
+/* model.h — a network as a flat list of layer nodes (conv, batchnorm, relu, pools, linear, add)
+ * over tensor slots, fp32 on the CPU kernels of layers.h. Promises: one parameter buffer and one
+ * gradient buffer handed out by a sizes table (as karpathy/llm.c), torchvision names and init,
+ * forward (train / eval) and backward that match PyTorch, and exact memory accounting. */
+#ifndef FP_MODEL_H
+#define FP_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "trainer/layers.h"
+
+typedef struct fp_model fp_model;
+
+/* ---- the model zoo (trainer/resnet.c) ---- */
+
+typedef struct {
+    const char *name;     /* one of fp_model_names() */
+    int num_classes;      /* >= 1 */
+    int image_size;       /* >= 32; the input is image_size x image_size x 3 (NHWC) */
+    int base_width;       /* channels of conv1; 0 means 64 (torchvision); every channel count scales
+                           * by base_width/64 (smaller widths are for test fixtures) */
+    uint64_t seed;        /* parameter init (see fp_model_init_params) */
+} fp_model_config;
+
+/* NULL-terminated list: resnet18, resnet34, resnet50, resnet101, resnet152, tinynet. */
+const char *const *fp_model_names(void);
+/* "resnet18, resnet34, ..." — for error messages. */
+const char *fp_model_names_joined(void);
+
+/* Builds and initialises a model. FP_EINVAL (message lists the valid names for an unknown model)
+ * for a bad name, num_classes < 1, image_size < 32 or base_width < 1; FP_ENOMEM. */
+int fp_model_create(fp_model **out, const fp_model_config *cfg);
+void fp_model_free(fp_model *m);   /* NULL is fine */
+
+/* ---- building (used by the zoo; any flat graph of these nodes works) ----
+ * Each adder returns the id (>= 0) of the value it produces, or a negative FP_E* code (sticky: the
+ * first error is kept and fp_model_build_finish returns it). Names are torchvision module names
+ * ("layer1.0.conv1"); parameters get "<name>.weight" etc. relu and add run in place (the output
+ * shares the storage of the input / of `a`), which the value of `a` must allow (nothing reads it
+ * later); the zoo's graphs only do this on BN outputs. */
+int fp_model_build_begin(fp_model **out, const char *model_name, int h, int w, int c); /* value 0 = input */
+int fp_model_add_conv(fp_model *m, const char *name, int in, int cout, int k, int stride, int pad);
+int fp_model_add_bn(fp_model *m, const char *name, int in);
+int fp_model_add_relu(fp_model *m, const char *name, int in);
+int fp_model_add_maxpool(fp_model *m, const char *name, int in, int k, int stride, int pad);
+int fp_model_add_avgpool(fp_model *m, const char *name, int in);     /* global: [h,w,c] -> [c] */
+int fp_model_add_linear(fp_model *m, const char *name, int in, int out);
+int fp_model_add_add(fp_model *m, const char *name, int a, int b);
+/* Allocates parameters, gradients and running statistics; the last value is the output (logits). */
+int fp_model_build_finish(fp_model *m);
+
+/* torchvision's init from a seeded RNG: conv weight kaiming_normal_(mode=fan_out, relu), i.e.
+ * N(0, 2/(cout*kh*kw)); BN weight 1, bias 0, running mean 0, var 1; linear weight and bias
+ * U(-1/sqrt(in), 1/sqrt(in)) (PyTorch's nn.Linear default). RNG: splitmix64 seeds xoshiro256**;
+ * uniforms are (x >> 11) * 2^-53, normals by Box-Muller in double; tensors drawn in parameter
+ * order. Same seed, same model -> bit-identical parameters on every machine. */
+void fp_model_init_params(fp_model *m, uint64_t seed);
+
+/* ---- layers (metadata for the store) ---- */
+
+typedef enum {
+    FP_LAYER_CONV, FP_LAYER_BN, FP_LAYER_RELU, FP_LAYER_MAXPOOL, FP_LAYER_AVGPOOL,
+    FP_LAYER_LINEAR, FP_LAYER_ADD, FP_LAYER_TYPE_COUNT
+} fp_layer_type;
+
+const char *fp_layer_type_name(fp_layer_type t);   /* "conv2d", "batchnorm2d", "relu", ... */
+
+/* FLOP convention (per image): conv / linear forward = 2 x MACs (a multiply-add is 2 FLOPs; the
+ * linear bias is not counted, as fvcore / torchvision's "GFLOPS" which are MACs); backward = 2 x
+ * forward (data gradient + weight gradient; counted even where the data gradient is skipped).
+ * batchnorm forward 2/element (scale + shift), relu 1/element, add 1/element, max-pool k*k per
+ * output, global avg-pool 1 per input element; their backward = 2 x forward as well. */
+typedef struct {
+    int index;
+    const char *name;        /* torchvision module name; repeated relus get "_1", "_2", add is "<block>.add" */
+    fp_layer_type type;
+    fp_dims in, out;         /* per image (n = 1); avgpool / linear outputs are [1, 1, 1, c] */
+    fp_dims in2;             /* add: the second input; zeros otherwise */
+    int k, stride, pad;      /* conv / maxpool; 0 otherwise */
+    size_t params;           /* trainable scalars of this layer */
+    double macs;             /* per image, conv / linear only (0 otherwise) */
+    double fwd_flops, bwd_flops;  /* per image, convention above */
+} fp_layer_info;
+
+int fp_model_layer_count(const fp_model *m);
+const fp_layer_info *fp_model_layer(const fp_model *m, int i);   /* NULL when out of range */
+
+/* ---- tensors: parameters (trainable) and buffers (BN running statistics) ---- */
+
+typedef struct {
+    const char *name;        /* "layer1.0.conv1.weight", "bn1.running_mean", "fc.bias" */
+    int is_param;            /* 1: in the parameter / gradient buffers; 0: a running-stat buffer */
+    int layer;               /* layer index */
+    int rank;
+    int64_t shape[4];        /* PyTorch's shape: conv weights [O, I, kh, kw] ... */
+    int ohwi;                /* ... but stored OHWI (1 for conv weights): convert on load / save */
+    size_t offset, numel;    /* floats into fp_model_params/grads (is_param) or fp_model_buffers */
+} fp_tensor_info;
+
+size_t fp_model_tensor_count(const fp_model *m);
+const fp_tensor_info *fp_model_tensor(const fp_model *m, size_t i);  /* torchvision state_dict order */
+const fp_tensor_info *fp_model_find_tensor(const fp_model *m, const char *name);
+float *fp_model_tensor_data(fp_model *m, const fp_tensor_info *t);   /* its values */
+float *fp_model_tensor_grad(fp_model *m, const fp_tensor_info *t);   /* NULL for buffers */
+
+const char *fp_model_name(const fp_model *m);
+size_t fp_model_num_params(const fp_model *m);     /* trainable scalars */
+float *fp_model_params(fp_model *m);               /* all parameters, one buffer */
+float *fp_model_grads(fp_model *m);                /* same layout */
+size_t fp_model_num_buffers(const fp_model *m);    /* running-stat scalars */
+float *fp_model_buffers(fp_model *m);
+void fp_model_zero_grad(fp_model *m);
+fp_dims fp_model_input_dims(const fp_model *m);    /* per image (n = 1) */
+int fp_model_num_classes(const fp_model *m);
+double fp_model_macs(const fp_model *m);           /* per image, conv + linear */
+void fp_model_flops(const fp_model *m, double *fwd, double *bwd);  /* per image, all layers */
+
+/* OIHW (PyTorch) <-> OHWI (ours) for a conv weight. No aliasing. */
+void fp_oihw_to_ohwi(float *dst, const float *src, int o, int i, int kh, int kw);
+void fp_ohwi_to_oihw(float *dst, const float *src, int o, int i, int kh, int kw);
+
+/* ---- running ---- */
+
+typedef enum { FP_MODE_TRAIN, FP_MODE_EVAL } fp_mode;
+
+/* Forward of a batch x (NHWC [n, h, w, 3], copied in). TRAIN: BN uses batch statistics, updates the
+ * running statistics (momentum 0.1, eps 1e-5), and everything backward needs is kept. EVAL: running
+ * statistics, activations reused as soon as they are dead, no backward. The logits [n, classes]
+ * stay valid until the next forward. The first call at a new (mode, n) plans the activation memory. */
+int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, fp_mode mode);
+
+/* Backward of the last TRAIN forward: dlogits [n, classes]; ACCUMULATES into the gradient buffer
+ * (call fp_model_zero_grad first, as optimizer.zero_grad()). FP_EINVAL after an EVAL forward. */
+int fp_model_backward(fp_model *m, const float *dlogits);
+
+/* forward (TRAIN) + softmax cross-entropy (mean) + backward; loss, top-1 / top-5 hits (may be NULL). */
+int fp_model_train_step(fp_model *m, float *loss, int *correct1, int *correct5, const float *x, const int *labels,
+                        int n);
+
+/* Scratch threads hint passed to the kernels' workspace (>= 1). */
+void fp_model_set_threads(fp_model *m, int threads);
+
+/* ---- memory (bytes) ---- */
+typedef struct {
+    size_t params, grads, buffers;      /* fixed once built */
+    size_t activations, activations_peak;   /* planned activation arenas (all modes held) */
+    size_t saved, saved_peak;           /* of which: kept for backward by the last TRAIN plan
+                                         * (activations, argmax, BN mean/invstd) */
+    size_t act_grads, act_grads_peak;   /* activation-gradient buffers live during backward */
+    size_t workspace, workspace_peak;   /* im2col scratch */
+} fp_model_mem;
+void fp_model_memory(const fp_model *m, fp_model_mem *out);
+
+/* ---- weights in safetensors (torchvision names; conv weights OIHW in the file) ---- */
+struct fp_st;
+/* Loads every parameter and running statistic from an open file (shapes must match; a missing
+ * tensor or a mismatch -> FP_EFORMAT naming file and tensor). `num_batches_tracked` entries and,
+ * with allow_extra, any tensor the model does not have are ignored; otherwise an unknown tensor is
+ * FP_EFORMAT. */
+int fp_model_load_st(fp_model *m, const struct fp_st *st, int allow_extra);
+int fp_model_load(fp_model *m, const char *path);   /* strict */
+int fp_model_save(const fp_model *m, const char *path);
+
+#endif

@@ -1,0 +1,375 @@
+/* optim.c — SGD / Adam / AdamW over fp32 master weights, mirroring torch 1.13's single-tensor
+ * implementations (torch/optim/sgd.py, adam.py, adamw.py) operation by operation in fp32, with
+ * the scalar coefficients computed in double and rounded to fp32 where PyTorch does. */
+#include "optim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+typedef struct {
+    char *name;
+    float *param;
+    const float *grad;
+    size_t n;
+    int apply_wd;
+    float *buf0;    /* SGD: momentum_buffer; Adam/AdamW: exp_avg */
+    float *buf1;    /* Adam/AdamW: exp_avg_sq */
+} optim_tensor;
+
+struct fp_optim {
+    fp_optim_config cfg;
+    optim_tensor *t;
+    size_t count;
+    int64_t step;
+    fp_optim_state *state;   /* flat view of every state array, names owned */
+    size_t nstate;
+};
+
+static const char *const kind_names[FP_OPTIM_KIND_COUNT] = { "sgd", "adam", "adamw" };
+
+const char *fp_optim_name(fp_optim_kind kind)
+{
+    return (unsigned)kind < FP_OPTIM_KIND_COUNT ? kind_names[kind] : "?";
+}
+
+int fp_optim_parse(const char *name, fp_optim_kind *out)
+{
+    for (int k = 0; k < FP_OPTIM_KIND_COUNT; k++) {
+        if (name && strcmp(name, kind_names[k]) == 0) {
+            *out = (fp_optim_kind)k;
+            return FP_OK;
+        }
+    }
+    return fp_fail(FP_EINVAL, "unknown optimizer '%s' (valid: sgd, adam, adamw)", name ? name : "");
+}
+
+void fp_optim_config_default(fp_optim_config *cfg, fp_optim_kind kind)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->kind = kind;
+    cfg->beta1 = 0.9;
+    cfg->beta2 = 0.999;
+    cfg->eps = 1e-8;
+    cfg->weight_decay = kind == FP_OPTIM_ADAMW ? 1e-2 : 0.0;
+}
+
+int fp_optim_config_check(const fp_optim_config *cfg)
+{
+    if (!cfg)
+        return fp_fail(FP_EINVAL, "optimizer: no configuration");
+    if ((unsigned)cfg->kind >= FP_OPTIM_KIND_COUNT)
+        return fp_fail(FP_EINVAL, "optimizer: unknown kind %d (valid: sgd, adam, adamw)", (int)cfg->kind);
+    const char *nm = fp_optim_name(cfg->kind);
+    /* !(x >= 0) also catches NaN. */
+    if (!(cfg->weight_decay >= 0) || isinf(cfg->weight_decay))
+        return fp_fail(FP_EINVAL, "optimizer %s: invalid weight_decay value: %g (must be finite and >= 0)",
+                       nm, cfg->weight_decay);
+    if (cfg->kind == FP_OPTIM_SGD) {
+        if (!(cfg->momentum >= 0) || isinf(cfg->momentum))
+            return fp_fail(FP_EINVAL, "optimizer sgd: invalid momentum value: %g (must be finite and >= 0)",
+                           cfg->momentum);
+        if (cfg->nesterov && !(cfg->momentum > 0))
+            return fp_fail(FP_EINVAL, "optimizer sgd: nesterov momentum requires a momentum > 0 "
+                           "(and zero dampening)");
+        return FP_OK;
+    }
+    if (!(cfg->beta1 >= 0 && cfg->beta1 < 1))
+        return fp_fail(FP_EINVAL, "optimizer %s: invalid beta parameter at index 0: %g (must be in [0, 1))",
+                       nm, cfg->beta1);
+    if (!(cfg->beta2 >= 0 && cfg->beta2 < 1))
+        return fp_fail(FP_EINVAL, "optimizer %s: invalid beta parameter at index 1: %g (must be in [0, 1))",
+                       nm, cfg->beta2);
+    if (!(cfg->eps >= 0) || isinf(cfg->eps))
+        return fp_fail(FP_EINVAL, "optimizer %s: invalid epsilon value: %g (must be finite and >= 0)",
+                       nm, cfg->eps);
+    return FP_OK;
+}
+
+void fp_optim_free(fp_optim *opt)
+{
+    if (!opt)
+        return;
+    for (size_t i = 0; i < opt->count; i++) {
+        free(opt->t[i].name);
+        free(opt->t[i].buf0);
+        free(opt->t[i].buf1);
+    }
+    for (size_t i = 0; i < opt->nstate; i++)
+        free((char *)opt->state[i].name);
+    free(opt->state);
+    free(opt->t);
+    free(opt);
+}
+
+static char *str_dup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+static char *join_name(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *d = malloc(la + lb + 2);
+    if (d) {
+        memcpy(d, a, la);
+        d[la] = '.';
+        memcpy(d + la + 1, b, lb + 1);
+    }
+    return d;
+}
+
+static float *zeros(size_t n)
+{
+    return calloc(n ? n : 1, sizeof(float));
+}
+
+static int add_state(fp_optim *opt, const char *tensor, const char *what, float *data, size_t n)
+{
+    char *name = join_name(tensor, what);
+    if (!name)
+        return fp_fail(FP_ENOMEM, "optimizer: out of memory");
+    opt->state[opt->nstate].name = name;
+    opt->state[opt->nstate].data = data;
+    opt->state[opt->nstate].n = n;
+    opt->nstate++;
+    return FP_OK;
+}
+
+int fp_optim_new(fp_optim **out, const fp_optim_config *cfg, const fp_optim_param *params,
+                 size_t count)
+{
+    int rc;
+    if (!out)
+        return fp_fail(FP_EINVAL, "optimizer: no output pointer");
+    *out = NULL;
+    if ((rc = fp_optim_config_check(cfg)) != FP_OK)
+        return rc;
+    const char *nm = fp_optim_name(cfg->kind);
+    if (count == 0 || !params)
+        return fp_fail(FP_EINVAL, "optimizer %s: got an empty parameter list", nm);
+    for (size_t i = 0; i < count; i++) {
+        if (params[i].n > 0 && (!params[i].param || !params[i].grad))
+            return fp_fail(FP_EINVAL, "optimizer %s: tensor %zu ('%s') has a NULL %s", nm, i,
+                           params[i].name ? params[i].name : "", params[i].param ? "grad" : "param");
+        if (params[i].name && !params[i].name[0])
+            return fp_fail(FP_EINVAL, "optimizer %s: tensor %zu has an empty name", nm, i);
+        for (size_t j = 0; j < i; j++) {
+            if (params[i].n > 0 && params[j].param == params[i].param)
+                return fp_fail(FP_EINVAL, "optimizer %s: tensors %zu and %zu are the same parameter",
+                               nm, j, i);
+            if (params[i].name && params[j].name && strcmp(params[i].name, params[j].name) == 0)
+                return fp_fail(FP_EINVAL, "optimizer %s: two tensors are called '%s'", nm, params[i].name);
+        }
+    }
+
+    fp_optim *opt = calloc(1, sizeof *opt);
+    if (!opt)
+        return fp_fail(FP_ENOMEM, "optimizer: out of memory");
+    opt->cfg = *cfg;
+    opt->t = calloc(count, sizeof *opt->t);
+    opt->state = calloc(2 * count, sizeof *opt->state);
+    if (!opt->t || !opt->state) {
+        fp_optim_free(opt);
+        return fp_fail(FP_ENOMEM, "optimizer: out of memory");
+    }
+    int has_momentum = cfg->kind == FP_OPTIM_SGD && cfg->momentum != 0;
+    int is_adam = cfg->kind != FP_OPTIM_SGD;
+    for (size_t i = 0; i < count; i++) {
+        optim_tensor *t = &opt->t[i];
+        opt->count = i + 1;
+        char idx[32];
+        snprintf(idx, sizeof idx, "%zu", i);
+        t->name = str_dup(params[i].name ? params[i].name : idx);
+        t->param = params[i].param;
+        t->grad = params[i].grad;
+        t->n = params[i].n;
+        t->apply_wd = params[i].apply_weight_decay != 0;
+        if (!t->name)
+            goto nomem;
+        if (has_momentum || is_adam) {
+            if (!(t->buf0 = zeros(t->n)))
+                goto nomem;
+            if ((rc = add_state(opt, t->name, is_adam ? "exp_avg" : "momentum_buffer", t->buf0, t->n)))
+                goto fail;
+        }
+        if (is_adam) {
+            if (!(t->buf1 = zeros(t->n)))
+                goto nomem;
+            if ((rc = add_state(opt, t->name, "exp_avg_sq", t->buf1, t->n)))
+                goto fail;
+        }
+    }
+    *out = opt;
+    return FP_OK;
+nomem:
+    rc = fp_fail(FP_ENOMEM, "optimizer: out of memory");
+fail:
+    fp_optim_free(opt);
+    return rc;
+}
+
+/* torch: d_p = d_p.add(param, alpha=wd); buf.mul_(momentum).add_(d_p, alpha=1 - dampening);
+ * d_p = nesterov ? d_p.add(buf, alpha=momentum) : buf; param.add_(d_p, alpha=-lr). */
+static void sgd_tensor(const fp_optim_config *cfg, optim_tensor *t, double lr, int first)
+{
+    float *restrict p = t->param;
+    const float *restrict g = t->grad;
+    float *restrict buf = t->buf0;
+    const size_t n = t->n;
+    const float wd = (float)cfg->weight_decay, mom = (float)cfg->momentum, alpha = (float)-lr;
+    const int use_wd = t->apply_wd && cfg->weight_decay != 0;
+
+    if (!buf) {                                   /* momentum 0: plain SGD */
+        for (size_t i = 0; i < n; i++) {
+            float d = g[i];
+            if (use_wd)
+                d = d + wd * p[i];
+            p[i] = p[i] + alpha * d;
+        }
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        float d = g[i];
+        if (use_wd)
+            d = d + wd * p[i];
+        float b = first ? d : buf[i] * mom + d;   /* buffer cloned from d_p on the first step */
+        buf[i] = b;
+        if (cfg->nesterov)
+            d = d + mom * b;
+        else
+            d = b;
+        p[i] = p[i] + alpha * d;
+    }
+}
+
+/* torch (Adam): grad = grad.add(param, alpha=wd); (AdamW instead: param.mul_(1 - lr * wd));
+ * exp_avg.mul_(b1).add_(grad, alpha=1 - b1); exp_avg_sq.mul_(b2).addcmul_(grad, grad, value=1 - b2);
+ * denom = (exp_avg_sq.sqrt() / sqrt(1 - b2^t)).add_(eps); param.addcdiv_(exp_avg, denom,
+ * value=-lr / (1 - b1^t)). Python scalars are doubles; the kernels round them to fp32. */
+static void adam_tensor(const fp_optim_config *cfg, optim_tensor *t, double lr, double step)
+{
+    float *restrict p = t->param;
+    const float *restrict g = t->grad;
+    float *restrict m = t->buf0;
+    float *restrict v = t->buf1;
+    const size_t n = t->n;
+    const int adamw = cfg->kind == FP_OPTIM_ADAMW;
+    const int use_l2 = !adamw && t->apply_wd && cfg->weight_decay != 0;
+    const int use_decoupled = adamw && t->apply_wd;
+
+    const double bc1 = 1.0 - pow(cfg->beta1, step);
+    const double bc2 = 1.0 - pow(cfg->beta2, step);
+    const float neg_step_size = (float)-(lr / bc1);
+    const float bc2_sqrt = (float)sqrt(bc2);
+    const float wd = (float)cfg->weight_decay;
+    const float decay = (float)(1.0 - lr * cfg->weight_decay);
+    const float b1 = (float)cfg->beta1, omb1 = (float)(1.0 - cfg->beta1);
+    const float b2 = (float)cfg->beta2, omb2 = (float)(1.0 - cfg->beta2);
+    const float eps = (float)cfg->eps;
+
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        float pi = p[i];
+        if (use_l2)
+            gi = gi + wd * pi;
+        if (use_decoupled)
+            pi = pi * decay;
+        float mi = m[i] * b1;
+        mi = mi + omb1 * gi;
+        float vi = v[i] * b2;
+        vi = vi + omb2 * gi * gi;
+        float denom = sqrtf(vi) / bc2_sqrt;
+        denom = denom + eps;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi + neg_step_size * mi / denom;
+    }
+}
+
+int fp_optim_step(fp_optim *opt, double lr)
+{
+    if (!opt)
+        return fp_fail(FP_EINVAL, "optimizer: NULL optimizer");
+    if (!(lr >= 0) || isinf(lr))
+        return fp_fail(FP_EINVAL, "optimizer %s: invalid learning rate: %g (must be finite and >= 0)",
+                       fp_optim_name(opt->cfg.kind), lr);
+    int first = opt->step == 0;
+    opt->step++;
+    for (size_t i = 0; i < opt->count; i++) {
+        if (opt->cfg.kind == FP_OPTIM_SGD)
+            sgd_tensor(&opt->cfg, &opt->t[i], lr, first);
+        else
+            adam_tensor(&opt->cfg, &opt->t[i], lr, (double)opt->step);
+    }
+    return FP_OK;
+}
+
+int fp_optim_rebind(fp_optim *opt, size_t i, float *param, const float *grad)
+{
+    if (!opt || i >= opt->count)
+        return fp_fail(FP_EINVAL, "optimizer: no tensor %zu to rebind", i);
+    if (opt->t[i].n > 0 && (!param || !grad))
+        return fp_fail(FP_EINVAL, "optimizer: tensor '%s' rebound to a NULL pointer", opt->t[i].name);
+    opt->t[i].param = param;
+    opt->t[i].grad = grad;
+    return FP_OK;
+}
+
+const fp_optim_config *fp_optim_get_config(const fp_optim *opt)
+{
+    return &opt->cfg;
+}
+
+size_t fp_optim_param_count(const fp_optim *opt)
+{
+    return opt->count;
+}
+
+int64_t fp_optim_get_step(const fp_optim *opt)
+{
+    return opt->step;
+}
+
+int fp_optim_set_step(fp_optim *opt, int64_t step)
+{
+    if (step < 0)
+        return fp_fail(FP_EINVAL, "optimizer: invalid step counter %lld (must be >= 0)", (long long)step);
+    opt->step = step;
+    return FP_OK;
+}
+
+size_t fp_optim_state_count(const fp_optim *opt)
+{
+    return opt->nstate;
+}
+
+int fp_optim_state_at(const fp_optim *opt, size_t i, fp_optim_state *out)
+{
+    if (i >= opt->nstate)
+        return fp_fail(FP_EINVAL, "optimizer: no state entry %zu (there are %zu)", i, opt->nstate);
+    *out = opt->state[i];
+    return FP_OK;
+}
+
+int fp_optim_state_load(fp_optim *opt, const char *name, const float *data, size_t n)
+{
+    for (size_t i = 0; i < opt->nstate; i++) {
+        if (strcmp(opt->state[i].name, name) != 0)
+            continue;
+        if (n != opt->state[i].n)
+            return fp_fail(FP_EFORMAT, "optimizer %s: state '%s' has %zu values, expected %zu",
+                           fp_optim_name(opt->cfg.kind), name, n, opt->state[i].n);
+        if (n)
+            memcpy(opt->state[i].data, data, n * sizeof(float));
+        return FP_OK;
+    }
+    return fp_fail(FP_EFORMAT, "optimizer %s: no state called '%s'", fp_optim_name(opt->cfg.kind), name);
+}
