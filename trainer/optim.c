@@ -27,7 +27,10 @@ struct fp_optim {
     int64_t step;
     fp_optim_state *state;   /* flat view of every state array, names owned */
     size_t nstate;
+    int fused;               /* use the FMA kernels (decided at creation) */
 };
+
+static int want_fma(void);
 
 static const char *const kind_names[FP_OPTIM_KIND_COUNT] = { "sgd", "adam", "adamw" };
 
@@ -174,6 +177,7 @@ int fp_optim_new(fp_optim **out, const fp_optim_config *cfg, const fp_optim_para
     if (!opt)
         return fp_fail(FP_ENOMEM, "optimizer: out of memory");
     opt->cfg = *cfg;
+    opt->fused = want_fma();
     opt->t = calloc(count, sizeof *opt->t);
     opt->state = calloc(2 * count, sizeof *opt->state);
     if (!opt->t || !opt->state) {
@@ -216,55 +220,110 @@ fail:
     return rc;
 }
 
-/* torch: d_p = d_p.add(param, alpha=wd); buf.mul_(momentum).add_(d_p, alpha=1 - dampening);
- * d_p = nesterov ? d_p.add(buf, alpha=momentum) : buf; param.add_(d_p, alpha=-lr). */
-static void sgd_tensor(const fp_optim_config *cfg, optim_tensor *t, double lr, int first)
-{
-    float *restrict p = t->param;
-    const float *restrict g = t->grad;
-    float *restrict buf = t->buf0;
-    const size_t n = t->n;
-    const float wd = (float)cfg->weight_decay, mom = (float)cfg->momentum, alpha = (float)-lr;
-    const int use_wd = t->apply_wd && cfg->weight_decay != 0;
-
-    if (!buf) {                                   /* momentum 0: plain SGD */
-        for (size_t i = 0; i < n; i++) {
-            float d = g[i];
-            if (use_wd)
-                d = d + wd * p[i];
-            p[i] = p[i] + alpha * d;
-        }
-        return;
+/* PyTorch's AVX2 CPU kernels compute `a.add_(b, alpha=s)` as one fused multiply-add, fma(b, s, a),
+ * and addcmul_'s `self + value * t1 * t2` is contracted by its compiler to fma(value * t1, t2, self);
+ * mul_, sqrt, div and addcdiv_ round op by op. The kernels below do the same: FMA(b, s, a) marks
+ * the fused ops, every other expression is rounded op by op (contraction is switched off, so the
+ * compiler fuses nothing else). On a CPU with FMA the results are bit-identical to torch 1.13's;
+ * on the portable path (no FMA, or FP_OPTIM_FMA=0) the fused ops round twice, <= 1 ulp per op.
+ * Scalars are Python doubles in torch; its kernels round them to fp32, as here. */
+#define SGD_KERNEL(fname, FMA, attrs)                                                             \
+    attrs static void fname(float *restrict p, const float *restrict g, float *restrict buf,       \
+                            size_t n, int use_wd, float wd, float mom, int nesterov, float alpha,  \
+                            int first)                                                             \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            float d = g[i];                                                                        \
+            if (use_wd)                                /* d_p = d_p.add(param, alpha=wd) */        \
+                d = FMA(p[i], wd, d);                                                              \
+            if (buf) {                                                                             \
+                /* first: buf = clone(d_p); else buf.mul_(momentum).add_(d_p, alpha=1) */          \
+                float b = first ? d : buf[i] * mom + d;                                            \
+                buf[i] = b;                                                                        \
+                d = nesterov ? FMA(b, mom, d) : b;     /* d_p.add(buf, alpha=momentum) */          \
+            }                                                                                      \
+            p[i] = FMA(d, alpha, p[i]);                /* param.add_(d_p, alpha=-lr) */            \
+        }                                                                                          \
     }
-    for (size_t i = 0; i < n; i++) {
-        float d = g[i];
-        if (use_wd)
-            d = d + wd * p[i];
-        float b = first ? d : buf[i] * mom + d;   /* buffer cloned from d_p on the first step */
-        buf[i] = b;
-        if (cfg->nesterov)
-            d = d + mom * b;
-        else
-            d = b;
-        p[i] = p[i] + alpha * d;
-    }
-}
 
-/* torch (Adam): grad = grad.add(param, alpha=wd); (AdamW instead: param.mul_(1 - lr * wd));
+/* grad = grad.add(param, alpha=wd) (Adam) or param.mul_(1 - lr * wd) (AdamW);
  * exp_avg.mul_(b1).add_(grad, alpha=1 - b1); exp_avg_sq.mul_(b2).addcmul_(grad, grad, value=1 - b2);
  * denom = (exp_avg_sq.sqrt() / sqrt(1 - b2^t)).add_(eps); param.addcdiv_(exp_avg, denom,
- * value=-lr / (1 - b1^t)). Python scalars are doubles; the kernels round them to fp32. */
-static void adam_tensor(const fp_optim_config *cfg, optim_tensor *t, double lr, double step)
+ * value=-lr / (1 - b1^t)), addcmul and addcdiv evaluated left to right as torch's kernels do. */
+#define ADAM_KERNEL(fname, FMA, attrs)                                                             \
+    attrs static void fname(float *restrict p, const float *restrict g, float *restrict m,         \
+                            float *restrict v, size_t n, int use_l2, int use_decoupled, float wd,  \
+                            float decay, float b1, float omb1, float b2, float omb2,               \
+                            float bc2_sqrt, float eps, float neg_step_size)                        \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            float gi = g[i];                                                                       \
+            float pi = p[i];                                                                       \
+            if (use_l2)                                                                            \
+                gi = FMA(pi, wd, gi);                                                              \
+            if (use_decoupled)                                                                     \
+                pi = pi * decay;                                                                   \
+            float mi = FMA(gi, omb1, m[i] * b1);                                                   \
+            float vi = v[i] * b2;                                                                  \
+            vi = FMA(gi, omb2 * gi, vi);                                                           \
+            float denom = sqrtf(vi) / bc2_sqrt + eps;                                              \
+            m[i] = mi;                                                                             \
+            v[i] = vi;                                                                             \
+            p[i] = pi + neg_step_size * mi / denom;                                                \
+        }                                                                                          \
+    }
+
+#define FMA_FUSED(b, s, a) fmaf((b), (s), (a))
+#define FMA_SPLIT(b, s, a) ((a) + (s) * (b))
+#define NO_CONTRACT __attribute__((optimize("fp-contract=off")))
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__)
+#define HAVE_FMA_PATH 1
+SGD_KERNEL(sgd_fma, FMA_FUSED, __attribute__((target("fma"))) NO_CONTRACT)
+ADAM_KERNEL(adam_fma, FMA_FUSED, __attribute__((target("fma"))) NO_CONTRACT)
+#else
+#define HAVE_FMA_PATH 0
+#endif
+#if defined(__GNUC__) && !defined(__clang__)
+SGD_KERNEL(sgd_plain, FMA_SPLIT, NO_CONTRACT)
+ADAM_KERNEL(adam_plain, FMA_SPLIT, NO_CONTRACT)
+#else
+SGD_KERNEL(sgd_plain, FMA_SPLIT, )
+ADAM_KERNEL(adam_plain, FMA_SPLIT, )
+#endif
+
+/* The fused path when the CPU has FMA, unless the environment says FP_OPTIM_FMA=0. */
+static int want_fma(void)
 {
-    float *restrict p = t->param;
-    const float *restrict g = t->grad;
-    float *restrict m = t->buf0;
-    float *restrict v = t->buf1;
-    const size_t n = t->n;
+#if HAVE_FMA_PATH
+    const char *env = getenv("FP_OPTIM_FMA");
+    if (env && strcmp(env, "0") == 0)
+        return 0;
+    return __builtin_cpu_supports("fma") ? 1 : 0;
+#else
+    return 0;
+#endif
+}
+
+static void sgd_tensor(const fp_optim_config *cfg, optim_tensor *t, double lr, int first, int fused)
+{
+    const int use_wd = t->apply_wd && cfg->weight_decay != 0;
+    const float wd = (float)cfg->weight_decay, mom = (float)cfg->momentum, alpha = (float)-lr;
+    (void)fused;
+#if HAVE_FMA_PATH
+    if (fused) {
+        sgd_fma(t->param, t->grad, t->buf0, t->n, use_wd, wd, mom, cfg->nesterov, alpha, first);
+        return;
+    }
+#endif
+    sgd_plain(t->param, t->grad, t->buf0, t->n, use_wd, wd, mom, cfg->nesterov, alpha, first);
+}
+
+static void adam_tensor(const fp_optim_config *cfg, optim_tensor *t, double lr, double step, int fused)
+{
     const int adamw = cfg->kind == FP_OPTIM_ADAMW;
     const int use_l2 = !adamw && t->apply_wd && cfg->weight_decay != 0;
     const int use_decoupled = adamw && t->apply_wd;
-
     const double bc1 = 1.0 - pow(cfg->beta1, step);
     const double bc2 = 1.0 - pow(cfg->beta2, step);
     const float neg_step_size = (float)-(lr / bc1);
@@ -274,24 +333,16 @@ static void adam_tensor(const fp_optim_config *cfg, optim_tensor *t, double lr, 
     const float b1 = (float)cfg->beta1, omb1 = (float)(1.0 - cfg->beta1);
     const float b2 = (float)cfg->beta2, omb2 = (float)(1.0 - cfg->beta2);
     const float eps = (float)cfg->eps;
-
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i];
-        float pi = p[i];
-        if (use_l2)
-            gi = gi + wd * pi;
-        if (use_decoupled)
-            pi = pi * decay;
-        float mi = m[i] * b1;
-        mi = mi + omb1 * gi;
-        float vi = v[i] * b2;
-        vi = vi + omb2 * gi * gi;
-        float denom = sqrtf(vi) / bc2_sqrt;
-        denom = denom + eps;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = pi + neg_step_size * mi / denom;
+    (void)fused;
+#if HAVE_FMA_PATH
+    if (fused) {
+        adam_fma(t->param, t->grad, t->buf0, t->buf1, t->n, use_l2, use_decoupled, wd, decay, b1, omb1,
+                 b2, omb2, bc2_sqrt, eps, neg_step_size);
+        return;
     }
+#endif
+    adam_plain(t->param, t->grad, t->buf0, t->buf1, t->n, use_l2, use_decoupled, wd, decay, b1, omb1,
+               b2, omb2, bc2_sqrt, eps, neg_step_size);
 }
 
 int fp_optim_step(fp_optim *opt, double lr)
@@ -305,9 +356,9 @@ int fp_optim_step(fp_optim *opt, double lr)
     opt->step++;
     for (size_t i = 0; i < opt->count; i++) {
         if (opt->cfg.kind == FP_OPTIM_SGD)
-            sgd_tensor(&opt->cfg, &opt->t[i], lr, first);
+            sgd_tensor(&opt->cfg, &opt->t[i], lr, first, opt->fused);
         else
-            adam_tensor(&opt->cfg, &opt->t[i], lr, (double)opt->step);
+            adam_tensor(&opt->cfg, &opt->t[i], lr, (double)opt->step, opt->fused);
     }
     return FP_OK;
 }

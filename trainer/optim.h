@@ -16,7 +16,10 @@ typedef enum { FP_OPTIM_SGD, FP_OPTIM_ADAM, FP_OPTIM_ADAMW, FP_OPTIM_KIND_COUNT 
  *        m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g g;
  *        p += -(lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
  * AdamW: p *= 1 - lr * weight_decay (decoupled), then Adam's update without L2.
- * Weight decay applies only to tensors whose apply_weight_decay flag is set. */
+ * Weight decay applies only to tensors whose apply_weight_decay flag is set.
+ * Rounding: on a CPU with FMA, results are bit-identical to torch 1.13's CPU kernels (which fuse
+ * add-with-alpha and addcmul into FMAs); elsewhere, or with the environment variable
+ * FP_OPTIM_FMA=0 when the optimizer is created, those ops round twice (<= 1 ulp each). */
 typedef struct {
     fp_optim_kind kind;
     double momentum;      /* SGD, >= 0 (0: plain SGD, no state) */
