@@ -6,5 +6,6 @@ const fp_command_t fp_commands[] = {
     {"ls", "list the sessions and runs of a database", cmd_ls},
     {"export", "write one table of a run as CSV", cmd_export},
     {"formats", "show the number-format facts (fp16, bf16, tf32, fp8)", cmd_formats},
+    {"models", "list the models with parameter counts and FLOPs per image", cmd_models},
 };
 const size_t fp_command_count = sizeof fp_commands / sizeof fp_commands[0];

@@ -22,5 +22,6 @@ int cmd_devices(int argc, char **argv);
 int cmd_formats(int argc, char **argv);
 int cmd_ls(int argc, char **argv);       /* cmd_ls.c */
 int cmd_export(int argc, char **argv);   /* cmd_export.c */
+int cmd_models(int argc, char **argv);   /* cmd_models.c */
 
 #endif

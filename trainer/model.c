@@ -3,6 +3,8 @@
  * forward / backward over the nodes through layers.h, memory accounting, safetensors load / save.
  * Promises: fp32 results equal to the kernels' composition; nothing is allocated per step once the
  * (mode, batch) plan and the gradient pool have been sized. */
+/* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the loop vectoriser (relu mask). */
+#pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,6 +175,12 @@ static node_t *begin_node(fp_model *m, const char *name, fp_layer_type type, int
         m->build_err = fp_fail(FP_EINVAL, "model %s: node '%s' reads unknown value %d", m->name, name, in);
         return NULL;
     }
+    for (int v = in + 1; v < m->nvalues; v++)
+        if (m->values[v].storage == m->values[in].storage) {
+            m->build_err = fp_fail(FP_EINVAL, "model %s: node '%s' reads value %d, overwritten in place by value %d",
+                                   m->name, name, in, v);
+            return NULL;
+        }
     void *p = grow(m->nodes, &m->cap_nodes, m->nnodes + 1, sizeof *m->nodes);
     char *nm = dupstr(name);
     if (!p || !nm) {
@@ -295,6 +303,18 @@ int fp_model_add_bn(fp_model *m, const char *name, int in)
     return end_node(m, nd, id, -1);
 }
 
+/* v may be overwritten in place: no backward reads it and no node reads it yet (the node being
+ * built, not yet counted, is its only reader). */
+static int inplace_ok(const fp_model *m, int v)
+{
+    if (m->values[v].needed_bwd || m->values[v].producer < 0)
+        return 0;
+    for (int i = 0; i < m->nnodes; i++)
+        if (m->nodes[i].in == v || m->nodes[i].in2 == v)
+            return 0;
+    return 1;
+}
+
 int fp_model_add_relu(fp_model *m, const char *name, int in)
 {
     node_t *nd = begin_node(m, name, FP_LAYER_RELU, in);
@@ -303,7 +323,7 @@ int fp_model_add_relu(fp_model *m, const char *name, int in)
     fp_dims id = m->values[in].d;
     nd->info.fwd_flops = (double)dims_floats(id);
     nd->info.bwd_flops = 2 * nd->info.fwd_flops;
-    int v = end_node(m, nd, id, m->values[in].storage);   /* in place */
+    int v = end_node(m, nd, id, inplace_ok(m, in) ? m->values[in].storage : -1);   /* in place when allowed */
     if (v >= 0)
         m->values[v].needed_bwd = 1;   /* y masks the gradient */
     return v;
@@ -370,7 +390,10 @@ int fp_model_add_add(fp_model *m, const char *name, int a, int b)
     if (!nd)
         return m->build_err;
     fp_dims ad = m->values[a].d;
-    if (b < 0 || b >= m->nvalues || dims_floats(m->values[b].d) != dims_floats(ad) ||
+    int b_stale = 0;
+    for (int v = b + 1; b >= 0 && b < m->nvalues && v < m->nvalues; v++)
+        b_stale |= m->values[v].storage == m->values[b].storage;
+    if (b < 0 || b >= m->nvalues || b_stale || dims_floats(m->values[b].d) != dims_floats(ad) ||
         m->values[b].d.c != ad.c || m->values[b].storage == m->values[a].storage) {
         free((char *)nd->info.name);
         return m->build_err = fp_fail(FP_EINVAL, "model %s: add '%s' of values %d and %d that do not match", m->name,
@@ -380,7 +403,7 @@ int fp_model_add_add(fp_model *m, const char *name, int a, int b)
     nd->info.in2 = m->values[b].d;
     nd->info.fwd_flops = (double)dims_floats(ad);
     nd->info.bwd_flops = 2 * nd->info.fwd_flops;
-    return end_node(m, nd, ad, m->values[a].storage);   /* in place into a */
+    return end_node(m, nd, ad, inplace_ok(m, a) ? m->values[a].storage : -1);   /* in place into a when allowed */
 }
 
 int fp_model_build_finish(fp_model *m)
@@ -451,10 +474,18 @@ static uint64_t xoshiro(rng_t *r)   /* xoshiro256** */
     return res;
 }
 static double uniform01(rng_t *r) { return (double)(xoshiro(r) >> 11) * (1.0 / 9007199254740992.0); }
-static double normal01(rng_t *r)   /* Box-Muller, one value per pair of uniforms */
+/* Box-Muller: a pair of uniforms gives r cos t, then r sin t (the second value is cached). */
+static double normal01(rng_t *r, double *spare, int *has_spare)
 {
+    if (*has_spare) {
+        *has_spare = 0;
+        return *spare;
+    }
     double u1 = uniform01(r), u2 = uniform01(r);
-    return sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
+    double rad = sqrt(-2.0 * log(1.0 - u1)), t = 6.283185307179586 * u2;
+    *spare = rad * sin(t);
+    *has_spare = 1;
+    return rad * cos(t);
 }
 
 void fp_model_init_params(fp_model *m, uint64_t seed)
@@ -470,8 +501,10 @@ void fp_model_init_params(fp_model *m, uint64_t seed)
         const char *suffix = strrchr(t->name, '.') + 1;
         if (nd->info.type == FP_LAYER_CONV) {
             double sd = sqrt(2.0 / ((double)nd->conv.cout * nd->conv.kh * nd->conv.kw));
+            double spare = 0;
+            int has_spare = 0;   /* each tensor starts a fresh pair */
             for (size_t i = 0; i < t->numel; i++)
-                d[i] = (float)(sd * normal01(&r));
+                d[i] = (float)(sd * normal01(&r, &spare, &has_spare));
         } else if (nd->info.type == FP_LAYER_LINEAR) {
             double bound = 1.0 / sqrt((double)dims_floats(nd->info.in));
             for (size_t i = 0; i < t->numel; i++)
@@ -698,6 +731,14 @@ static void note_peaks(fp_model *m)
 
 /* ---------------------------------------------------------------- forward */
 
+/* Prefixes the kernel's message with the model and layer (copied first: fp_fail writes the buffer). */
+static void relabel(int rc, const char *model, const char *what, const char *layer)
+{
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", fp_error_message());
+    fp_fail(rc, "model %s: %s %s: %s", model, what, layer, msg);
+}
+
 static float *val(fp_model *m, int mode, int v)
 {
     return m->plan[mode].arena + m->plan[mode].st_off[m->values[v].storage];
@@ -758,7 +799,7 @@ int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, f
             rc = fp_fail(FP_EINTERNAL, "model: bad node type");
         }
         if (rc)
-            fp_fail(rc, "model %s: layer %s: %s", m->name, nd->info.name, fp_error_message());
+            relabel(rc, m->name, "layer", nd->info.name);
     }
     note_peaks(m);
     if (rc)
@@ -931,7 +972,7 @@ int fp_model_backward(fp_model *m, const float *dlogits)
             rc = fp_fail(FP_EINTERNAL, "model: bad node type");
         }
         if (rc)
-            fp_fail(rc, "model %s: backward of %s: %s", m->name, nd->info.name, fp_error_message());
+            relabel(rc, m->name, "backward of", nd->info.name);
         grad_release(m, vout);
     }
     for (int v = 0; v < m->nvalues; v++)

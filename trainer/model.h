@@ -20,6 +20,7 @@ typedef struct {
     int base_width;       /* channels of conv1; 0 means 64 (torchvision); every channel count scales
                            * by base_width/64 (smaller widths are for test fixtures) */
     uint64_t seed;        /* parameter init (see fp_model_init_params) */
+    int no_init;          /* 1: leave parameters and running stats at zero (listing, or loading next) */
 } fp_model_config;
 
 /* NULL-terminated list: resnet18, resnet34, resnet50, resnet101, resnet152, tinynet. */
@@ -31,6 +32,14 @@ const char *fp_model_names_joined(void);
  * for a bad name, num_classes < 1, image_size < 32 or base_width < 1; FP_ENOMEM. */
 int fp_model_create(fp_model **out, const fp_model_config *cfg);
 void fp_model_free(fp_model *m);   /* NULL is fine */
+
+/* A torchvision-topology ResNet of any depth: blocks per stage layers[0..3], BasicBlock (bottleneck
+ * 0) or Bottleneck (1); same checks and init as fp_model_create (resnet18 = {2,2,2,2}, 0). */
+int fp_resnet_create(fp_model **out, const char *name, int bottleneck, const int layers[4], int base_width,
+                     int num_classes, int image_size, uint64_t seed);
+/* As fp_resnet_create; no_init leaves the parameters at zero. */
+int fp_resnet_create_ex(fp_model **out, const char *name, int bottleneck, const int layers[4], int base_width,
+                        int num_classes, int image_size, uint64_t seed, int no_init);
 
 /* ---- building (used by the zoo; any flat graph of these nodes works) ----
  * Each adder returns the id (>= 0) of the value it produces, or a negative FP_E* code (sticky: the
@@ -53,7 +62,8 @@ int fp_model_build_finish(fp_model *m);
  * N(0, 2/(cout*kh*kw)); BN weight 1, bias 0, running mean 0, var 1; linear weight and bias
  * U(-1/sqrt(in), 1/sqrt(in)) (PyTorch's nn.Linear default). RNG: splitmix64 seeds xoshiro256**;
  * uniforms are (x >> 11) * 2^-53, normals by Box-Muller in double; tensors drawn in parameter
- * order. Same seed, same model -> bit-identical parameters on every machine. */
+ * order, each normal tensor using both values of every Box-Muller pair (cos, then sin). Same seed,
+ * same model -> the same parameters on every machine with a correctly rounded libm (log, sin, cos). */
 void fp_model_init_params(fp_model *m, uint64_t seed);
 
 /* ---- layers (metadata for the store) ---- */

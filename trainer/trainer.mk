@@ -10,3 +10,19 @@ tests_test_layers_misc_LDADD = $(TEST_LDADD)
 
 BENCHMARKS += bench/bench_conv
 bench_bench_conv_LDADD = $(FP_LDADD)
+
+# The model brick: node list, planning, forward/backward, the ResNet zoo; `fp16probe models`.
+lib_libfp_a_SOURCES += trainer/model.h trainer/model.c trainer/resnet.c
+fp16probe_SOURCES += cli/cmd_models.c
+
+check_PROGRAMS += tests/test_model tests/test_model_reference
+TESTS += tests/test_model tests/test_model_reference
+tests_test_model_LDADD = $(TEST_LDADD)
+tests_test_model_reference_LDADD = $(TEST_LDADD)
+tests_test_model_reference_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_DIR='"$(abs_top_srcdir)/tests/fixtures"'
+EXTRA_DIST += tests/fixtures/make_model_reference.py \
+	tests/fixtures/model/resnet_basic_w8.safetensors \
+	tests/fixtures/model/resnet_bottleneck_w4.safetensors
+
+BENCHMARKS += bench/bench_train_step
+bench_bench_train_step_LDADD = $(FP_LDADD)

@@ -1,0 +1,167 @@
+/* test_model_reference.c — the fp32 model against PyTorch: fixtures written by
+ * tests/fixtures/make_model_reference.py (torchvision-topology ResNets [1,1,1,1], BasicBlock width 8
+ * and Bottleneck width 4, 10 classes, 32x32, batch 4, train mode). Checks logits, loss, every
+ * parameter gradient, the running statistics after the forward and the eval-mode logits on them, with the
+ * tolerances stated below. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "error.h"
+#include "safetensors.h"
+#include "tap.h"
+#include "trainer/model.h"
+
+#ifndef FIXTURE_DIR
+#define FIXTURE_DIR "tests/fixtures"
+#endif
+
+/* relative L2 error ||a - b|| / ||b|| (0 when both are zero) */
+static double rel_l2(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void check_model(const char *file, int bottleneck, int width)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/model/%s", FIXTURE_DIR, file);
+    fp_st *st = NULL;
+    if (fp_st_open(&st, path) != FP_OK) {
+        tap_ok(0, "open %s: %s", path, fp_error_message());
+        return;
+    }
+    static const int layers[4] = {1, 1, 1, 1};
+    fp_model *m = NULL;
+    int rc = fp_resnet_create(&m, file, bottleneck, layers, width, 10, 32, 7);
+    tap_ok(rc == FP_OK, "%s: build the ResNet [1,1,1,1] width %d", file, width);
+    if (rc) {
+        fp_st_close(st);
+        return;
+    }
+    rc = fp_model_load_st(m, st, 1);
+    tap_ok(rc == FP_OK, "%s: load parameters and running stats (%s)", file, rc ? fp_error_message() : "ok");
+    const int n = 4, C = 10, H = 32, W = 32;
+    float *nchw = malloc((size_t)n * 3 * H * W * sizeof(float)), *x = malloc((size_t)n * 3 * H * W * sizeof(float));
+    float labels_f[4], want_logits[40], want_loss;
+    int64_t xshape[4] = {n, 3, H, W}, lshape[1] = {n}, gshape[2] = {n, C};
+    rc = rc ? rc : fp_st_read_f32(st, "input", nchw, xshape, 4);
+    rc = rc ? rc : fp_st_read_f32(st, "labels", labels_f, lshape, 1);
+    rc = rc ? rc : fp_st_read_f32(st, "logits", want_logits, gshape, 2);
+    rc = rc ? rc : fp_st_read_f32(st, "loss", &want_loss, NULL, 0);
+    tap_ok(rc == FP_OK, "%s: read input, labels, logits, loss (%s)", file, rc ? fp_error_message() : "ok");
+    if (rc)
+        goto out;
+    for (int b = 0; b < n; b++)   /* NCHW -> NHWC */
+        for (int c = 0; c < 3; c++)
+            for (int y = 0; y < H; y++)
+                for (int xx = 0; xx < W; xx++)
+                    x[((b * H + y) * W + xx) * 3 + c] = nchw[((b * 3 + c) * H + y) * W + xx];
+    int labels[4];
+    for (int i = 0; i < n; i++)
+        labels[i] = (int)labels_f[i];
+
+    const float *logits;
+    rc = fp_model_forward(m, &logits, x, n, FP_MODE_TRAIN);
+    tap_ok(rc == FP_OK, "%s: train forward (%s)", file, rc ? fp_error_message() : "ok");
+    if (rc)
+        goto out;
+    /* logits: |got - want| <= 1e-4 + 1e-4 |want| (fp32 through ~10 layers, different summation order) */
+    int bad = 0;
+    double worst = 0;
+    for (int i = 0; i < n * C; i++) {
+        double e = fabs((double)logits[i] - want_logits[i]);
+        bad += !(e <= 1e-4 + 1e-4 * fabs(want_logits[i]));
+        worst = fmax(worst, e);
+    }
+    tap_ok(bad == 0, "%s: logits within 1e-4 abs + 1e-4 rel (worst %.3g)", file, worst);
+    float loss;
+    float dlogits[40];
+    rc = fp_softmax_xent(&loss, dlogits, NULL, NULL, logits, labels, n, C);
+    /* loss: within 1e-4 relative */
+    tap_is_double(loss, want_loss, 0, 1e-4, "%s: loss %.6f vs PyTorch %.6f (1e-4 relative)", file, loss, want_loss);
+    fp_model_zero_grad(m);
+    rc = fp_model_backward(m, dlogits);
+    tap_ok(rc == FP_OK, "%s: backward (%s)", file, rc ? fp_error_message() : "ok");
+
+    /* every parameter gradient: relative L2 error <= 1e-4; running stats after the forward: each
+     * within 1e-5 relative (+1e-7 absolute for means that are ~0) */
+    size_t maxn = 0;
+    for (size_t k = 0; k < fp_model_tensor_count(m); k++)
+        if (fp_model_tensor(m, k)->numel > maxn)
+            maxn = fp_model_tensor(m, k)->numel;
+    float *ref = malloc(maxn * sizeof(float)), *conv = malloc(maxn * sizeof(float));
+    int ngrad = 0, grad_bad = 0, nstat = 0, stat_bad = 0;
+    double grad_worst = 0, stat_worst = 0;
+    for (size_t k = 0; k < fp_model_tensor_count(m); k++) {
+        const fp_tensor_info *t = fp_model_tensor(m, k);
+        char name[256];
+        snprintf(name, sizeof name, "%s.%s", t->is_param ? "grad" : "after", t->name);
+        if (fp_st_read_f32(st, name, ref, t->shape, t->rank) != FP_OK) {
+            tap_diag("%s", fp_error_message());
+            *(t->is_param ? &grad_bad : &stat_bad) += 1;
+            continue;
+        }
+        if (t->ohwi) {
+            fp_oihw_to_ohwi(conv, ref, (int)t->shape[0], (int)t->shape[1], (int)t->shape[2], (int)t->shape[3]);
+            memcpy(ref, conv, t->numel * sizeof(float));
+        }
+        if (t->is_param) {
+            double e = rel_l2(fp_model_tensor_grad(m, t), ref, t->numel);
+            ngrad++;
+            if (!(e <= 1e-4)) {
+                grad_bad++;
+                tap_diag("%s: gradient of %s: relative L2 error %.3g", file, t->name, e);
+            }
+            grad_worst = fmax(grad_worst, e);
+        } else {
+            const float *got = fp_model_tensor_data(m, t);
+            nstat++;
+            for (size_t i = 0; i < t->numel; i++) {
+                double e = fabs((double)got[i] - ref[i]);
+                if (!(e <= 1e-7 + 1e-5 * fabs(ref[i]))) {
+                    stat_bad++;
+                    tap_diag("%s: %s[%zu] = %.8g, PyTorch %.8g", file, t->name, i, got[i], ref[i]);
+                    break;
+                }
+                stat_worst = fmax(stat_worst, e / (1e-7 + 1e-5 * fabs(ref[i])));
+            }
+        }
+    }
+    tap_ok(ngrad > 0 && grad_bad == 0, "%s: all %d parameter gradients within relative L2 1e-4 (worst %.3g)", file,
+           ngrad, grad_worst);
+    tap_ok(nstat > 0 && stat_bad == 0, "%s: all %d running statistics within 1e-5 relative (worst error / tolerance %.3g)", file,
+           nstat, stat_worst);
+    /* eval mode on the updated running statistics (reused activation memory): same logit tolerance */
+    float want_eval[40];
+    rc = fp_st_read_f32(st, "eval_logits", want_eval, gshape, 2);
+    rc = rc ? rc : fp_model_forward(m, &logits, x, n, FP_MODE_EVAL);
+    bad = rc != FP_OK;
+    worst = 0;
+    for (int i = 0; !rc && i < n * C; i++) {
+        double e = fabs((double)logits[i] - want_eval[i]);
+        bad += !(e <= 1e-4 + 1e-4 * fabs(want_eval[i]));
+        worst = fmax(worst, e);
+    }
+    tap_ok(bad == 0, "%s: eval logits within 1e-4 abs + 1e-4 rel (worst %.3g)", file, worst);
+    free(ref);
+    free(conv);
+out:
+    free(nchw);
+    free(x);
+    fp_model_free(m);
+    fp_st_close(st);
+}
+
+int main(void)
+{
+    check_model("resnet_basic_w8.safetensors", 0, 8);
+    check_model("resnet_bottleneck_w4.safetensors", 1, 4);
+    return tap_done();
+}
