@@ -72,7 +72,7 @@ typedef struct {
     int split;            /* FP_SPLIT_TRAIN or FP_SPLIT_VAL */
     int batch;            /* images per batch, >= 1 */
     int threads;          /* worker threads, 0..64; 0 prepares in fp_loader_next (no overlap) */
-    int prefetch;         /* batches in the ring, >= 1 (0: 2 * threads, at least 2) */
+    int prefetch;         /* batches in the ring (0: threads + 2; ignored with 0 threads) */
     int drop_last;        /* 1 drop the partial last batch, 0 keep it, -1 (default): train 1, val 0 */
     int epochs;           /* epochs to deliver from the start position (0: unbounded) */
     int64_t start_epoch;  /* start position (from fp_loader_position for a resume) */

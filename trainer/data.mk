@@ -14,3 +14,4 @@ tests_test_data_loader_LDADD = $(TEST_LDADD)
 
 BENCHMARKS += bench/bench_data
 bench_bench_data_LDADD = $(FP_LDADD)
+EXTRA_DIST += tests/data_testutil.h

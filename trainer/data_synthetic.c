@@ -91,20 +91,20 @@ void fp_data_synthetic_render(uint64_t seed, int split, int64_t index, int size,
 
     /* background: a gradient between two muted colours */
     float bg0[3], bg1[3];
-    float l0 = unif(&rng, 0.05f, 0.95f), l1 = unif(&rng, 0.05f, 0.95f);
+    float l0 = unif(&rng, 0.2f, 0.8f), l1 = unif(&rng, 0.2f, 0.8f);
     for (int c = 0; c < 3; c++) {
-        bg0[c] = l0 + unif(&rng, -0.15f, 0.15f);
-        bg1[c] = l1 + unif(&rng, -0.15f, 0.15f);
+        bg0[c] = l0 + unif(&rng, -0.1f, 0.1f);
+        bg1[c] = l1 + unif(&rng, -0.1f, 0.1f);
     }
     float ga = unif(&rng, 0.0f, 6.2831853f);
     float gdx = cosf(ga), gdy = sinf(ga);
 
-    /* foreground: the class hue family (36 degrees apart) with +-30 degrees of jitter */
+    /* foreground: the class hue family (36 degrees apart) with +-18 degrees of jitter */
     float fg[3];
-    hsv_to_rgb((float)cls / SYN_CLASSES + unif(&rng, -1.0f / 12, 1.0f / 12), unif(&rng, 0.55f, 1.0f),
+    hsv_to_rgb((float)cls / SYN_CLASSES + unif(&rng, -0.05f, 0.05f), unif(&rng, 0.7f, 1.0f),
                unif(&rng, 0.55f, 1.0f), fg);
-    float cx = unif(&rng, 0.32f, 0.68f), cy = unif(&rng, 0.32f, 0.68f);
-    float radius = unif(&rng, 0.17f, 0.30f);
+    float cx = unif(&rng, 0.36f, 0.64f), cy = unif(&rng, 0.36f, 0.64f);
+    float radius = unif(&rng, 0.22f, 0.34f);
     float rot = unif(&rng, 0.0f, 6.2831853f);
     float cr = cosf(rot) / radius, sr = sinf(rot) / radius;   /* image -> unit shape coordinates */
     float edge = (float)size * radius;                        /* pixels per shape unit */

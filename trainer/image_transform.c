@@ -181,11 +181,6 @@ int fp_image_resample(const uint8_t *src, int width, int height, const double bo
         }
     }
     /* vertical pass + normalisation (+ mirror) */
-    float scale[3], shift[3];
-    for (int c = 0; c < 3; c++) {
-        scale[c] = 1.0f / 255.0f;
-        shift[c] = fp_imagenet_mean[c];
-    }
     for (int i = 0; i < dh; i++) {
         const float *k = cy + (size_t)i * ky;
         float *o = out + (size_t)i * dw * 3;
@@ -201,7 +196,7 @@ int fp_image_resample(const uint8_t *src, int width, int height, const double bo
             }
             float *d = o + (size_t)(flip ? dw - 1 - x : x) * 3;
             for (int c = 0; c < 3; c++)
-                d[c] = (acc[c] * scale[c] - shift[c]) / fp_imagenet_std[c];
+                d[c] = (acc[c] / 255.0f - fp_imagenet_mean[c]) / fp_imagenet_std[c];
         }
     }
     return FP_OK;
