@@ -10,20 +10,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include "error.h"
+#include "numfmt.h"
 #include "safetensors.h"
 #include "trainer/model.h"
 
 #define ALIGN_FLOATS 16   /* 64-byte alignment of arena blocks */
+#define ALIGN_BYTES 64
 
 typedef struct {
     fp_dims d;        /* per image (n = 1) */
     int storage;
     int producer;     /* node index; -1 for the model input */
     int needed_bwd;   /* read by some node's backward */
+    fp_dtype dt;      /* storage format under the policy: F32, F16 or BF16 */
 } value_t;
 
 typedef struct {
     size_t floats;    /* per image */
+    int bytes;        /* per element under the policy: 4 or 2 */
 } storage_t;
 
 typedef struct {
@@ -39,17 +43,18 @@ typedef struct {
 
 typedef struct {
     int n;                        /* batch the plan is for; 0 = none */
-    float *arena;
-    size_t arena_floats;
-    size_t *st_off;               /* per storage, floats into arena */
+    unsigned char *arena;
+    size_t arena_bytes;
+    size_t *st_off;               /* per storage, bytes into arena */
     void *aux;                    /* train: BN mean/invstd (float) and max-pool argmax (int) */
     size_t aux_units;
-    size_t saved_floats;          /* kept-for-backward part (train) */
+    size_t saved_bytes;           /* kept-for-backward part (train) */
+    size_t max_floats;            /* largest value of this plan (elements), sizes the cast scratch */
 } plan_t;
 
 typedef struct {
-    float *p;
-    size_t cap;
+    void *p;
+    size_t cap;                   /* bytes */
     int used;
 } gblock_t;
 
@@ -77,6 +82,18 @@ struct fp_model {
     float *dlogits;               /* train_step's buffer */
     size_t dlogits_cap;
     fp_workspace ws;
+    /* precision policy (fp_model_set_policy) */
+    fp_policy pol;
+    int lowp;                     /* 1: some tensor is rounded (policy other than fp32) */
+    float *wlow;                  /* conv / linear weights (and linear bias) rounded to pol.compute, fp32
+                                   * containers, same layout as params; NULL when compute is fp32 */
+    float *cs[3];                 /* fp32 cast scratch: 16-bit tensors widened around the kernels */
+    size_t cs_floats;
+    float *wscr;                  /* fp32 scratch for a low-precision weight gradient before rounding */
+    size_t wscr_floats;
+    float *logits32;              /* logits widened for the loss */
+    size_t logits32_cap;
+    size_t cs_peak;
 };
 
 /* ---------------------------------------------------------------- small helpers */
@@ -122,6 +139,7 @@ static int new_storage(fp_model *m, size_t floats)
         return -1;
     m->storages = p;
     m->storages[m->nstorages].floats = floats;
+    m->storages[m->nstorages].bytes = 4;
     return m->nstorages++;
 }
 
@@ -139,6 +157,7 @@ static int new_value(fp_model *m, fp_dims d, int storage, int producer)
     v->storage = storage;
     v->producer = producer;
     v->needed_bwd = 0;
+    v->dt = FP_DT_F32;
     return m->nvalues++;
 }
 
@@ -421,6 +440,7 @@ int fp_model_build_finish(fp_model *m)
     for (int v = 0; v < m->nvalues; v++)
         m->vgrad[v] = -1;
     m->num_classes = m->values[m->nvalues - 1].d.c;
+    m->pol = *fp_policy_find("fp32");
     m->finished = 1;
     return FP_OK;
 }
@@ -443,6 +463,11 @@ void fp_model_free(fp_model *m)
     free(m->gb);
     free(m->vgrad);
     free(m->dlogits);
+    free(m->wlow);
+    for (int i = 0; i < 3; i++)
+        free(m->cs[i]);
+    free(m->wscr);
+    free(m->logits32);
     fp_workspace_free(&m->ws);
     free(m->nodes);
     free(m->values);
@@ -591,6 +616,7 @@ void fp_ohwi_to_oihw(float *dst, const float *src, int o, int i, int kh, int kw)
 /* ---------------------------------------------------------------- activation planning */
 
 static size_t round_up(size_t x) { return (x + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS; }
+static size_t round_up_bytes(size_t x) { return (x + ALIGN_BYTES - 1) / ALIGN_BYTES * ALIGN_BYTES; }
 
 /* Assigns every storage a block by liveness over the node order (best fit among free blocks), then
  * lays the blocks out in one arena. TRAIN keeps every storage that backward reads. */
@@ -630,12 +656,14 @@ static int plan_build(fp_model *m, plan_t *pl, int n, fp_mode mode)
     }
     keep[m->values[m->nvalues - 1].storage] = 1;   /* the logits */
     int nb = 0;
-    size_t saved = 0;
+    size_t saved = 0, maxf = 0;
     for (int i = -1; i < N; i++) {
         for (int s = 0; s < S; s++) {
             if (birth[s] != i)
                 continue;
-            size_t need = round_up(m->storages[s].floats * (size_t)n);
+            size_t need = round_up_bytes(m->storages[s].floats * (size_t)n * (size_t)m->storages[s].bytes);
+            if (m->storages[s].floats * (size_t)n > maxf)
+                maxf = m->storages[s].floats * (size_t)n;
             if (keep[s] && mode == FP_MODE_TRAIN)
                 saved += need;
             int best = -1, largest = -1;
@@ -681,25 +709,25 @@ static int plan_build(fp_model *m, plan_t *pl, int n, fp_mode mode)
                 aux += round_up(dims_floats(nd->info.out) * (size_t)n);
         }
     }
-    float *arena = malloc((total ? total : 1) * sizeof(float));
+    unsigned char *arena = malloc(total ? total : 1);
     void *auxp = malloc((aux ? aux : 1) * 4);
     if (!arena || !auxp) {
         free(arena);
         free(auxp);
-        rc = fp_fail(FP_ENOMEM, "model %s: out of memory for %zu MiB of activations", m->name,
-                     total * sizeof(float) >> 20);
+        rc = fp_fail(FP_ENOMEM, "model %s: out of memory for %zu MiB of activations", m->name, total >> 20);
         goto out;
     }
     free(pl->arena);
     free(pl->st_off);
     free(pl->aux);
     pl->arena = arena;
-    pl->arena_floats = total;
+    pl->arena_bytes = total;
+    pl->max_floats = maxf;
     pl->st_off = st_off;
     st_off = NULL;
     pl->aux = auxp;
     pl->aux_units = aux;
-    pl->saved_floats = saved + aux;
+    pl->saved_bytes = saved + aux * 4;
     pl->n = n;
 out:
     free(birth);
@@ -713,20 +741,190 @@ out:
     return rc;
 }
 
-static size_t plan_bytes(const plan_t *pl) { return (pl->arena_floats + pl->aux_units) * 4; }
+static size_t plan_bytes(const plan_t *pl) { return pl->arena_bytes + pl->aux_units * 4; }
 
 static void note_peaks(fp_model *m)
 {
     size_t act = plan_bytes(&m->plan[0]) + plan_bytes(&m->plan[1]);
     if (act > m->act_peak)
         m->act_peak = act;
-    size_t saved = m->plan[FP_MODE_TRAIN].saved_floats * 4;
+    size_t saved = m->plan[FP_MODE_TRAIN].saved_bytes;
     if (saved > m->saved_peak)
         m->saved_peak = saved;
     if (m->ws.cap * sizeof(float) > m->ws_peak)
         m->ws_peak = m->ws.cap * sizeof(float);
     if (m->gb_bytes > m->gb_peak)
         m->gb_peak = m->gb_bytes;
+}
+
+/* ---------------------------------------------------------------- precision policy */
+
+static int is16(fp_dtype d) { return d == FP_DT_F16 || d == FP_DT_BF16; }
+
+/* Storage formats under the policy (autocast's lists): the input stays fp32; conv / linear produce
+ * pol.activation (fp32 for tf32); batchnorm, relu, pools and add keep their (first) input's format.
+ * Values sharing a storage (in-place relu / add) therefore share its format. */
+static void assign_dtypes(fp_model *m)
+{
+    fp_dtype act = is16(m->pol.activation) ? m->pol.activation : FP_DT_F32;
+    for (int s = 0; s < m->nstorages; s++)
+        m->storages[s].bytes = 4;
+    for (int v = 0; v < m->nvalues; v++) {
+        value_t *vv = &m->values[v];
+        if (vv->producer < 0) {
+            vv->dt = FP_DT_F32;
+            continue;
+        }
+        const node_t *nd = &m->nodes[vv->producer];
+        int mm = nd->info.type == FP_LAYER_CONV || nd->info.type == FP_LAYER_LINEAR;
+        vv->dt = mm ? act : m->values[nd->in].dt;
+        m->storages[vv->storage].bytes = fp_dtype_bytes(vv->dt);
+    }
+}
+
+static void plan_free(plan_t *pl)
+{
+    free(pl->arena);
+    free(pl->st_off);
+    free(pl->aux);
+    memset(pl, 0, sizeof *pl);
+}
+
+int fp_model_set_policy(fp_model *m, const fp_policy *p)
+{
+    if (!m || !m->finished)
+        return fp_fail(FP_EINVAL, "model: set_policy on an unfinished model");
+    if (!p)
+        p = fp_policy_find("fp32");
+    int okdt = (p->activation == FP_DT_F32 || is16(p->activation)) &&
+               p->activation_grad == p->activation && p->master != FP_DT_TF32 &&
+               (unsigned)p->compute <= FP_DT_BF16 && (unsigned)p->master <= FP_DT_BF16;
+    if (!okdt)
+        return fp_fail(FP_EINVAL, "model %s: policy %s not supported (activation and activation_grad must be the same "
+                       "fp32 / fp16 / bf16, master fp32 / fp16 / bf16)", m->name, p->name ? p->name : "?");
+    size_t wmax = 0;
+    for (int i = 0; i < m->nnodes; i++)
+        if ((m->nodes[i].info.type == FP_LAYER_CONV || m->nodes[i].info.type == FP_LAYER_LINEAR) &&
+            m->nodes[i].info.params > wmax)
+            wmax = m->nodes[i].info.params;
+    float *wlow = m->wlow, *wscr = m->wscr;
+    if (p->compute != FP_DT_F32 && !wlow)
+        wlow = malloc((m->nparams ? m->nparams : 1) * sizeof(float));
+    if (is16(p->compute) && !wscr)
+        wscr = malloc((wmax ? wmax : 1) * sizeof(float));
+    if ((p->compute != FP_DT_F32 && !wlow) || (is16(p->compute) && !wscr)) {
+        if (wlow != m->wlow)
+            free(wlow);
+        if (wscr != m->wscr)
+            free(wscr);
+        return fp_fail(FP_ENOMEM, "model %s: out of memory for the weight copy", m->name);
+    }
+    if (p->compute == FP_DT_F32) {
+        free(wlow);
+        wlow = NULL;
+    }
+    if (!is16(p->compute)) {
+        free(wscr);
+        wscr = NULL;
+    }
+    m->wlow = wlow;
+    m->wscr = wscr;
+    m->wscr_floats = wscr ? wmax : 0;
+    m->pol = *p;
+    m->lowp = !(p->compute == FP_DT_F32 && p->activation == FP_DT_F32 && p->master == FP_DT_F32);
+    assign_dtypes(m);
+    plan_free(&m->plan[0]);
+    plan_free(&m->plan[1]);
+    m->fwd_ok = 0;
+    if (p->master != FP_DT_F32) {   /* model.half(): parameters and buffers converted */
+        fp_round_to_dtype(m->params, m->nparams, p->master);
+        fp_round_to_dtype(m->buffers, m->nbuffers, p->master);
+    }
+    return FP_OK;
+}
+
+const fp_policy *fp_model_policy(const fp_model *m) { return &m->pol; }
+
+static int ensure_cs(fp_model *m, size_t floats)
+{
+    if (floats <= m->cs_floats)
+        return FP_OK;
+    for (int i = 0; i < 3; i++) {
+        free(m->cs[i]);
+        m->cs[i] = malloc(floats * sizeof(float));
+        if (!m->cs[i]) {
+            for (int k = 0; k < 3; k++) {
+                free(m->cs[k]);
+                m->cs[k] = NULL;
+            }
+            m->cs_floats = 0;
+            return fp_fail(FP_ENOMEM, "model %s: out of memory for cast scratch", m->name);
+        }
+    }
+    m->cs_floats = floats;
+    if (3 * floats * sizeof(float) > m->cs_peak)
+        m->cs_peak = 3 * floats * sizeof(float);
+    return FP_OK;
+}
+
+/* The low-precision weight copy autocast makes once per forward: conv weights, linear weight and
+ * bias rounded to pol.compute (fp32 containers). */
+static void prepare_weights(fp_model *m)
+{
+    for (int i = 0; i < m->nnodes; i++) {
+        const node_t *nd = &m->nodes[i];
+        if (nd->info.type == FP_LAYER_CONV || nd->info.type == FP_LAYER_LINEAR)
+            fp_round_to_dtype_copy(m->wlow + nd->pw, m->params + nd->pw, nd->info.params, m->pol.compute);
+    }
+}
+
+#define CHUNK 2048
+
+/* y = round_d(a + b) on 16-bit storage (chunks through fp32; y may alias a or b). */
+static void add16(uint16_t *y, const uint16_t *a, const uint16_t *b, size_t n, fp_dtype d)
+{
+    float ta[CHUNK], tb[CHUNK];
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t c = n - i < CHUNK ? n - i : CHUNK;
+        fp_widen_array(ta, a + i, c, d);
+        fp_widen_array(tb, b + i, c, d);
+        for (size_t k = 0; k < c; k++)
+            ta[k] += tb[k];
+        fp_narrow_array(y + i, ta, c, d);
+    }
+}
+
+/* dst = round_d(dst + round_d(c)): an fp32-computed gradient contribution (a 16-bit tensor in
+ * PyTorch) summed into a 16-bit gradient. */
+static void acc16(uint16_t *dst, const float *c, size_t n, fp_dtype d)
+{
+    float ta[CHUNK], tb[CHUNK];
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t k = n - i < CHUNK ? n - i : CHUNK;
+        fp_widen_array(ta, dst + i, k, d);
+        fp_round_to_dtype_copy(tb, c + i, k, d);
+        for (size_t j = 0; j < k; j++)
+            ta[j] += tb[j];
+        fp_narrow_array(dst + i, ta, k, d);
+    }
+}
+
+/* relu on 16-bit storage, the kernel's semantics (v < 0 ? 0 : v: -0 and NaN pass through). */
+static void relu16(uint16_t *restrict y, const uint16_t *restrict x, size_t n, fp_dtype d)
+{
+    unsigned inf = d == FP_DT_BF16 ? 0x7f80u : 0x7c00u;
+    for (size_t i = 0; i < n; i++) {
+        unsigned h = x[i], mag = h & 0x7fffu;
+        y[i] = (uint16_t)((h & 0x8000u) && mag && mag <= inf ? 0u : h);
+    }
+}
+
+/* dy = y > 0 ? dy : +0 on 16-bit storage (y > 0: sign clear, nonzero, not NaN). */
+static void relu_mask16(uint16_t *restrict dy, const uint16_t *restrict y, size_t n, fp_dtype d)
+{
+    unsigned inf = d == FP_DT_BF16 ? 0x7f80u : 0x7c00u;
+    for (size_t i = 0; i < n; i++)
+        dy[i] = (uint16_t)((unsigned)(uint16_t)(y[i] - 1u) < inf ? dy[i] : 0u);
 }
 
 /* ---------------------------------------------------------------- forward */
@@ -739,10 +937,48 @@ static void relabel(int rc, const char *model, const char *what, const char *lay
     fp_fail(rc, "model %s: %s %s: %s", model, what, layer, msg);
 }
 
-static float *val(fp_model *m, int mode, int v)
+static void *vptr(fp_model *m, int mode, int v)
 {
     return m->plan[mode].arena + m->plan[mode].st_off[m->values[v].storage];
 }
+static float *val(fp_model *m, int mode, int v) { return (float *)vptr(m, mode, v); }   /* fp32 storage */
+static fp_dtype vdt(const fp_model *m, int v) { return m->values[v].dt; }
+
+/* A tensor p of format d as fp32 for a kernel: p itself when fp32, else widened into buf. */
+static float *as_f32(void *p, fp_dtype d, size_t cnt, float *buf)
+{
+    if (!is16(d))
+        return p;
+    fp_widen_array(buf, p, cnt, d);
+    return buf;
+}
+
+/* A tensor p of format d as a conv / linear input: rounded to pol.compute (p itself when nothing
+ * changes, else in buf). */
+static const float *to_compute(const fp_model *m, void *p, fp_dtype d, size_t cnt, float *buf)
+{
+    fp_dtype c = m->pol.compute;
+    if (is16(d)) {
+        fp_widen_array(buf, p, cnt, d);
+        if (c != d && c != FP_DT_F32)
+            fp_round_to_dtype(buf, cnt, c);
+        return buf;
+    }
+    if (c == FP_DT_F32)
+        return p;
+    fp_round_to_dtype_copy(buf, p, cnt, c);
+    return buf;
+}
+
+/* Where a kernel writes value v: its storage when fp32, else buf, narrowed by store_out. */
+static float *out_f32(fp_model *m, int mode, int v, float *buf) { return is16(vdt(m, v)) ? buf : val(m, mode, v); }
+static void store_out(fp_model *m, int mode, int v, size_t cnt, const float *buf)
+{
+    if (is16(vdt(m, v)))
+        fp_narrow_array(vptr(m, mode, v), buf, cnt, vdt(m, v));
+}
+
+static size_t vfloats(const fp_model *m, int v, int n) { return dims_floats(m->values[v].d) * (size_t)n; }
 
 int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, fp_mode mode)
 {
@@ -759,42 +995,91 @@ int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, f
         if (rc)
             return rc;
     }
+    int lowp = m->lowp || m->pol.compute != FP_DT_F32;
+    if (lowp) {
+        int rc = ensure_cs(m, pl->max_floats);
+        if (rc)
+            return rc;
+        if (m->wlow)
+            prepare_weights(m);
+    }
     memcpy(val(m, mode, 0), x, dims_floats(m->values[0].d) * (size_t)n * sizeof(float));
     int rc = FP_OK;
+    float *const *S = m->cs;
+    const float *W = m->wlow ? m->wlow : m->params;   /* conv / linear weights as computed */
     for (int i = 0; i < m->nnodes && rc == FP_OK; i++) {
         node_t *nd = &m->nodes[i];
-        float *y = val(m, mode, nd->out);
-        const float *in = val(m, mode, nd->in);
         fp_dims id = batch_dims(nd->info.in, n);
+        size_t cin = dims_floats(id) * (size_t)n, cout = vfloats(m, nd->out, n);
+        fp_dtype din = vdt(m, nd->in), dout = vdt(m, nd->out);
         float *P = m->params, *B = m->buffers;
         switch (nd->info.type) {
-        case FP_LAYER_CONV:
-            rc = fp_conv_forward(y, in, id, P + nd->pw, &nd->conv, &m->ws);
+        case FP_LAYER_CONV: {
+            const float *xin = to_compute(m, vptr(m, mode, nd->in), din, cin, S[0]);
+            float *y = out_f32(m, mode, nd->out, S[1]);
+            rc = fp_conv_forward(y, xin, id, W + nd->pw, &nd->conv, &m->ws);
+            store_out(m, mode, nd->out, cout, y);
             break;
-        case FP_LAYER_BN:
+        }
+        case FP_LAYER_BN: {
+            float *in = as_f32(vptr(m, mode, nd->in), din, cin, S[0]);
+            float *y = out_f32(m, mode, nd->out, S[0]);   /* 16-bit: in place on the widened input */
             if (mode == FP_MODE_TRAIN) {
                 float *save = (float *)pl->aux + nd->aux;
                 rc = fp_batchnorm_forward_train(y, save, save + id.c, B + nd->brm, B + nd->brv, in, id, P + nd->pw,
                                                 P + nd->pb, &nd->bn);
+                if (m->pol.master != FP_DT_F32) {   /* `half`: the running statistics are fp16 tensors */
+                    fp_round_to_dtype(B + nd->brm, (size_t)id.c, m->pol.master);
+                    fp_round_to_dtype(B + nd->brv, (size_t)id.c, m->pol.master);
+                }
             } else {
                 rc = fp_batchnorm_forward_eval(y, in, id, P + nd->pw, P + nd->pb, B + nd->brm, B + nd->brv, &nd->bn);
             }
+            store_out(m, mode, nd->out, cout, y);
             break;
+        }
         case FP_LAYER_RELU:
-            rc = fp_relu_forward(y, in, dims_floats(id) * (size_t)n);
+            if (is16(din))
+                relu16(vptr(m, mode, nd->out), vptr(m, mode, nd->in), cin, din);
+            else
+                rc = fp_relu_forward(val(m, mode, nd->out), val(m, mode, nd->in), cin);
             break;
-        case FP_LAYER_MAXPOOL:
+        case FP_LAYER_MAXPOOL: {
+            const float *in = as_f32(vptr(m, mode, nd->in), din, cin, S[0]);
+            float *y = out_f32(m, mode, nd->out, S[1]);
             rc = fp_maxpool_forward(y, mode == FP_MODE_TRAIN ? (int *)pl->aux + nd->aux : NULL, in, id, &nd->pool);
+            store_out(m, mode, nd->out, cout, y);
             break;
-        case FP_LAYER_AVGPOOL:
+        }
+        case FP_LAYER_AVGPOOL: {
+            const float *in = as_f32(vptr(m, mode, nd->in), din, cin, S[0]);
+            float *y = out_f32(m, mode, nd->out, S[1]);
             rc = fp_avgpool_global_forward(y, in, id);
+            store_out(m, mode, nd->out, cout, y);
             break;
-        case FP_LAYER_LINEAR:
-            rc = fp_linear_forward(y, in, n, (int)dims_floats(id), nd->info.out.c, P + nd->pw, P + nd->pb);
+        }
+        case FP_LAYER_LINEAR: {
+            const float *xin = to_compute(m, vptr(m, mode, nd->in), din, cin, S[0]);
+            float *y = out_f32(m, mode, nd->out, S[1]);
+            rc = fp_linear_forward(y, xin, n, (int)dims_floats(id), nd->info.out.c, W + nd->pw, W + nd->pb);
+            store_out(m, mode, nd->out, cout, y);
             break;
-        case FP_LAYER_ADD:
-            rc = fp_add_forward(y, in, val(m, mode, nd->in2), dims_floats(id) * (size_t)n);
+        }
+        case FP_LAYER_ADD: {
+            fp_dtype db = vdt(m, nd->in2);
+            if (is16(din) && db == din && dout == din) {
+                add16(vptr(m, mode, nd->out), vptr(m, mode, nd->in), vptr(m, mode, nd->in2), cin, din);
+            } else if (!is16(din) && !is16(db) && !is16(dout)) {
+                rc = fp_add_forward(val(m, mode, nd->out), val(m, mode, nd->in), val(m, mode, nd->in2), cin);
+            } else {   /* mixed formats: through fp32, the output in a's format */
+                const float *a = as_f32(vptr(m, mode, nd->in), din, cin, S[0]);
+                const float *b = as_f32(vptr(m, mode, nd->in2), db, cin, S[1]);
+                float *y = out_f32(m, mode, nd->out, S[2]);
+                rc = fp_add_forward(y, a, b, cin);
+                store_out(m, mode, nd->out, cout, y);
+            }
             break;
+        }
         default:
             rc = fp_fail(FP_EINTERNAL, "model: bad node type");
         }
@@ -807,35 +1092,69 @@ int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, f
     m->last_mode = mode;
     m->last_n = n;
     m->fwd_ok = mode == FP_MODE_TRAIN;
+    int last = m->nvalues - 1;
+    const float *out = val(m, mode, last);
+    if (is16(vdt(m, last))) {   /* autocast's fp32 list: the loss sees the logits widened */
+        size_t cnt = vfloats(m, last, n);
+        if (m->logits32_cap < cnt) {
+            float *p = realloc(m->logits32, cnt * sizeof(float));
+            if (!p)
+                return fp_fail(FP_ENOMEM, "model %s: out of memory", m->name);
+            m->logits32 = p;
+            m->logits32_cap = cnt;
+        }
+        fp_widen_array(m->logits32, vptr(m, mode, last), cnt, vdt(m, last));
+        out = m->logits32;
+    }
     if (logits)
-        *logits = val(m, mode, m->nvalues - 1);
+        *logits = out;
     return FP_OK;
+}
+
+int fp_model_layer_output(fp_model *m, int layer, float *dst, size_t cap, fp_dtype *stored)
+{
+    if (!m || layer < 0 || layer >= m->nnodes || m->plan[m->last_mode].n == 0)
+        return fp_fail(FP_EINVAL, "model: no output of layer %d (no forward yet?)", layer);
+    int v = m->nodes[layer].out, n = m->plan[m->last_mode].n;
+    size_t cnt = vfloats(m, v, n);
+    if (stored)
+        *stored = vdt(m, v);
+    if (!dst)
+        return (int)cnt;
+    if (cap < cnt)
+        return fp_fail(FP_EINVAL, "model %s: layer %d output has %zu values, buffer %zu", m->name, layer, cnt, cap);
+    void *p = vptr(m, m->last_mode, v);
+    if (is16(vdt(m, v)))
+        fp_widen_array(dst, p, cnt, vdt(m, v));
+    else
+        memcpy(dst, p, cnt * sizeof(float));
+    return (int)cnt;
 }
 
 /* ---------------------------------------------------------------- backward */
 
-/* A gradient block of at least `floats` floats (best fit among unused; else the largest unused one
+/* A gradient block of at least `bytes` bytes (best fit among unused; else the largest unused one
  * grown; else a new one). Returns the block index or -1. */
-static int gb_acquire(fp_model *m, size_t floats)
+static int gb_acquire(fp_model *m, size_t bytes)
 {
     int best = -1, largest = -1;
     for (int b = 0; b < m->ngb; b++) {
         if (m->gb[b].used)
             continue;
-        if (m->gb[b].cap >= floats && (best < 0 || m->gb[b].cap < m->gb[best].cap))
+        if (m->gb[b].cap >= bytes && (best < 0 || m->gb[b].cap < m->gb[best].cap))
             best = b;
         if (largest < 0 || m->gb[b].cap > m->gb[largest].cap)
             largest = b;
     }
     if (best < 0 && largest >= 0) {
         gblock_t *g = &m->gb[largest];
-        float *p = malloc(floats * sizeof(float));
+        void *p = malloc(bytes);
         if (!p)
             return -1;
         free(g->p);
-        m->gb_bytes += (floats - g->cap) * sizeof(float);
+        m->gb_bytes += bytes - g->cap;
         g->p = p;
-        g->cap = floats;
+        g->cap = bytes;
         best = largest;
     }
     if (best < 0) {
@@ -843,12 +1162,12 @@ static int gb_acquire(fp_model *m, size_t floats)
         if (!q)
             return -1;
         m->gb = q;
-        float *p = malloc(floats * sizeof(float));
+        void *p = malloc(bytes);
         if (!p)
             return -1;
         best = m->ngb++;
-        m->gb[best] = (gblock_t){p, floats, 0};
-        m->gb_bytes += floats * sizeof(float);
+        m->gb[best] = (gblock_t){p, bytes, 0};
+        m->gb_bytes += bytes;
     }
     m->gb[best].used = 1;
     if (m->gb_bytes > m->gb_peak)
@@ -856,18 +1175,25 @@ static int gb_acquire(fp_model *m, size_t floats)
     return best;
 }
 
-static size_t vfloats(const fp_model *m, int v, int n) { return dims_floats(m->values[v].d) * (size_t)n; }
+static size_t vbytes(const fp_model *m, int v, int n) { return vfloats(m, v, n) * (size_t)fp_dtype_bytes(vdt(m, v)); }
 
-/* The gradient of value v, zeroed when it is created now; NULL on out of memory. */
+/* A new gradient block for value v (its format), zeroed when asked; NULL on out of memory. */
+static void *grad_new(fp_model *m, int v, int n, int zero)
+{
+    int b = gb_acquire(m, vbytes(m, v, n));
+    if (b < 0)
+        return NULL;
+    m->vgrad[v] = b;
+    if (zero)
+        memset(m->gb[b].p, 0, vbytes(m, v, n));
+    return m->gb[b].p;
+}
+
+/* The fp32 gradient of value v, zeroed when it is created now; NULL on out of memory. */
 static float *grad_of(fp_model *m, int v, int n)
 {
-    if (m->vgrad[v] < 0) {
-        int b = gb_acquire(m, vfloats(m, v, n));
-        if (b < 0)
-            return NULL;
-        m->vgrad[v] = b;
-        memset(m->gb[b].p, 0, vfloats(m, v, n) * sizeof(float));
-    }
+    if (m->vgrad[v] < 0)
+        return grad_new(m, v, n, 1);
     return m->gb[m->vgrad[v]].p;
 }
 
@@ -876,6 +1202,72 @@ static void grad_release(fp_model *m, int v)
     if (m->vgrad[v] >= 0)
         m->gb[m->vgrad[v]].used = 0;
     m->vgrad[v] = -1;
+}
+
+/* Where a kernel accumulates the input gradient of value v: the fp32 gradient itself, or (16-bit)
+ * the zeroed scratch buf, handed to dx_end. NULL on out of memory. */
+static float *dx_begin(fp_model *m, int v, int n, float *buf)
+{
+    if (!is16(vdt(m, v)))
+        return grad_of(m, v, n);
+    memset(buf, 0, vfloats(m, v, n) * sizeof(float));
+    return buf;
+}
+/* 16-bit: the contribution (a 16-bit tensor in PyTorch) rounded into v's gradient, or summed with
+ * the one already there (round(old + new)). FP_ENOMEM when a block cannot be had. */
+static int dx_end(fp_model *m, int v, int n, const float *buf)
+{
+    if (!is16(vdt(m, v)))
+        return FP_OK;
+    size_t cnt = vfloats(m, v, n);
+    if (m->vgrad[v] < 0) {
+        void *p = grad_new(m, v, n, 0);
+        if (!p)
+            return fp_fail(FP_ENOMEM, "model %s: out of memory in backward", m->name);
+        fp_narrow_array(p, buf, cnt, vdt(m, v));
+    } else {
+        acc16(m->gb[m->vgrad[v]].p, buf, cnt, vdt(m, v));
+    }
+    return FP_OK;
+}
+
+/* Adds the gradient src (format sd, cnt values) into value v's gradient (created as a copy when
+ * absent); mixed formats go through fp32. */
+static int grad_contrib(fp_model *m, int v, int n, const void *src, fp_dtype sd, size_t cnt)
+{
+    fp_dtype d = vdt(m, v);
+    if (m->vgrad[v] < 0) {
+        void *p = grad_new(m, v, n, 0);
+        if (!p)
+            return fp_fail(FP_ENOMEM, "model %s: out of memory in backward", m->name);
+        if (is16(d) == is16(sd) && (d == sd || !is16(d)))
+            memcpy(p, src, vbytes(m, v, n));
+        else if (is16(sd))
+            fp_widen_array(p, src, cnt, sd);
+        else
+            fp_narrow_array(p, src, cnt, d);
+        return FP_OK;
+    }
+    void *dst = m->gb[m->vgrad[v]].p;
+    if (!is16(d) && !is16(sd))
+        return fp_accumulate(dst, src, cnt);
+    if (d == sd)
+        add16(dst, dst, src, cnt, d);
+    else
+        for (size_t i = 0; i < cnt; i += CHUNK) {
+            size_t c = cnt - i < CHUNK ? cnt - i : CHUNK;
+            float ta[CHUNK], tb[CHUNK];
+            const float *a = is16(d) ? (fp_widen_array(ta, (const uint16_t *)dst + i, c, d), ta) : (float *)dst + i;
+            const float *b = is16(sd) ? (fp_widen_array(tb, (const uint16_t *)src + i, c, sd), tb)
+                                      : (const float *)src + i;
+            for (size_t k = 0; k < c; k++)
+                ta[k] = a[k] + b[k];
+            if (is16(d))
+                fp_narrow_array((uint16_t *)dst + i, ta, c, d);
+            else
+                memcpy((float *)dst + i, ta, c * sizeof(float));
+        }
+    return FP_OK;
 }
 
 int fp_model_backward(fp_model *m, const float *dlogits)
@@ -891,39 +1283,68 @@ int fp_model_backward(fp_model *m, const float *dlogits)
     for (int b = 0; b < m->ngb; b++)
         m->gb[b].used = 0;
     int last = m->nvalues - 1;
-    float *dl = grad_of(m, last, n);
-    if (!dl)
-        return fp_fail(FP_ENOMEM, "model %s: out of memory in backward", m->name);
-    memcpy(dl, dlogits, vfloats(m, last, n) * sizeof(float));
-    float *P = m->params, *G = m->grads;
+    rc = grad_contrib(m, last, n, dlogits, FP_DT_F32, vfloats(m, last, n));   /* rounded entering 16 bits */
+    if (rc)
+        return rc;
+    float *P = m->params, *G = m->grads, *const *S = m->cs;
+    const float *W = m->wlow ? m->wlow : m->params;
+    fp_dtype cdt = m->pol.compute;
     for (int i = m->nnodes - 1; i >= 0 && rc == FP_OK; i--) {
         node_t *nd = &m->nodes[i];
         int vin = nd->in, vout = nd->out;
         if (m->vgrad[vout] < 0)
             continue;   /* the output does not reach the loss */
-        float *dy = m->gb[m->vgrad[vout]].p;
+        void *dyp = m->gb[m->vgrad[vout]].p;
         int in_grad = m->values[vin].producer >= 0;   /* the model input needs none */
         fp_dims id = batch_dims(nd->info.in, n);
-        const float *x = val(m, mode, vin);
+        fp_dtype din = vdt(m, vin), dout = vdt(m, vout);
+        size_t cnt = vfloats(m, vin, n), cout = vfloats(m, vout, n);
         float *dx = NULL;
-        size_t cnt = vfloats(m, vin, n);
-        if (in_grad && nd->info.type != FP_LAYER_RELU && nd->info.type != FP_LAYER_ADD && !(dx = grad_of(m, vin, n)))
-            return fp_fail(FP_ENOMEM, "model %s: out of memory in backward", m->name);
         switch (nd->info.type) {
-        case FP_LAYER_CONV:
-            rc = fp_conv_backward_weights(G + nd->pw, dy, x, id, &nd->conv, &m->ws);
-            if (!rc && dx)
-                rc = fp_conv_backward_data(dx, dy, id, P + nd->pw, &nd->conv, &m->ws);
+        case FP_LAYER_CONV: {
+            const float *dyc = to_compute(m, dyp, dout, cout, S[0]);
+            const float *xc = to_compute(m, vptr(m, mode, vin), din, cnt, S[1]);
+            if (is16(cdt)) {   /* the gradient of the 16-bit weight copy, rounded, lands in fp32 */
+                memset(m->wscr, 0, nd->info.params * sizeof(float));
+                rc = fp_conv_backward_weights(m->wscr, dyc, xc, id, &nd->conv, &m->ws);
+                fp_round_add(G + nd->pw, m->wscr, nd->info.params, cdt);
+            } else {
+                rc = fp_conv_backward_weights(G + nd->pw, dyc, xc, id, &nd->conv, &m->ws);
+            }
+            if (!rc && in_grad) {
+                if (!(dx = dx_begin(m, vin, n, S[2])))
+                    return fp_fail(FP_ENOMEM, "model %s: out of memory in backward", m->name);
+                rc = fp_conv_backward_data(dx, dyc, id, W + nd->pw, &nd->conv, &m->ws);
+                rc = rc ? rc : dx_end(m, vin, n, dx);
+            }
             break;
+        }
         case FP_LAYER_BN: {
             const float *save = (const float *)pl->aux + nd->aux;
+            const float *dy = as_f32(dyp, dout, cout, S[0]);
+            const float *x = as_f32(vptr(m, mode, vin), din, cnt, S[1]);
+            if (in_grad && !(dx = dx_begin(m, vin, n, S[2])))
+                return fp_fail(FP_ENOMEM, "model %s: out of memory in backward", m->name);
             rc = fp_batchnorm_backward(dx, G + nd->pw, G + nd->pb, dy, x, id, P + nd->pw, save, save + id.c);
+            if (!rc && dx)
+                rc = dx_end(m, vin, n, dx);
             break;
         }
         case FP_LAYER_RELU: {
-            const float *y = val(m, mode, vout);
             if (!in_grad)
                 break;
+            if (is16(dout)) {
+                relu_mask16(dyp, vptr(m, mode, vout), cnt, dout);
+                if (m->vgrad[vin] < 0 && din == dout) {   /* first contribution: hand the masked dy over */
+                    m->vgrad[vin] = m->vgrad[vout];
+                    m->vgrad[vout] = -1;
+                } else {
+                    rc = grad_contrib(m, vin, n, dyp, dout, cnt);
+                }
+                break;
+            }
+            const float *y = val(m, mode, vout);
+            float *dy = dyp;
             if (m->vgrad[vin] < 0) {   /* first contribution: mask dy in place and hand it over */
                 for (size_t k = 0; k < cnt; k++)
                     dy[k] = y[k] > 0 ? dy[k] : 0.0f;
@@ -935,36 +1356,48 @@ int fp_model_backward(fp_model *m, const float *dlogits)
             break;
         }
         case FP_LAYER_MAXPOOL:
-            rc = fp_maxpool_backward(dx, dy, (const int *)pl->aux + nd->aux, id, &nd->pool);
-            break;
-        case FP_LAYER_AVGPOOL:
-            rc = fp_avgpool_global_backward(dx, dy, id);
-            break;
-        case FP_LAYER_LINEAR:
-            rc = fp_linear_backward(dx, G + nd->pw, G + nd->pb, dy, x, n, (int)dims_floats(nd->info.in),
-                                    nd->info.out.c, P + nd->pw);
-            break;
-        case FP_LAYER_ADD: {
-            int vb = nd->in2;
-            if (m->values[vb].producer >= 0) {
-                if (m->vgrad[vb] < 0) {
-                    int b = gb_acquire(m, cnt);
-                    if (b < 0)
-                        return fp_fail(FP_ENOMEM, "model %s: out of memory in backward", m->name);
-                    m->vgrad[vb] = b;
-                    dy = m->gb[m->vgrad[vout]].p;
-                    memcpy(m->gb[b].p, dy, cnt * sizeof(float));
-                } else {
-                    rc = fp_accumulate(m->gb[m->vgrad[vb]].p, dy, cnt);
-                }
-            }
+        case FP_LAYER_AVGPOOL: {
             if (!in_grad)
                 break;
-            if (m->vgrad[vin] < 0) {   /* hand dy over */
+            const float *dy = as_f32(dyp, dout, cout, S[0]);
+            if (!(dx = dx_begin(m, vin, n, S[2])))
+                return fp_fail(FP_ENOMEM, "model %s: out of memory in backward", m->name);
+            if (nd->info.type == FP_LAYER_MAXPOOL)
+                rc = fp_maxpool_backward(dx, dy, (const int *)pl->aux + nd->aux, id, &nd->pool);
+            else
+                rc = fp_avgpool_global_backward(dx, dy, id);
+            rc = rc ? rc : dx_end(m, vin, n, dx);
+            break;
+        }
+        case FP_LAYER_LINEAR: {
+            const float *dyc = to_compute(m, dyp, dout, cout, S[0]);
+            const float *xc = to_compute(m, vptr(m, mode, vin), din, cnt, S[1]);
+            int fin = (int)dims_floats(nd->info.in), fout = nd->info.out.c;
+            if (in_grad && !(dx = dx_begin(m, vin, n, S[2])))
+                return fp_fail(FP_ENOMEM, "model %s: out of memory in backward", m->name);
+            if (is16(cdt)) {   /* weight and bias gradients of the 16-bit copies, rounded, land in fp32 */
+                memset(m->wscr, 0, nd->info.params * sizeof(float));
+                rc = fp_linear_backward(dx, m->wscr, m->wscr + (size_t)fin * fout, dyc, xc, n, fin, fout, W + nd->pw);
+                fp_round_add(G + nd->pw, m->wscr, nd->info.params, cdt);
+            } else {
+                rc = fp_linear_backward(dx, G + nd->pw, G + nd->pb, dyc, xc, n, fin, fout, W + nd->pw);
+            }
+            if (!rc && dx)
+                rc = dx_end(m, vin, n, dx);
+            break;
+        }
+        case FP_LAYER_ADD: {
+            int vb = nd->in2;
+            if (m->values[vb].producer >= 0)
+                rc = grad_contrib(m, vb, n, m->gb[m->vgrad[vout]].p, dout, cnt);
+            if (!in_grad || rc)
+                break;
+            dyp = m->gb[m->vgrad[vout]].p;
+            if (m->vgrad[vin] < 0 && din == dout) {   /* hand dy over */
                 m->vgrad[vin] = m->vgrad[vout];
                 m->vgrad[vout] = -1;
-            } else if (!rc) {
-                rc = fp_accumulate(m->gb[m->vgrad[vin]].p, dy, cnt);
+            } else {
+                rc = grad_contrib(m, vin, n, dyp, dout, cnt);
             }
             break;
         }
@@ -977,12 +1410,14 @@ int fp_model_backward(fp_model *m, const float *dlogits)
     }
     for (int v = 0; v < m->nvalues; v++)
         grad_release(m, v);
+    if (!rc && m->pol.master != FP_DT_F32)   /* `half`: parameter gradients are fp16 tensors */
+        fp_round_to_dtype(G, m->nparams, m->pol.master);
     note_peaks(m);
     return rc;
 }
 
-int fp_model_train_step(fp_model *m, float *loss, int *correct1, int *correct5, const float *x, const int *labels,
-                        int n)
+int fp_model_train_step_scaled(fp_model *m, float *loss, int *correct1, int *correct5, const float *x,
+                               const int *labels, int n, float loss_scale)
 {
     const float *logits;
     int rc = fp_model_forward(m, &logits, x, n, FP_MODE_TRAIN);
@@ -1002,7 +1437,16 @@ int fp_model_train_step(fp_model *m, float *loss, int *correct1, int *correct5, 
         return rc;
     if (loss)
         *loss = l;
+    if (loss_scale != 1.0f)   /* scaler.scale(loss).backward(): d(loss * s)/dlogits, in fp32 */
+        for (size_t i = 0; i < need; i++)
+            m->dlogits[i] *= loss_scale;
     return fp_model_backward(m, m->dlogits);
+}
+
+int fp_model_train_step(fp_model *m, float *loss, int *correct1, int *correct5, const float *x, const int *labels,
+                        int n)
+{
+    return fp_model_train_step_scaled(m, loss, correct1, correct5, x, labels, n, 1.0f);
 }
 
 void fp_model_memory(const fp_model *m, fp_model_mem *o)
@@ -1013,12 +1457,18 @@ void fp_model_memory(const fp_model *m, fp_model_mem *o)
     o->buffers = m->nbuffers * sizeof(float);
     o->activations = plan_bytes(&m->plan[0]) + plan_bytes(&m->plan[1]);
     o->activations_peak = m->act_peak > o->activations ? m->act_peak : o->activations;
-    o->saved = m->plan[FP_MODE_TRAIN].saved_floats * 4;
+    o->saved = m->plan[FP_MODE_TRAIN].saved_bytes;
     o->saved_peak = m->saved_peak > o->saved ? m->saved_peak : o->saved;
     o->act_grads = m->gb_bytes;
     o->act_grads_peak = m->gb_peak;
     o->workspace = m->ws.cap * sizeof(float);
     o->workspace_peak = m->ws_peak > o->workspace ? m->ws_peak : o->workspace;
+    size_t casts = 3 * m->cs_floats * sizeof(float) + m->wscr_floats * sizeof(float);
+    o->workspace += casts;
+    o->workspace_peak += (m->cs_peak > 3 * m->cs_floats * sizeof(float) ? m->cs_peak : 3 * m->cs_floats * sizeof(float)) +
+                         m->wscr_floats * sizeof(float);
+    o->casts = casts;
+    o->weight_copy = m->wlow ? m->nparams * sizeof(float) : 0;
 }
 
 /* ---------------------------------------------------------------- safetensors */

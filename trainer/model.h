@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "trainer/layers.h"
+#include "trainer/precision.h"
 
 typedef struct fp_model fp_model;
 
@@ -140,12 +141,52 @@ typedef enum { FP_MODE_TRAIN, FP_MODE_EVAL } fp_mode;
 int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, fp_mode mode);
 
 /* Backward of the last TRAIN forward: dlogits [n, classes]; ACCUMULATES into the gradient buffer
- * (call fp_model_zero_grad first, as optimizer.zero_grad()). FP_EINVAL after an EVAL forward. */
+ * (call fp_model_zero_grad first, as optimizer.zero_grad()). FP_EINVAL after an EVAL forward.
+ * Loss scaling is the caller's: dlogits must already be multiplied by the scale (fp32; they are
+ * rounded to the activation-gradient format as they enter the 16-bit domain, so a scale too large
+ * gives Inf there), and the parameter gradients come out scaled — unscale them with
+ * fp_unscale_and_check (precision.h), which also reports Inf / NaN. */
 int fp_model_backward(fp_model *m, const float *dlogits);
 
 /* forward (TRAIN) + softmax cross-entropy (mean) + backward; loss, top-1 / top-5 hits (may be NULL). */
 int fp_model_train_step(fp_model *m, float *loss, int *correct1, int *correct5, const float *x, const int *labels,
                         int n);
+/* The same with the loss scaled by loss_scale for the backward (scaler.scale(loss).backward()):
+ * *loss is the unscaled loss, the gradients come out multiplied by loss_scale. */
+int fp_model_train_step_scaled(fp_model *m, float *loss, int *correct1, int *correct5, const float *x,
+                               const int *labels, int n, float loss_scale);
+
+/* ---- precision policy (precision.h; default fp32, bit-identical to the plain fp32 model) ----
+ * Under a policy, forward and backward follow PyTorch's CUDA autocast, emulated with values
+ * rounded exactly as the format rounds (lib/numfmt.h) and fp32 accumulation in the same kernels:
+ *  - conv / linear: activation and weight (linear bias too) rounded to `compute`, fp32 GEMM, output
+ *    rounded to `activation` (tf32: output stays fp32). The rounded weight copy is made once per
+ *    forward. Backward: dy and x rounded to `compute`; the weight (bias) gradient of the 16-bit copy
+ *    is rounded to `compute` and then added into the fp32 gradient buffer (autocast's cast
+ *    backward); dx rounded to `activation_grad`.
+ *  - batchnorm: fp32 parameters and statistics, computed in fp32, output in its input's format;
+ *    relu, add, max-pool, avg-pool: computed in fp32, output in the input's format (so under fp16
+ *    everything after conv1 is fp16; the fp32 input image is rounded at conv1).
+ *  - the logits are widened to fp32 for the loss (fp_model_forward returns fp32 logits).
+ *  - storage: 16-bit tensors (activations, the ones saved for backward, activation gradients) are
+ *    really stored in 16 bits and widened into a small reused fp32 scratch around each kernel;
+ *    overflow gives Inf (from 65520 up in fp16) and propagates as on a GPU.
+ *  - `half` (master fp16, model.half()): set_policy rounds parameters and running statistics to
+ *    fp16; the parameter gradients are rounded to fp16 at the end of backward; running statistics
+ *    are rounded after each update. BN still computes its batch statistics in fp32 internally. The
+ *    values live in fp32 containers (fp_model_memory reports what is allocated: 4 bytes each); the
+ *    training loop keeps weights and optimizer state fp16 with fp_round_to_dtype after each step.
+ * The policy is copied (its name string must outlive the model); the activation plans are rebuilt
+ * at the next forward. FP_EINVAL for an unfinished model or a policy whose activation and
+ * activation_grad differ; FP_ENOMEM. NULL means fp32. */
+int fp_model_set_policy(fp_model *m, const fp_policy *p);
+const fp_policy *fp_model_policy(const fp_model *m);
+
+/* Copies the output of layer `layer` from the last forward, widened to fp32, into dst (cap values;
+ * dst NULL: only the count) and its storage format into *stored (may be NULL). It is what the
+ * storage holds now: a later in-place node (relu, add) or, in EVAL, memory reuse may have written
+ * over it. Returns the value count (batch included) or a negative FP_E* code. For tests. */
+int fp_model_layer_output(fp_model *m, int layer, float *dst, size_t cap, fp_dtype *stored);
 
 /* Scratch threads hint passed to the kernels' workspace (>= 1). */
 void fp_model_set_threads(fp_model *m, int threads);
@@ -157,7 +198,11 @@ typedef struct {
     size_t saved, saved_peak;           /* of which: kept for backward by the last TRAIN plan
                                          * (activations, argmax, BN mean/invstd) */
     size_t act_grads, act_grads_peak;   /* activation-gradient buffers live during backward */
-    size_t workspace, workspace_peak;   /* im2col scratch */
+    size_t workspace, workspace_peak;   /* im2col scratch, plus (low-precision policies) the casts below */
+    size_t casts;                       /* of which: fp32 scratch that widens 16-bit tensors around the
+                                         * kernels and holds a weight gradient before rounding */
+    size_t weight_copy;                 /* conv / linear weights rounded to the compute format, fp32
+                                         * containers (0 under fp32); not in the figures above */
 } fp_model_mem;
 void fp_model_memory(const fp_model *m, fp_model_mem *out);
 
