@@ -15,12 +15,17 @@ static void usage(FILE *to)
             "usage: fp16probe export [--db FILE] --run ID --table NAME [--csv FILE|-]\n"
             "Write one table of run ID from FILE (default ./" FP_STORE_DEFAULT_PATH ") as CSV (RFC 4180,\n"
             "header row, CRLF line ends) to the --csv file or standard output ('-', the default).\n"
-            "tables: %s\n", fp_reader_table_list());
+            "tables: %s\n"
+            "or: fp16probe export [--db FILE] [--session ID] [--steps N] --chrome-trace FILE (Chrome Trace JSON)\n",
+            fp_reader_table_list());
 }
 
 int cmd_export(int argc, char **argv)
 {
     const char *db = FP_STORE_DEFAULT_PATH, *run_s = NULL, *table = NULL, *csv = "-";
+    for (int i = 1; i < argc; i++)   /* the Chrome trace mode: cli/cmd_trace.c */
+        if (strncmp(argv[i], "--chrome-trace", 14) == 0 && (argv[i][14] == '\0' || argv[i][14] == '='))
+            return cmd_export_chrome_trace(argc, argv);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);

@@ -22,6 +22,10 @@ int cmd_devices(int argc, char **argv);
 int cmd_formats(int argc, char **argv);
 int cmd_ls(int argc, char **argv);       /* cmd_ls.c */
 int cmd_export(int argc, char **argv);   /* cmd_export.c */
+int cmd_export_chrome_trace(int argc, char **argv);   /* cmd_trace.c (export --chrome-trace) */
+int cmd_report(int argc, char **argv);   /* cmd_report.c */
+int cmd_gate(int argc, char **argv);     /* cmd_gate.c */
 int cmd_models(int argc, char **argv);   /* cmd_models.c */
+int cmd_train(int argc, char **argv);    /* cmd_train.c */
 
 #endif

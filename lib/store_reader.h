@@ -109,4 +109,102 @@ int fp_reader_table_known(const char *name);   /* 1 when export knows the table 
  * (the message lists the valid ones) or run; FP_EIO when writing fails. */
 int fp_reader_export_csv(fp_reader_t *r, int64_t run, const char *table, FILE *out);
 
+/* ---- what reports, traces and the gate read (store_reader_report.c) ----
+ * Same promises as above: one short read transaction per call, arrays freed with free(). Strings
+ * longer than their field are truncated. */
+
+/* A run's environment: what fp_run_row_t does not carry. "" = unknown. */
+typedef struct {
+    char driver_version[64], cuda_version[64], cudnn_version[64], cupti_version[64], blas[128];
+    char fp16probe_version[32];
+    char optimizer_config[1024];
+    char config[4096];           /* the run's configuration (JSON) */
+} fp_run_env_t;
+int fp_reader_run_env(fp_reader_t *r, int64_t run, fp_run_env_t *env);
+/* The session's configuration JSON (malloc'd; "" when none); FP_EINVAL when there is no session. */
+int fp_reader_session_config(fp_reader_t *r, int64_t session, char **json);
+
+typedef struct {
+    int layer;
+    char name[64], type[32], input_shape[48], output_shape[48];
+    int64_t params, fwd_flops, bwd_flops;   /* < 0: unknown */
+} fp_layer_row_t;
+/* The layers of a run, by index. */
+int fp_reader_layers(fp_reader_t *r, int64_t run, fp_layer_row_t **rows, size_t *n);
+
+typedef struct {
+    int64_t step;
+    char split[16];
+    double loss, top1, top5;     /* NaN: not measured */
+} fp_eval_row_t;
+/* Evaluations of a run, by step then split. */
+int fp_reader_evaluations(fp_reader_t *r, int64_t run, fp_eval_row_t **rows, size_t *n);
+
+typedef struct {
+    int64_t start, step;         /* step < 0: none */
+    int kind;                    /* fp_event_kind (info for an unknown name) */
+    int layer;                   /* < 0: none */
+    char text[256];
+} fp_event_row_t;
+/* Events of a run in time order; at most limit (0: all); kind < 0: every kind. */
+int fp_reader_events(fp_reader_t *r, int64_t run, int kind, size_t limit, fp_event_row_t **rows, size_t *n);
+
+/* For one tensor role, each layer's histogram at its latest sampled step <= step (step < 0: the
+ * latest), ordered by layer. */
+int fp_reader_histograms_role(fp_reader_t *r, int64_t run, int role, int64_t step, fp_hist_row_t **rows,
+                              size_t *n);
+
+/* Per layer and role, the histogram columns summed over every sampled step (what SQL can sum
+ * without decoding blobs). Format index: fp_format (fp16, bf16, e4m3, e5m2). */
+typedef struct {
+    int layer, role;
+    int64_t samples;             /* histogram rows summed */
+    int64_t count, zero, nan, inf;
+    int64_t overflow[4], round_to_max[4], subnormal[4], underflow[4];
+    double amax;                 /* the largest amax seen */
+} fp_layer_numerics_t;
+int fp_reader_layer_numerics(fp_reader_t *r, int64_t run, fp_layer_numerics_t **rows, size_t *n);
+
+/* Per layer and role, the precision error of a run against its reference over every sampled step. */
+typedef struct {
+    int layer, role;
+    int64_t samples;
+    double mean_rel_l2, max_rel_l2, max_abs, min_cosine;   /* NaN: none measured */
+} fp_precision_sum_t;
+int fp_reader_precision_summary(fp_reader_t *r, int64_t run, fp_precision_sum_t **rows, size_t *n);
+
+/* Per kernel name (as fp_reader_kernel_summary names them): 1 when any instance used tensor cores,
+ * 0 when none did, -1 when unknown. */
+typedef struct {
+    int tensor_core;
+    char name[512];
+} fp_kernel_flag_t;
+int fp_reader_kernel_flags(fp_reader_t *r, int64_t run, fp_kernel_flag_t **rows, size_t *n);
+
+/* The distinct steps of a run that have kernel rows (the sampled steps), ascending. */
+int fp_reader_kernel_steps(fp_reader_t *r, int64_t run, int64_t **steps, size_t *n);
+
+/* Kernels of steps lo..hi (inclusive), by step then start. name: demangled, else short name. */
+typedef struct {
+    int64_t step, start, end;    /* profiler clock, ns */
+    int layer, phase;            /* < 0: none */
+    int device_id, stream_id;
+    uint32_t correlation_id;
+    uint32_t grid[3], block[3];
+    int tensor_core;             /* < 0 unknown */
+    char name[256];
+} fp_kernel_row_t;
+int fp_reader_kernels(fp_reader_t *r, int64_t run, int64_t step_lo, int64_t step_hi, fp_kernel_row_t **rows,
+                      size_t *n);
+
+/* Per-layer time rows of steps lo..hi (inclusive), by step, layer, phase. */
+typedef struct {
+    int64_t step;
+    int layer, phase;
+    int64_t time_ns;
+    int kernels;                 /* < 0 unknown */
+} fp_layer_time_row_t;
+int fp_reader_layer_times(fp_reader_t *r, int64_t run, int64_t step_lo, int64_t step_hi,
+                          fp_layer_time_row_t **rows, size_t *n);
+
 #endif

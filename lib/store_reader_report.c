@@ -1,0 +1,377 @@
+/* store_reader_report.c — the reader queries reports, traces and the gate need (store_reader.h):
+ * run environment, layers, evaluations, events, histograms per role, per-layer numerics, precision
+ * error, kernel flags, kernels and layer times of step ranges. Promise: as store_reader.c — each call
+ * is one short read transaction; nothing is written; on error nothing is returned (*rows NULL). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "error.h"
+#include "store.h"
+#include "store_db.h"
+#include "store_reader.h"
+
+typedef int (*fill_fn)(sqlite3_stmt *st, void *elem, fp_reader_t *r);
+
+static void text_of(sqlite3_stmt *st, int i, char *dst, size_t cap)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    snprintf(dst, cap, "%s", t ? (const char *)t : "");
+}
+
+static int64_t i64_na(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, i);
+}
+
+static double dbl_na(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+
+/* Run `sql` with int64 arguments ?1..?nargs in one read transaction; each row is filled into a new
+ * element of size `elem` of *rows. When check_run, the run args[0] must exist. */
+static int collect(fp_reader_t *r, const char *sql, const int64_t *args, int nargs, int check_run, size_t elem,
+                   void **rows, size_t *n, fill_fn fill, const char *doing)
+{
+    *rows = NULL;
+    *n = 0;
+    size_t cap = 0;
+    sqlite3 *db = fp_reader_db(r);
+    sqlite3_stmt *st = NULL;
+    int rc = fp_reader_begin(r);
+    if (rc != FP_OK)
+        return rc;
+    if (check_run)
+        rc = fp_reader_check_run(r, args[0]);
+    int src = SQLITE_DONE;
+    if (rc == FP_OK) {
+        src = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+        if (src != SQLITE_OK)
+            rc = fp_store_sqlite_fail(db, src, fp_reader_path(r), doing);
+    }
+    for (int i = 0; rc == FP_OK && i < nargs; i++)
+        sqlite3_bind_int64(st, i + 1, args[i]);
+    while (rc == FP_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            size_t nc = cap ? cap * 2 : 64;
+            void *a = realloc(*rows, nc * elem);
+            if (!a) {
+                rc = fp_fail(FP_ENOMEM, "reader: out of memory");
+                break;
+            }
+            *rows = a;
+            cap = nc;
+        }
+        void *e = (char *)*rows + *n * elem;
+        memset(e, 0, elem);
+        if ((rc = fill(st, e, r)) != FP_OK)
+            break;
+        (*n)++;
+    }
+    if (rc == FP_OK && src != SQLITE_DONE)
+        rc = fp_store_sqlite_fail(db, src, fp_reader_path(r), doing);
+    sqlite3_finalize(st);
+    rc = fp_reader_end(r, rc);
+    if (rc != FP_OK) {
+        free(*rows);
+        *rows = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------- environment */
+
+static int fill_env(sqlite3_stmt *st, void *elem, fp_reader_t *r)
+{
+    (void)r;
+    fp_run_env_t *e = elem;
+    text_of(st, 0, e->driver_version, sizeof e->driver_version);
+    text_of(st, 1, e->cuda_version, sizeof e->cuda_version);
+    text_of(st, 2, e->cudnn_version, sizeof e->cudnn_version);
+    text_of(st, 3, e->cupti_version, sizeof e->cupti_version);
+    text_of(st, 4, e->blas, sizeof e->blas);
+    text_of(st, 5, e->fp16probe_version, sizeof e->fp16probe_version);
+    text_of(st, 6, e->optimizer_config, sizeof e->optimizer_config);
+    text_of(st, 7, e->config, sizeof e->config);
+    return FP_OK;
+}
+
+int fp_reader_run_env(fp_reader_t *r, int64_t run, fp_run_env_t *env)
+{
+    fp_run_env_t *rows;
+    size_t n;
+    int rc = collect(r, "SELECT driver_version, cuda_version, cudnn_version, cupti_version, blas,"
+                        " fp16probe_version, optimizer_config, config FROM runs WHERE id = ?1",
+                     &run, 1, 1, sizeof *rows, (void **)&rows, &n, fill_env, "reading a run's environment");
+    if (rc == FP_OK && n == 1)
+        *env = rows[0];
+    free(rows);
+    return rc;
+}
+
+typedef struct {
+    char *json;
+} config_row_t;
+
+static int fill_config(sqlite3_stmt *st, void *elem, fp_reader_t *r)
+{
+    (void)r;
+    config_row_t *c = elem;
+    const unsigned char *t = sqlite3_column_text(st, 0);
+    c->json = strdup(t ? (const char *)t : "");
+    return c->json ? FP_OK : fp_fail(FP_ENOMEM, "reader: out of memory");
+}
+
+int fp_reader_session_config(fp_reader_t *r, int64_t session, char **json)
+{
+    *json = NULL;
+    config_row_t *rows;
+    size_t n;
+    int rc = collect(r, "SELECT config FROM sessions WHERE id = ?1", &session, 1, 0, sizeof *rows, (void **)&rows,
+                     &n, fill_config, "reading a session");
+    if (rc != FP_OK)
+        return rc;
+    if (n == 0)
+        rc = fp_fail(FP_EINVAL, "%s: no session %lld", fp_reader_path(r), (long long)session);
+    else
+        *json = rows[0].json;
+    free(rows);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- layers, evaluations, events */
+
+static int fill_layer(sqlite3_stmt *st, void *elem, fp_reader_t *r)
+{
+    (void)r;
+    fp_layer_row_t *l = elem;
+    l->layer = sqlite3_column_int(st, 0);
+    text_of(st, 1, l->name, sizeof l->name);
+    text_of(st, 2, l->type, sizeof l->type);
+    text_of(st, 3, l->input_shape, sizeof l->input_shape);
+    text_of(st, 4, l->output_shape, sizeof l->output_shape);
+    l->params = i64_na(st, 5);
+    l->fwd_flops = i64_na(st, 6);
+    l->bwd_flops = i64_na(st, 7);
+    return FP_OK;
+}
+
+int fp_reader_layers(fp_reader_t *r, int64_t run, fp_layer_row_t **rows, size_t *n)
+{
+    return collect(r, "SELECT layer, name, type, input_shape, output_shape, params, fwd_flops, bwd_flops"
+                      " FROM layers WHERE run = ?1 ORDER BY layer",
+                   &run, 1, 1, sizeof **rows, (void **)rows, n, fill_layer, "reading layers");
+}
+
+static int fill_eval(sqlite3_stmt *st, void *elem, fp_reader_t *r)
+{
+    (void)r;
+    fp_eval_row_t *e = elem;
+    e->step = sqlite3_column_int64(st, 0);
+    text_of(st, 1, e->split, sizeof e->split);
+    e->loss = dbl_na(st, 2);
+    e->top1 = dbl_na(st, 3);
+    e->top5 = dbl_na(st, 4);
+    return FP_OK;
+}
+
+int fp_reader_evaluations(fp_reader_t *r, int64_t run, fp_eval_row_t **rows, size_t *n)
+{
+    return collect(r, "SELECT step, split, loss, top1, top5 FROM evaluations WHERE run = ?1 ORDER BY step, split",
+                   &run, 1, 1, sizeof **rows, (void **)rows, n, fill_eval, "reading evaluations");
+}
+
+static int fill_event(sqlite3_stmt *st, void *elem, fp_reader_t *r)
+{
+    (void)r;
+    fp_event_row_t *e = elem;
+    e->start = sqlite3_column_int64(st, 0);
+    e->step = i64_na(st, 1);
+    const unsigned char *k = sqlite3_column_text(st, 2);
+    e->kind = FP_EVENT_INFO;
+    for (int i = FP_EVENT_LOSS_SCALE; i <= FP_EVENT_INFO && k; i++)
+        if (strcmp((const char *)k, fp_event_kind_name((fp_event_kind)i)) == 0)
+            e->kind = i;
+    e->layer = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 3);
+    text_of(st, 4, e->text, sizeof e->text);
+    return FP_OK;
+}
+
+int fp_reader_events(fp_reader_t *r, int64_t run, int kind, size_t limit, fp_event_row_t **rows, size_t *n)
+{
+    int64_t args[3] = {run, kind, limit ? (int64_t)limit : -1};
+    return collect(r, "SELECT start, step, kind, layer, text FROM events WHERE run = ?1 AND (?2 < 0 OR kind ="
+                      " (SELECT name FROM (SELECT 0 AS id, 'loss_scale' AS name UNION ALL SELECT 1, 'skipped_step'"
+                      " UNION ALL SELECT 2, 'nan' UNION ALL SELECT 3, 'warning' UNION ALL SELECT 4, 'info')"
+                      " WHERE id = ?2)) ORDER BY start, id LIMIT ?3",
+                   args, 3, 1, sizeof **rows, (void **)rows, n, fill_event, "reading events");
+}
+
+/* ---------------------------------------------------------------- histograms */
+
+static int fill_hist(sqlite3_stmt *st, void *elem, fp_reader_t *r)
+{
+    fp_hist_row_t *h = elem;
+    h->step = sqlite3_column_int64(st, 0);
+    h->layer = sqlite3_column_int(st, 1);
+    h->role = sqlite3_column_int(st, 2);
+    const void *blob = sqlite3_column_blob(st, 3);
+    int len = sqlite3_column_bytes(st, 3);
+    int rc = fp_hist_from_blob(&h->hist, blob, (size_t)len);
+    if (rc != FP_OK)
+        return fp_fail(rc, "%s: histogram of layer %d step %lld: %s", fp_reader_path(r), h->layer,
+                       (long long)h->step, fp_error_message());
+    return FP_OK;
+}
+
+int fp_reader_histograms_role(fp_reader_t *r, int64_t run, int role, int64_t step, fp_hist_row_t **rows,
+                              size_t *n)
+{
+    int64_t args[3] = {run, role, step < 0 ? INT64_MAX : step};
+    return collect(r, "SELECT h.step, h.layer, h.role, h.blob FROM histograms h JOIN"
+                      " (SELECT layer, max(step) AS s FROM histograms WHERE run = ?1 AND role = ?2 AND step <= ?3"
+                      " GROUP BY layer) m ON m.layer = h.layer AND m.s = h.step"
+                      " WHERE h.run = ?1 AND h.role = ?2 ORDER BY h.layer",
+                   args, 3, 1, sizeof **rows, (void **)rows, n, fill_hist, "reading histograms");
+}
+
+static int fill_numerics(sqlite3_stmt *st, void *elem, fp_reader_t *r)
+{
+    (void)r;
+    fp_layer_numerics_t *x = elem;
+    x->layer = sqlite3_column_int(st, 0);
+    x->role = sqlite3_column_int(st, 1);
+    x->samples = sqlite3_column_int64(st, 2);
+    x->count = sqlite3_column_int64(st, 3);
+    x->zero = sqlite3_column_int64(st, 4);
+    x->nan = sqlite3_column_int64(st, 5);
+    x->inf = sqlite3_column_int64(st, 6);
+    x->amax = dbl_na(st, 7);
+    for (int f = 0; f < 4; f++) {
+        x->overflow[f] = sqlite3_column_int64(st, 8 + 4 * f);
+        x->round_to_max[f] = sqlite3_column_int64(st, 9 + 4 * f);
+        x->subnormal[f] = sqlite3_column_int64(st, 10 + 4 * f);
+        x->underflow[f] = sqlite3_column_int64(st, 11 + 4 * f);
+    }
+    return FP_OK;
+}
+
+#define FMT_SUMS(f) \
+    " total(" f "_overflow), total(" f "_round_to_max), total(" f "_subnormal), total(" f "_underflow),"
+
+int fp_reader_layer_numerics(fp_reader_t *r, int64_t run, fp_layer_numerics_t **rows, size_t *n)
+{
+    return collect(r, "SELECT layer, role, count(*), total(count), total(zero), total(nan),"
+                      " total(pos_inf) + total(neg_inf), max(amax)," FMT_SUMS("fp16") FMT_SUMS("bf16")
+                      FMT_SUMS("e4m3") FMT_SUMS("e5m2") " 0 FROM histograms WHERE run = ?1"
+                      " GROUP BY layer, role ORDER BY layer, role",
+                   &run, 1, 1, sizeof **rows, (void **)rows, n, fill_numerics, "summing histograms");
+}
+
+static int fill_precision(sqlite3_stmt *st, void *elem, fp_reader_t *r)
+{
+    (void)r;
+    fp_precision_sum_t *p = elem;
+    p->layer = sqlite3_column_int(st, 0);
+    p->role = sqlite3_column_int(st, 1);
+    p->samples = sqlite3_column_int64(st, 2);
+    p->mean_rel_l2 = dbl_na(st, 3);
+    p->max_rel_l2 = dbl_na(st, 4);
+    p->max_abs = dbl_na(st, 5);
+    p->min_cosine = dbl_na(st, 6);
+    return FP_OK;
+}
+
+int fp_reader_precision_summary(fp_reader_t *r, int64_t run, fp_precision_sum_t **rows, size_t *n)
+{
+    return collect(r, "SELECT layer, role, count(*), avg(rel_l2), max(rel_l2), max(max_abs), min(cosine)"
+                      " FROM precision_error WHERE run = ?1 GROUP BY layer, role ORDER BY layer, role",
+                   &run, 1, 1, sizeof **rows, (void **)rows, n, fill_precision, "reading precision errors");
+}
+
+/* ---------------------------------------------------------------- kernels and layer times */
+
+static int fill_flag(sqlite3_stmt *st, void *elem, fp_reader_t *r)
+{
+    (void)r;
+    fp_kernel_flag_t *k = elem;
+    text_of(st, 0, k->name, sizeof k->name);
+    k->tensor_core = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 1);
+    return FP_OK;
+}
+
+int fp_reader_kernel_flags(fp_reader_t *r, int64_t run, fp_kernel_flag_t **rows, size_t *n)
+{
+    return collect(r, "SELECT coalesce(s.value, '(unnamed)'), max(k.tensorCore) FROM kernels k LEFT JOIN StringIds s"
+                      " ON s.id = coalesce(k.demangledName, k.shortName) WHERE k.run = ?1"
+                      " GROUP BY coalesce(k.demangledName, k.shortName, 0)",
+                   &run, 1, 1, sizeof **rows, (void **)rows, n, fill_flag, "reading kernel flags");
+}
+
+static int fill_step(sqlite3_stmt *st, void *elem, fp_reader_t *r)
+{
+    (void)r;
+    *(int64_t *)elem = sqlite3_column_int64(st, 0);
+    return FP_OK;
+}
+
+int fp_reader_kernel_steps(fp_reader_t *r, int64_t run, int64_t **steps, size_t *n)
+{
+    return collect(r, "SELECT DISTINCT step FROM kernels WHERE run = ?1 ORDER BY step", &run, 1, 1, sizeof **steps,
+                   (void **)steps, n, fill_step, "reading sampled steps");
+}
+
+static int fill_kernel(sqlite3_stmt *st, void *elem, fp_reader_t *r)
+{
+    (void)r;
+    fp_kernel_row_t *k = elem;
+    k->step = sqlite3_column_int64(st, 0);
+    k->start = sqlite3_column_int64(st, 1);
+    k->end = sqlite3_column_int64(st, 2);
+    k->layer = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 3);
+    k->phase = sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 4);
+    k->device_id = sqlite3_column_int(st, 5);
+    k->stream_id = sqlite3_column_int(st, 6);
+    k->correlation_id = (uint32_t)sqlite3_column_int64(st, 7);
+    for (int i = 0; i < 3; i++) {
+        k->grid[i] = (uint32_t)sqlite3_column_int64(st, 8 + i);
+        k->block[i] = (uint32_t)sqlite3_column_int64(st, 11 + i);
+    }
+    k->tensor_core = sqlite3_column_type(st, 14) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 14);
+    text_of(st, 15, k->name, sizeof k->name);
+    return FP_OK;
+}
+
+int fp_reader_kernels(fp_reader_t *r, int64_t run, int64_t step_lo, int64_t step_hi, fp_kernel_row_t **rows,
+                      size_t *n)
+{
+    int64_t args[3] = {run, step_lo, step_hi};
+    return collect(r, "SELECT k.step, k.start, k.end, k.layer, k.phase, k.deviceId, k.streamId, k.correlationId,"
+                      " k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, k.tensorCore,"
+                      " coalesce(d.value, s.value, '(unnamed)') FROM kernels k"
+                      " LEFT JOIN StringIds s ON s.id = k.shortName LEFT JOIN StringIds d ON d.id = k.demangledName"
+                      " WHERE k.run = ?1 AND k.step BETWEEN ?2 AND ?3 ORDER BY k.step, k.start",
+                   args, 3, 1, sizeof **rows, (void **)rows, n, fill_kernel, "reading kernels");
+}
+
+static int fill_layer_time(sqlite3_stmt *st, void *elem, fp_reader_t *r)
+{
+    (void)r;
+    fp_layer_time_row_t *t = elem;
+    t->step = sqlite3_column_int64(st, 0);
+    t->layer = sqlite3_column_int(st, 1);
+    t->phase = sqlite3_column_int(st, 2);
+    t->time_ns = sqlite3_column_int64(st, 3);
+    t->kernels = sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 4);
+    return FP_OK;
+}
+
+int fp_reader_layer_times(fp_reader_t *r, int64_t run, int64_t step_lo, int64_t step_hi,
+                          fp_layer_time_row_t **rows, size_t *n)
+{
+    int64_t args[3] = {run, step_lo, step_hi};
+    return collect(r, "SELECT step, layer, phase, time_ns, kernels FROM layer_times"
+                      " WHERE run = ?1 AND step BETWEEN ?2 AND ?3 ORDER BY step, layer, phase",
+                   args, 3, 1, sizeof **rows, (void **)rows, n, fill_layer_time, "reading layer times");
+}

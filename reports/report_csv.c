@@ -1,0 +1,319 @@
+/* report_csv.c — the report's views as RFC 4180 CSV (report.h): summary, steps, layers, histograms,
+ * kernels, one file each, every arm of the session in one file with `arm` and `run` columns.
+ * Promise: a header row, CRLF line ends, fields quoted exactly when needed (quotes doubled), NaN /
+ * not measured as an empty field, reals printed so they read back exactly. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "error.h"
+#include "formats.h"
+#include "report.h"
+#include "store.h"
+
+static const char *const views[FP_REPORT_CSV_VIEWS] = {"summary", "steps", "layers", "histograms", "kernels"};
+
+const char *fp_report_csv_view(int i)
+{
+    return i >= 0 && i < FP_REPORT_CSV_VIEWS ? views[i] : NULL;
+}
+
+void fp_csv_field(FILE *f, const char *s)
+{
+    if (!s)
+        return;
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void sep(FILE *f)
+{
+    fputc(',', f);
+}
+
+static void real(FILE *f, double v)
+{
+    sep(f);
+    if (!isfinite(v)) {
+        if (!isnan(v))
+            fputs(v > 0 ? "inf" : "-inf", f);
+        return;
+    }
+    char buf[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    fputs(buf, f);
+}
+
+static void integer(FILE *f, long long v, int na_when_negative)
+{
+    sep(f);
+    if (!(na_when_negative && v < 0))
+        fprintf(f, "%lld", v);
+}
+
+static void text(FILE *f, const char *s)
+{
+    sep(f);
+    fp_csv_field(f, s);
+}
+
+static void header(FILE *f, const char *cols)
+{
+    fputs(cols, f);
+    fputs("\r\n", f);
+}
+
+static void arm_cols(FILE *f, const fp_arm_t *a)
+{
+    fp_csv_field(f, a->run.arm[0] ? a->run.arm : a->run.policy);
+    integer(f, a->run.id, 0);
+}
+
+static void eol(FILE *f)
+{
+    fputs("\r\n", f);
+}
+
+static int v_summary(FILE *f, const fp_summary_t *s)
+{
+    header(f, "arm,run,policy,reference,status,steps,warmup,median_step_ns,speedup,samples_per_s,mem_peak_bytes,"
+              "mem_ratio,energy_per_step_j,energy_ratio,final_loss,loss_gap,val_top1,top1_gap_pt,skipped_steps,"
+              "skip_rate,final_loss_scale,fwd_overflow,fwd_nonfinite,nan_events");
+    for (size_t i = 0; i < s->narms; i++) {
+        const fp_arm_t *a = &s->arms[i];
+        arm_cols(f, a);
+        text(f, a->run.policy);
+        integer(f, a->is_ref, 0);
+        text(f, a->run.status);
+        integer(f, (long long)a->nsteps, 0);
+        integer(f, (long long)a->warmup, 0);
+        real(f, a->median_ns);
+        real(f, a->speedup);
+        real(f, a->samples_per_s);
+        real(f, a->mem_peak);
+        real(f, a->mem_ratio);
+        real(f, a->energy_per_step);
+        real(f, a->energy_ratio);
+        real(f, a->final_loss);
+        real(f, a->loss_gap);
+        real(f, a->val_top1);
+        real(f, a->top1_gap);
+        integer(f, a->skipped, 0);
+        real(f, a->skip_rate);
+        real(f, a->final_loss_scale);
+        integer(f, a->fwd_overflow, 0);
+        integer(f, a->fwd_nonfinite, 0);
+        integer(f, a->nan_events, 0);
+        eol(f);
+    }
+    return FP_OK;
+}
+
+static int v_steps(FILE *f, const fp_summary_t *s)
+{
+    header(f, "arm,run,step,loss,loss_scale,skipped,lr,wall_ns,samples_per_s,mem_current,mem_peak,energy_j,power_w");
+    for (size_t i = 0; i < s->narms; i++) {
+        const fp_arm_t *a = &s->arms[i];
+        for (size_t k = 0; k < a->nsteps; k++) {
+            const fp_step_row_t *st = &a->steps[k];
+            arm_cols(f, a);
+            integer(f, st->step, 0);
+            real(f, st->loss);
+            real(f, st->loss_scale);
+            integer(f, st->skipped, 0);
+            real(f, st->lr);
+            integer(f, st->wall_ns, 1);
+            real(f, st->samples_per_s);
+            integer(f, st->mem_current, 1);
+            integer(f, st->mem_peak, 1);
+            real(f, st->energy_j);
+            real(f, st->power_w);
+            eol(f);
+        }
+    }
+    return FP_OK;
+}
+
+static int v_layers(FILE *f, fp_reader_t *r, const fp_summary_t *s)
+{
+    header(f, "arm,run,layer,name,type,forward_ns,backward_data_ns,backward_weights_ns,total_ns,share,speedup,"
+              "format,overflow,underflow,nonfinite");
+    /* per arm, per layer: the three phase medians */
+    int nl = 0;
+    for (size_t i = 0; i < s->narms; i++)
+        for (size_t k = 0; k < s->arms[i].nlayers; k++)
+            nl = s->arms[i].layers[k].layer + 1 > nl ? s->arms[i].layers[k].layer + 1 : nl;
+    size_t cells = s->narms * (size_t)(nl > 0 ? nl : 1) * FP_PHASE_COUNT;
+    double *ph = malloc(cells * sizeof *ph);
+    double *tot = calloc(s->narms, sizeof *tot);
+    if (!ph || !tot) {
+        free(ph);
+        free(tot);
+        return fp_fail(FP_ENOMEM, "out of memory");
+    }
+    for (size_t c = 0; c < cells; c++)
+        ph[c] = NAN;
+    int rc = FP_OK;
+    for (size_t i = 0; rc == FP_OK && i < s->narms; i++) {
+        const fp_arm_t *a = &s->arms[i];
+        if (a->warmup >= a->nsteps)
+            continue;
+        fp_layer_sum_t *rows;
+        size_t n;
+        if ((rc = fp_reader_layer_summary(r, a->run.id, a->steps[a->warmup].step, INT64_MAX, &rows, &n)) != FP_OK)
+            break;
+        for (size_t k = 0; k < n; k++)
+            if (rows[k].layer >= 0 && rows[k].layer < nl && rows[k].phase >= 0 && rows[k].phase < FP_PHASE_COUNT) {
+                ph[(i * (size_t)nl + (size_t)rows[k].layer) * FP_PHASE_COUNT + (size_t)rows[k].phase] = rows[k].median_ns;
+                tot[i] += rows[k].median_ns;
+            }
+        free(rows);
+    }
+    for (size_t i = 0; rc == FP_OK && i < s->narms; i++) {
+        const fp_arm_t *a = &s->arms[i];
+        for (size_t k = 0; k < a->nlayers; k++) {
+            const fp_layer_row_t *L = &a->layers[k];
+            if (L->layer < 0 || L->layer >= nl)
+                continue;
+            double sum = 0, rsum = 0;
+            int any = 0, rany = 0;
+            arm_cols(f, a);
+            integer(f, L->layer, 0);
+            text(f, L->name);
+            text(f, L->type);
+            for (int p = 0; p < FP_PHASE_COUNT; p++) {
+                double v = ph[(i * (size_t)nl + (size_t)L->layer) * FP_PHASE_COUNT + (size_t)p];
+                double rv = ph[(s->ref * (size_t)nl + (size_t)L->layer) * FP_PHASE_COUNT + (size_t)p];
+                real(f, v);
+                if (!isnan(v))
+                    sum += v, any = 1;
+                if (!isnan(rv))
+                    rsum += rv, rany = 1;
+            }
+            real(f, any ? sum : NAN);
+            real(f, any && tot[i] > 0 ? sum / tot[i] : NAN);
+            real(f, any && rany ? rsum / sum : NAN);
+            text(f, fp_format_info((fp_format)a->fmt_shown)->name);
+            int64_t over = 0, under = 0, nf = 0;
+            int seen = 0;
+            for (size_t q = 0; q < a->nnumerics; q++)
+                if (a->numerics[q].layer == L->layer) {
+                    seen = 1;
+                    over += a->numerics[q].overflow[a->fmt_shown];
+                    under += a->numerics[q].underflow[a->fmt_shown];
+                    nf += a->numerics[q].nan + a->numerics[q].inf;
+                }
+            integer(f, seen ? over : -1, 1);
+            integer(f, seen ? under : -1, 1);
+            integer(f, seen ? nf : -1, 1);
+            eol(f);
+        }
+    }
+    free(ph);
+    free(tot);
+    return rc;
+}
+
+static int v_histograms(FILE *f, fp_reader_t *r, const fp_summary_t *s)
+{
+    fputs("arm,run,step,layer,name,role,count,zero,nan,inf,amax,min_nonzero,mean_abs", f);
+    for (int k = 0; k < FP_FMT_COUNT; k++)
+        for (int c = 0; c < FP_CLASS_COUNT; c++)
+            fprintf(f, ",%s_%s", fp_format_info((fp_format)k)->name, fp_value_class_name((fp_value_class)c));
+    eol(f);
+    int rc = FP_OK;
+    for (size_t i = 0; rc == FP_OK && i < s->narms; i++) {
+        const fp_arm_t *a = &s->arms[i];
+        for (int role = 0; rc == FP_OK && role < FP_ROLE_COUNT; role++) {
+            fp_hist_row_t *h;
+            size_t n;
+            if ((rc = fp_reader_histograms_role(r, a->run.id, role, -1, &h, &n)) != FP_OK)
+                break;
+            for (size_t k = 0; k < n; k++) {
+                const fp_hist_t *x = &h[k].hist;
+                const char *name = "";
+                for (size_t q = 0; q < a->nlayers; q++)
+                    if (a->layers[q].layer == h[k].layer)
+                        name = a->layers[q].name;
+                arm_cols(f, a);
+                integer(f, h[k].step, 0);
+                integer(f, h[k].layer, 0);
+                text(f, name);
+                text(f, fp_tensor_role_name((fp_tensor_role)role));
+                integer(f, (long long)x->count, 0);
+                integer(f, (long long)x->zero, 0);
+                integer(f, (long long)x->nan, 0);
+                integer(f, (long long)(x->pos_inf + x->neg_inf), 0);
+                real(f, x->amax);
+                real(f, x->min_nonzero);
+                real(f, fp_hist_mean_abs(x));
+                for (int fm = 0; fm < FP_FMT_COUNT; fm++)
+                    for (int c = 0; c < FP_CLASS_COUNT; c++)
+                        integer(f, (long long)x->cls[fm][c], 0);
+                eol(f);
+            }
+            free(h);
+        }
+    }
+    return rc;
+}
+
+static int v_kernels(FILE *f, fp_reader_t *r, const fp_summary_t *s)
+{
+    header(f, "arm,run,time_pct,total_ns,instances,avg_ns,med_ns,min_ns,max_ns,stddev_ns,tensor_core,name");
+    int rc = FP_OK;
+    for (size_t i = 0; rc == FP_OK && i < s->narms; i++) {
+        const fp_arm_t *a = &s->arms[i];
+        fp_kernel_sum_t *k = NULL;
+        fp_kernel_flag_t *fl = NULL;
+        size_t n = 0, nf = 0;
+        rc = fp_reader_kernel_summary(r, a->run.id, 0, INT64_MAX, &k, &n);
+        if (rc == FP_OK)
+            rc = fp_reader_kernel_flags(r, a->run.id, &fl, &nf);
+        for (size_t j = 0; rc == FP_OK && j < n; j++) {
+            int tc = -1;
+            for (size_t q = 0; q < nf; q++)
+                if (strcmp(fl[q].name, k[j].name) == 0)
+                    tc = fl[q].tensor_core;
+            arm_cols(f, a);
+            real(f, k[j].time_pct);
+            integer(f, k[j].total_ns, 0);
+            integer(f, k[j].instances, 0);
+            real(f, k[j].avg_ns);
+            real(f, k[j].med_ns);
+            integer(f, k[j].min_ns, 0);
+            integer(f, k[j].max_ns, 0);
+            real(f, k[j].stddev_ns);
+            integer(f, tc, 1);
+            text(f, k[j].name);
+            eol(f);
+        }
+        free(k);
+        free(fl);
+    }
+    return rc;
+}
+
+int fp_report_csv(FILE *f, int view, fp_reader_t *r, const fp_summary_t *s)
+{
+    switch (view) {
+    case 0: return v_summary(f, s);
+    case 1: return v_steps(f, s);
+    case 2: return v_layers(f, r, s);
+    case 3: return v_histograms(f, r, s);
+    case 4: return v_kernels(f, r, s);
+    default: return fp_fail(FP_EINVAL, "no CSV view %d", view);
+    }
+}

@@ -1,0 +1,84 @@
+/* summary.h — the comparison of one session's arms, as the end-of-run summary states it (issue 5):
+ * speedup (ratio of median step times after warm-up), throughput, peak memory and its ratio, energy
+ * per step and its ratio, final loss, validation top-1 and its gap, skipped steps, final loss scale,
+ * and the layers with the most overflow and underflow. The HTML/CSV reports and the gate all read it
+ * from here, so they never disagree.
+ *
+ * Definitions (documented in README's `## CI gate`):
+ *  - warm-up: the first W step rows of each arm are left out of every timing figure; by default
+ *    W = 10% of the arm's steps, at least 5 and at most 100 (--warmup N overrides);
+ *  - step times: wall_ns of the steps after warm-up that were not skipped and have a time;
+ *  - final loss: mean finite loss of the last max(1, min(50, steps/20)) unskipped steps;
+ *  - the reference arm: the run the others name as ref_run, else the fp32 arm, else the first. */
+#ifndef FP_REPORTS_SUMMARY_H
+#define FP_REPORTS_SUMMARY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "store_reader.h"
+
+#define FP_SUMMARY_TOP 5
+
+typedef struct {
+    int layer;
+    char name[64];
+    int64_t count;
+} fp_top_layer_t;
+
+typedef struct {
+    fp_run_row_t run;
+    int is_ref;
+    int fmt;                     /* fp_format the policy computes in; -1 for fp32 / tf32 */
+    int fmt_shown;               /* the format the numerics refer to (fp16 for fp32 arms: "would be") */
+    fp_step_row_t *steps;        /* every step row, ascending */
+    size_t nsteps;
+    size_t warmup;               /* step rows left out of timing */
+    double *times;               /* step times after warm-up (ns), in step order */
+    size_t ntimes;
+    double median_ns, speedup;   /* speedup: reference median / this median */
+    double samples_per_s;        /* median after warm-up (or batch / median time) */
+    double mem_peak, mem_ratio;  /* bytes (NaN: not measured); ratio to the reference */
+    double energy_per_step, energy_ratio;   /* J, mean after warm-up; NaN: not measured */
+    double final_loss, loss_gap; /* gap: this - reference */
+    double val_top1, val_top5, val_loss, top1_gap;   /* top-1 as stored (0..1); gap in points (x100) */
+    int64_t val_step;            /* -1: no validation */
+    int64_t skipped;
+    double skip_rate;            /* skipped / steps */
+    double final_loss_scale;     /* NaN: none */
+    int64_t fwd_overflow;        /* activation + weight values overflowing the arm's format */
+    int64_t fwd_nonfinite;       /* NaN / Inf counted in activation + weight histograms */
+    int64_t nan_events;
+    fp_top_layer_t top_over[FP_SUMMARY_TOP], top_under[FP_SUMMARY_TOP];
+    int ntop_over, ntop_under;
+    fp_layer_row_t *layers;
+    size_t nlayers;
+    fp_layer_numerics_t *numerics;
+    size_t nnumerics;
+    fp_eval_row_t *evals;
+    size_t nevals;
+} fp_arm_t;
+
+typedef struct {
+    fp_session_row_t session;
+    char model[64];
+    fp_arm_t *arms;
+    size_t narms, ref;
+} fp_summary_t;
+
+/* The warm-up for an arm of nsteps step rows (requested < 0: the default rule). */
+size_t fp_summary_warmup(size_t nsteps, int64_t requested);
+/* The format a policy computes in ("fp16", "fp16-noscale", "half" -> fp16; "bf16" -> bf16; "fp8-e4m3",
+ * "e4m3" -> e4m3; "e5m2" -> e5m2); -1 otherwise. */
+int fp_policy_format(const char *policy);
+
+/* Load session `session` (<= 0: the latest) of an open reader. Errors (FP_EINVAL, one line naming
+ * the file): no such session / no sessions, a session without runs, runs of different models, a
+ * session whose arms have no steps at all. */
+int fp_summary_load(fp_reader_t *r, int64_t session, int64_t warmup, fp_summary_t *s);
+void fp_summary_free(fp_summary_t *s);
+/* The arm whose policy is `policy` (first match), or NULL. */
+const fp_arm_t *fp_summary_arm(const fp_summary_t *s, const char *policy);
+/* Median of n values (copied and sorted; NaN when n == 0). */
+double fp_median(const double *x, size_t n);
+
+#endif

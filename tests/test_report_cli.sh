@@ -1,0 +1,201 @@
+#!/bin/sh
+# test_report_cli.sh — `fp16probe report`, `export --chrome-trace` and `gate` as a user and a CI job
+# meet them, on sessions written by tests/test_report_fixture: the HTML parses (python3 html.parser,
+# with a strict balance check) and holds every chart, CSV files parse with the right columns, the trace
+# JSON parses and holds the expected events, gate exit codes 0/1/2/3 with JUnit and Markdown, bad input
+# gives one line, the documented status and no output file; and, where Debian's `chromium` is
+# installed, a headless render (a non-blank screenshot, a DOM with the charts).
+bin="${top_builddir:-.}/fp16probe"
+fixture="${top_builddir:-.}/tests/test_report_fixture"
+if ! "$bin" report --help >/dev/null 2>&1; then
+    echo "1..0 # SKIP fp16probe has no 'report' command"; exit 0
+fi
+PY=$(command -v python3 || command -v /usr/bin/python3 || true)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/fp16probe-report-XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+db="$tmp/runs.db"
+"$fixture" "$db" full || { echo "1..0 # SKIP cannot write the fixture"; exit 0; }
+n=0; fail=0
+ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
+check() { d=$1; shift; "$@" >/dev/null 2>&1; ok $? "$d"; }
+skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
+# status STATUS WORD COMMAND...: exit status STATUS, exactly one stderr line "fp16probe: ...WORD"
+status_line() {
+    want=$1; word=$2; shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"; got=$?
+    test "$got" -eq "$want" && test "$(wc -l <"$tmp/err")" -eq 1 && grep -q "^fp16probe: .*$word" "$tmp/err"
+}
+echo "1..33"
+check "report --help" sh -c "'$bin' report --help | grep -q 'usage: fp16probe report'"
+check "report --html --csv" "$bin" report --db "$db" --html "$tmp/r.html" --csv "$tmp/csv"
+check "the HTML and five CSV files exist, nothing else" \
+    sh -c "test -s '$tmp/r.html' && test \$(ls '$tmp/csv' | wc -l) -eq 5 && test \$(ls -A '$tmp' | wc -l) -eq 3"
+
+if [ -n "$PY" ]; then
+    cat >"$tmp/html_check.py" <<'EOF'
+import sys
+from html.parser import HTMLParser
+VOID = {"meta", "br", "hr", "img", "input", "link", "col", "area", "base", "wbr", "source", "track"}
+SVG_SELF = {"rect", "line", "circle", "path", "polyline", "polygon"}
+class P(HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack, self.errors, self.ids, self.figs, self.svgs, self.scripts = [], [], set(), 0, 0, 0
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a: self.ids.add(a["id"])
+        if tag == "script": self.scripts += 1
+        if tag == "figure": self.figs += 1
+        if tag == "svg": self.svgs += 1
+        for k, v in attrs:
+            if k in ("src", "href") and v and not v.startswith("#"): self.errors.append("external %s=%s" % (k, v))
+        if tag not in VOID: self.stack.append(tag)
+    def handle_startendtag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a: self.ids.add(a["id"])
+    def handle_endtag(self, tag):
+        if tag in VOID: return
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append("unbalanced </%s> at %s (open: %s)" % (tag, self.getpos(), self.stack[-3:]))
+            if tag in self.stack:
+                while self.stack and self.stack.pop() != tag: pass
+        else:
+            self.stack.pop()
+p = P()
+p.feed(open(sys.argv[1], encoding="utf-8").read()); p.close()
+want = ["chart-loss", "chart-accuracy", "chart-throughput", "chart-speedup", "chart-loss-scale",
+        "chart-layer-speedup-1", "chart-precision-error", "summary-table", "layer-table", "kernels-1",
+        "env-0", "env-1"] + ["heatmap-%d-%s" % (a, r) for a in (0, 1)
+        for r in ("activation", "activation_grad", "weight", "weight_grad", "update")]
+missing = [w for w in want if w not in p.ids]
+if p.stack: p.errors.append("unclosed: %s" % p.stack)
+if missing: p.errors.append("missing ids: %s" % missing)
+if p.scripts: p.errors.append("%d script elements" % p.scripts)
+if p.figs != p.svgs or p.figs < 17: p.errors.append("figures %d, svgs %d" % (p.figs, p.svgs))
+print("\n".join(p.errors)); sys.exit(1 if p.errors else 0)
+EOF
+    "$PY" "$tmp/html_check.py" "$tmp/r.html" >"$tmp/html.out" 2>&1; r=$?
+    [ $r -eq 0 ] || sed 's/^/# /' "$tmp/html.out" | head -5
+    ok $r "the HTML parses (html.parser), tags balance, every chart present, no script, no external resource"
+    cat >"$tmp/csv_check.py" <<'EOF'
+import csv, sys
+d = sys.argv[1]
+want = {"summary": ["arm", "run", "policy", "reference", "status", "steps", "warmup", "median_step_ns", "speedup"],
+        "steps": ["arm", "run", "step", "loss", "loss_scale", "skipped", "lr", "wall_ns", "samples_per_s",
+                  "mem_current", "mem_peak", "energy_j", "power_w"],
+        "layers": ["arm", "run", "layer", "name", "type", "forward_ns", "backward_data_ns", "backward_weights_ns",
+                   "total_ns", "share", "speedup", "format", "overflow", "underflow", "nonfinite"],
+        "histograms": ["arm", "run", "step", "layer", "name", "role", "count", "zero", "nan", "inf", "amax"],
+        "kernels": ["arm", "run", "time_pct", "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns",
+                    "stddev_ns", "tensor_core", "name"]}
+rows_expected = {"summary": 2, "steps": 600, "layers": 252, "histograms": 2 * 126 * 5}
+bad = []
+for view, cols in want.items():
+    raw = open("%s/%s.csv" % (d, view), "rb").read()
+    if b"\n" in raw.replace(b"\r\n", b"") and view != "kernels": bad.append("%s: bare LF" % view)
+    rows = list(csv.reader(open("%s/%s.csv" % (d, view), newline="", encoding="utf-8"), strict=True))
+    if rows[0][:len(cols)] != cols: bad.append("%s header %s" % (view, rows[0]))
+    if any(len(r) != len(rows[0]) for r in rows): bad.append("%s: ragged rows" % view)
+    if view in rows_expected and len(rows) - 1 != rows_expected[view]:
+        bad.append("%s: %d rows" % (view, len(rows) - 1))
+    if view == "kernels" and not any("<script>alert(1)</script>" in r[-1] for r in rows): bad.append("hostile name lost")
+print("\n".join(bad)); sys.exit(1 if bad else 0)
+EOF
+    "$PY" "$tmp/csv_check.py" "$tmp/csv" >"$tmp/csv.out" 2>&1; r=$?
+    [ $r -eq 0 ] || sed 's/^/# /' "$tmp/csv.out" | head -5
+    ok $r "CSV files parse (python csv, strict) with the right columns and row counts"
+else
+    skip "python3 not found: HTML parse"; skip "python3 not found: CSV parse"
+fi
+
+check "export --chrome-trace" "$bin" export --db "$db" --chrome-trace "$tmp/t.json"
+if [ -n "$PY" ]; then
+    cat >"$tmp/trace_check.py" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1], encoding="utf-8"))
+ev = d["traceEvents"]; bad = []
+procs = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+if len(procs) != 2: bad.append("processes %s" % procs)
+for cat in ("step", "layer", "kernel"):
+    xs = [e for e in ev if e["ph"] == "X" and e.get("cat") == cat]
+    if not xs: bad.append("no %s events" % cat)
+    if any(e["dur"] < 0 or e["ts"] < 0 or e["pid"] not in procs for e in xs): bad.append("bad %s event" % cat)
+counters = {e["name"] for e in ev if e["ph"] == "C"}
+for c in ("loss", "step time (ms)", "loss scale"):
+    if c not in counters: bad.append("no counter %s" % c)
+if not any("<script>alert(1)</script>" in e.get("name", "") for e in ev): bad.append("hostile kernel name lost")
+if not any(e["ph"] == "M" and e["name"] == "thread_name" and e["args"]["name"] == "stream 7" for e in ev):
+    bad.append("no stream thread names")
+print("\n".join(bad)); sys.exit(1 if bad else 0)
+EOF
+    "$PY" "$tmp/trace_check.py" "$tmp/t.json" >"$tmp/trace.out" 2>&1; r=$?
+    [ $r -eq 0 ] || sed 's/^/# /' "$tmp/trace.out" | head -5
+    ok $r "the trace JSON parses: one process per arm, step/layer/kernel X events, loss/step time/loss scale counters"
+else
+    skip "python3 not found: trace parse"
+fi
+
+# ---- bad input: one line, the documented status, no output left behind
+"$fixture" "$tmp/empty.db" empty
+"$fixture" "$tmp/vgg.db" vgg
+check "report: a missing session: status 1, one line" status_line 1 "no session 9" "$bin" report --db "$db" --session 9 --html "$tmp/x.html"
+check "report: an empty session: status 1, one line" status_line 1 "empty" "$bin" report --db "$tmp/empty.db" --html "$tmp/x.html"
+check "report: an unwritable output path: status 1, one line" status_line 1 "cannot write" "$bin" report --db "$db" --html "$tmp/no/dir/x.html"
+check "report: no output file left behind by the failures" sh -c "test ! -e '$tmp/x.html' && test ! -e '$tmp/no' && test -z \"\$(ls -A '$tmp' | grep '^\\.')\""
+check "report: a database that is not there: status 1" status_line 1 "missing.db" "$bin" report --db "$tmp/missing.db" --html "$tmp/x.html"
+check "report without --html/--csv: status 2" status_line 2 "nothing to write" "$bin" report --db "$db"
+check "report --session abc: status 2" status_line 2 "abc" "$bin" report --db "$db" --session abc --html "$tmp/x.html"
+check "export --chrome-trace to an unwritable path: status 1, no file" \
+    sh -c "! '$bin' export --db '$db' --chrome-trace '$tmp/no/t.json' 2>/dev/null && test ! -e '$tmp/no'"
+check "export --chrome-trace on a missing session: status 1" status_line 1 "no session 5" "$bin" export --db "$db" --session 5 --chrome-trace "$tmp/t2.json"
+
+# ---- the gate
+"$fixture" "$tmp/base.db" base 1 && "$fixture" "$tmp/same.db" same 2 && "$fixture" "$tmp/slow.db" slow 3 &&
+    "$fixture" "$tmp/few.db" few 4 && "$fixture" "$tmp/fp32only.db" fp32only 5
+gate() { "$bin" gate "$@" >"$tmp/gate.out" 2>"$tmp/gate.err"; echo $?; }
+check "gate: same distribution passes (exit 0)" test "$(gate --baseline "$tmp/base.db" --candidate "$tmp/same.db")" -eq 0
+check "gate: the table lists every check" sh -c "grep -q '^step_time\\[fp16\\] *PASS' '$tmp/gate.out' && grep -q '^gate: PASS' '$tmp/gate.out'"
+check "gate: a 10% slowdown is a regression (exit 1)" test "$(gate --baseline "$tmp/base.db" --candidate "$tmp/slow.db" --junit "$tmp/j.xml" --markdown "$tmp/s.md")" -eq 1
+check "gate: the table shows the failing check" grep -q '^step_time\[fp32\] *FAIL' "$tmp/gate.out"
+if [ -n "$PY" ]; then
+    check "gate --junit: XML parses, one testcase per check, failures marked" "$PY" -c "
+import sys, xml.etree.ElementTree as ET
+t = ET.parse('$tmp/j.xml').getroot(); cases = t.findall('.//testcase')
+lines = [l for l in open('$tmp/gate.out') if l.split()[:1] and '[' in l.split()[0]]
+sys.exit(0 if len(cases) == len(lines) and len(t.findall('.//failure')) >= 2 else 1)"
+else
+    skip "python3 not found: JUnit parse"
+fi
+check "gate --markdown: a summary file" grep -q '^### fp16probe gate: REGRESSION' "$tmp/s.md"
+: >"$tmp/step_summary.md"
+check "gate appends the Markdown to \$GITHUB_STEP_SUMMARY" sh -c "GITHUB_STEP_SUMMARY='$tmp/step_summary.md' '$bin' gate --baseline '$tmp/base.db' --candidate '$tmp/same.db' --markdown '$tmp/s2.md' >/dev/null && grep -q 'fp16probe gate: PASS' '$tmp/step_summary.md'"
+check "gate: too few steps is inconclusive (exit 2)" test "$(gate --baseline "$tmp/base.db" --candidate "$tmp/few.db")" -eq 2
+check "gate: a missing arm is an error (exit 3, one line)" status_line 3 "missing arm" "$bin" gate --baseline "$tmp/base.db" --candidate "$tmp/fp32only.db"
+check "gate: sessions of different models: exit 3" status_line 3 "different models" "$bin" gate --baseline "$tmp/base.db" --candidate "$tmp/vgg.db"
+check "gate: a missing database: exit 3" status_line 3 "nothing.db" "$bin" gate --candidate "$tmp/nothing.db"
+check "gate: a usage error is exit 3" status_line 3 "unexpected" "$bin" gate --frobnicate
+check "gate without --baseline: threshold checks only (exit 0)" test "$(gate --candidate "$tmp/same.db")" -eq 0
+check "gate: --max-slowdown 20 lets the 10% slowdown pass" test "$(gate --baseline "$tmp/base.db" --candidate "$tmp/slow.db" --max-slowdown 20)" -eq 0
+check "gate --junit to an unwritable path: exit 3, no file" sh -c "'$bin' gate --candidate '$tmp/same.db' --junit '$tmp/no/j.xml' >/dev/null 2>&1; test \$? -eq 3 && test ! -e '$tmp/no'"
+
+# ---- headless Chromium (Debian package `chromium`): optional
+CHROME=$(command -v chromium || command -v chromium-browser || true)
+if [ -n "$CHROME" ] && [ -n "$PY" ]; then
+    "$CHROME" --headless --no-sandbox --disable-gpu --window-size=1280,4000 --screenshot="$tmp/shot.png" \
+        "file://$tmp/r.html" >/dev/null 2>&1
+    "$PY" -c "
+import sys, zlib, struct
+b = open('$tmp/shot.png', 'rb').read(); assert b[:8] == b'\x89PNG\r\n\x1a\n'
+pos, idat = 8, b''
+while pos < len(b):
+    n, t = struct.unpack('>I4s', b[pos:pos + 8]); idat += b[pos + 8:pos + 8 + n] if t == b'IDAT' else b''; pos += 12 + n
+raw = zlib.decompress(idat)
+sys.exit(0 if len(set(raw[i:i + 3] for i in range(1, min(len(raw), 4000000), 997))) > 8 else 1)" 2>/dev/null
+    ok $? "headless chromium: the screenshot is not blank"
+    "$CHROME" --headless --no-sandbox --disable-gpu --dump-dom "file://$tmp/r.html" 2>/dev/null >"$tmp/dom.html"
+    check "headless chromium: the DOM holds the charts" sh -c "grep -q 'id=\"chart-loss\"' '$tmp/dom.html' && test \$(grep -o '<svg' '$tmp/dom.html' | wc -l) -ge 17"
+else
+    skip "chromium not installed (Debian package 'chromium'): headless render"
+    skip "chromium not installed (Debian package 'chromium'): rendered DOM"
+fi
+exit $fail

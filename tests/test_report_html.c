@@ -1,0 +1,308 @@
+/* test_report_html.c — the report's building blocks and the report itself on a generated resnet50
+ * session: SHA-256 / base64 vectors, escaping (HTML, CSV, JSON, XML), atomic output files, chart
+ * size bounds for long series, every chart and section present, hostile names escaped, the summary's
+ * figures, all-or-nothing outputs on bad input. (Parsing with real parsers: test_report_cli.sh.) */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "error.h"
+#include "reports/atomic_file.h"
+#include "reports/html_writer.h"
+#include "reports/report.h"
+#include "reports/sha256.h"
+#include "reports/gate.h"
+#include "reports/svg_chart.h"
+#include "report_testutil.h"
+#include "store_testutil.h"
+#include "tap.h"
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    if (b)
+        b[n] = 0;
+    fclose(f);
+    if (len)
+        *len = (size_t)n;
+    return b;
+}
+
+/* Write fn's output to a memory buffer. */
+static char *capture(void (*fn)(FILE *, const char *), const char *arg)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    fn(f, arg);
+    fclose(f);
+    return buf;
+}
+
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
+}
+
+static void hex(const uint8_t *d, char *out)
+{
+    for (int i = 0; i < 32; i++)
+        sprintf(out + 2 * i, "%02x", d[i]);
+}
+
+static void primitives(void)
+{
+    uint8_t d[32];
+    char h[65], b64[16];
+    fp_sha256("abc", 3, d);
+    hex(d, h);
+    tap_is_str(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", "SHA-256(\"abc\")");
+    fp_sha256("", 0, d);
+    hex(d, h);
+    tap_is_str(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "SHA-256(\"\")");
+    const char *m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    fp_sha256(m, strlen(m), d);
+    hex(d, h);
+    tap_is_str(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1", "SHA-256 of the 448-bit vector");
+    fp_base64((const uint8_t *)"foob", 4, b64);
+    tap_is_str(b64, "Zm9vYg==", "base64 with padding");
+
+    char *s = capture(fp_html_text, "<a href='x'>&\"</a>\x01\xff ok \xc3\xa9");
+    tap_is_str(s, "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;\xEF\xBF\xBD\xEF\xBF\xBD ok \xc3\xa9",
+               "HTML escaping: & < > \" ' escaped, control and invalid bytes replaced, UTF-8 kept");
+    free(s);
+    s = capture(fp_csv_field, "plain");
+    tap_is_str(s, "plain", "CSV: a plain field is not quoted");
+    free(s);
+    s = capture(fp_csv_field, "a,\"b\"\r\nc");
+    tap_is_str(s, "\"a,\"\"b\"\"\r\nc\"", "CSV: comma, quote, CRLF -> quoted, quotes doubled (RFC 4180)");
+    free(s);
+    s = capture(fp_json_string, "q\"b\\\n\x02\xff\xc3\xa9");
+    tap_is_str(s, "\"q\\\"b\\\\\\n\\u0002\\ufffd\xc3\xa9\"", "JSON string: quote, backslash, control, invalid UTF-8");
+    free(s);
+    s = capture(fp_xml_text, "<x a='1'>&\"\x01");
+    tap_is_str(s, "&lt;x a=&apos;1&apos;&gt;&amp;&quot;", "XML: entities, control characters dropped");
+    free(s);
+    tap_ok(strstr(fp_html_csp(), "default-src 'none'; style-src 'sha256-") != NULL, "the CSP allows its style by hash only");
+}
+
+static void atomic_files(void)
+{
+    char *dir = tu_mkdir();
+    char *p = tu_path(dir, "out.txt");
+    fp_afile_t a;
+    tap_ok(fp_afile_open(&a, p) == FP_OK && !tu_exists(p), "an open atomic file does not exist yet under its name");
+    fputs("hello\n", a.f);
+    tap_ok(fp_afile_commit(&a) == FP_OK && tu_exists(p) && count_entries(dir) == 1, "commit renames; no tmp left");
+    tap_ok(fp_afile_open(&a, p) == FP_OK, "reopen over an existing file");
+    fputs("partial", a.f);
+    fp_afile_abort(&a);
+    char *c = slurp(p, NULL);
+    tap_ok(c && strcmp(c, "hello\n") == 0 && count_entries(dir) == 1, "abort keeps the old file and removes the tmp");
+    free(c);
+    char *q = tu_path(dir, "missing/out.txt");
+    tap_ok(fp_afile_open(&a, q) == FP_EIO && strstr(fp_error_message(), "missing/out.txt"),
+           "a missing directory: FP_EIO naming the path (%s)", fp_error_message());
+    free(q);
+    free(p);
+    tu_rmdir(dir);
+}
+
+static void chart_bounds(void)
+{
+    enum { N = 100000 };
+    double *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+    rt_rng_t r;
+    rt_seed(&r, 3);
+    for (int i = 0; i < N; i++)
+        x[i] = i, y[i] = 2 + sin(i / 500.0) + 0.1 * rt_normal(&r);
+    y[5000] = NAN;
+    y[77777] = 50;   /* a spike must survive downsampling */
+    fp_svg_series_t s = {"loss <a&b>", x, y, N, "#0072b2", 0};
+    fp_svg_opts_t o = {"c1", "t", "step", "loss", 0, 0, 0, NAN};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    fp_svg_line_chart(f, &o, &s, 1);
+    fclose(f);
+    tap_ok(len < 40000, "a 100,000-point series draws in %zu bytes (< 40 kB: min/max per pixel column)", len);
+    tap_ok(strstr(buf, "loss &lt;a&amp;b&gt;") != NULL, "legend text escaped");
+    /* the spike (50, far above the rest at ~2) must be drawn: a path point near the top of the plot */
+    double top = 1e9;
+    const char *d = strstr(buf, " d=\"");
+    for (const char *q = d; q && *q && *q != '/'; q++)
+        if (*q == 'M' || *q == 'L') {
+            double px, py;
+            if (sscanf(q + 1, "%lf %lf", &px, &py) == 2 && py < top)
+                top = py;
+        }
+    tap_ok(top < 50, "the outlier spike survives downsampling (topmost point at y = %.1f px)", top);
+    free(buf);
+    f = open_memstream(&buf, &len);
+    fp_svg_line_chart(f, &o, &s, 0);
+    fclose(f);
+    tap_ok(strstr(buf, "id=\"c1\"") && strstr(buf, "no data"), "a chart without data is still drawn, saying so");
+    free(buf);
+    free(x);
+    free(y);
+}
+
+static int has(const char *html, const char *what)
+{
+    return strstr(html, what) != NULL;
+}
+
+static void report_tests(void)
+{
+    char *dir = tu_mkdir();
+    char *db = tu_path(dir, "runs.db"), *html = tu_path(dir, "r.html"), *csv = tu_path(dir, "csv");
+    rt_session_spec_t spec;
+    rt_default_spec(&spec, db);
+    int64_t runs[2];
+    tap_ok(rt_write_session(&spec, runs) == FP_OK, "generated resnet50 fp32 + fp16 session (300 steps, 126 layers)");
+    fp_reader_t *r;
+    tap_ok(fp_reader_open_snapshot(&r, db) == FP_OK, "reader opens it");
+
+    fp_summary_t s;
+    tap_ok(fp_summary_load(r, 0, -1, &s) == FP_OK && s.narms == 2 && s.ref == 0, "summary: two arms, fp32 reference");
+    const fp_arm_t *a = &s.arms[1];
+    tap_is_double(a->speedup, 400.0 / 220.0, 0, 0.03, "speedup = ratio of medians after warm-up (rel 3%%)");
+    tap_is_int((long long)a->warmup, 30, "warm-up: 10%% of 300 steps");
+    tap_is_int(a->skipped, 6, "6 skipped steps");
+    tap_is_double(a->final_loss_scale, 1024, 0, 0, "final loss scale 65536 / 2^6");
+    tap_is_double(a->mem_ratio, 12.0 / 20.0, 1e-12, 0, "peak memory ratio 12 GiB / 20 GiB");
+    tap_is_double(a->energy_ratio, 66.0 / 120.0, 0, 0.03, "energy per step ratio (steps with energy only; rel 3%%)");
+    tap_is_double(a->top1_gap, -0.3, 1e-9, 0, "val top-1 gap -0.3 pt");
+    tap_ok(a->ntop_over > 0 && a->top_over[0].count >= a->top_over[a->ntop_over - 1].count,
+           "top overflow layers listed, largest first");
+    fp_summary_free(&s);
+
+    fp_report_opts_t o = {.db_label = "runs.db", .session = 0, .warmup = -1, .html = html, .csv_dir = csv};
+    int rc = fp_report_write(r, &o);
+    tap_ok(rc == FP_OK, "report --html --csv writes (%s)", rc ? fp_error_message() : "ok");
+    size_t len = 0;
+    char *h = slurp(html, &len);
+    tap_ok(h != NULL, "the HTML file exists");
+    h = h ? h : calloc(1, 1);
+    tap_diag("HTML report of the 300-step session: %zu bytes", len);
+    static const char *const ids[] = {
+        "id=\"chart-loss\"", "id=\"chart-accuracy\"", "id=\"chart-throughput\"", "id=\"chart-speedup\"",
+        "id=\"chart-loss-scale\"", "id=\"chart-layer-speedup-1\"", "id=\"chart-precision-error\"",
+        "id=\"heatmap-0-activation\"", "id=\"heatmap-1-activation_grad\"", "id=\"heatmap-1-weight\"",
+        "id=\"heatmap-1-weight_grad\"", "id=\"heatmap-1-update\"", "id=\"summary-table\"", "id=\"layer-table\"",
+        "id=\"precision-table\"", "id=\"kernels-1\"", "id=\"events-table\"", "id=\"env-1\"", "id=\"session-config\""};
+    int missing = 0;
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        if (!has(h, ids[i])) {
+            tap_diag("missing %s", ids[i]);
+            missing++;
+        }
+    tap_is_int(missing, 0, "every chart, heatmap and table is present");
+    tap_ok(!has(h, "<script") && !has(h, "<SCRIPT"), "no <script> anywhere (hostile names included)");
+    tap_ok(has(h, "evil&lt;T&gt;(x) &amp; &quot;q&quot; &#39;a&#39;, &lt;/td&gt;&lt;/table&gt;&lt;script&gt;"),
+           "a hostile kernel name is escaped");
+    tap_ok(has(h, "resnet50 &lt;fp32 &amp; fp16&gt; &quot;side &#39;by&#39; side&quot;"), "the session name is escaped");
+    tap_ok(has(h, "&lt;/pre&gt;&lt;script&gt;x()&lt;/script&gt;"), "the session configuration is escaped");
+    tap_ok(!has(h, "src=") && !has(h, "href=\"http") && !has(h, "url(") && !has(h, "@import"), "no external resources");
+    tap_ok(has(h, "http-equiv=\"Content-Security-Policy\" content=\"default-src &#39;none&#39;; style-src &#39;sha256-"),
+           "the document declares its CSP");
+    tap_ok(has(h, "<th>Time (%)</th><th>Total Time (ns)</th><th>Instances</th><th>Avg (ns)</th><th>Med (ns)</th>"
+                  "<th>Min (ns)</th><th>Max (ns)</th><th>StdDev (ns)</th><th>Tensor cores</th><th>Name</th>"),
+           "kernel table has nsys cuda_gpu_kern_sum's columns and a tensor-core flag");
+    tap_ok(has(h, "<td>yes</td><td>sm80_xmma_fprop"), "fp16 conv kernels flagged as tensor-core");
+    tap_ok(has(h, "fp16 max") && has(h, "e4m3 max") && has(h, "e5m2 min normal") && has(h, "bf16"),
+           "heatmaps draw the fp16, bf16, E4M3 and E5M2 limits");
+    tap_ok(has(h, "1.8") && has(h, "faster"), "the verdict states the speedup");
+    tap_ok(has(h, "NVIDIA H100 80GB HBM3") && has(h, "550.54.15") && has(h, "cuBLAS 12.4"), "environment listed");
+    free(h);
+
+    static const char *const heads[] = {
+        "arm,run,policy,reference,status,steps,warmup,median_step_ns,speedup,",
+        "arm,run,step,loss,loss_scale,skipped,lr,wall_ns,samples_per_s,mem_current,mem_peak,energy_j,power_w\r\n",
+        "arm,run,layer,name,type,forward_ns,backward_data_ns,backward_weights_ns,total_ns,share,speedup,",
+        "arm,run,step,layer,name,role,count,zero,nan,inf,amax,min_nonzero,mean_abs,fp16_normal,",
+        "arm,run,time_pct,total_ns,instances,avg_ns,med_ns,min_ns,max_ns,stddev_ns,tensor_core,name\r\n"};
+    int bad = 0;
+    for (int v = 0; v < FP_REPORT_CSV_VIEWS; v++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s.csv", csv, fp_report_csv_view(v));
+        char *c = slurp(path, NULL);
+        if (!c || strncmp(c, heads[v], strlen(heads[v])) != 0) {
+            tap_diag("%s: unexpected header", path);
+            bad++;
+        }
+        free(c);
+    }
+    tap_is_int(bad, 0, "five CSV views with their header rows");
+    tap_is_int(count_entries(csv), 5, "the CSV directory holds exactly the five files (no temporaries)");
+
+    /* bad input: all or nothing */
+    char *html2 = tu_path(dir, "r2.html"), *csv2 = tu_path(dir, "csv2");
+    fp_report_opts_t bad_sess = {.db_label = "runs.db", .session = 99, .warmup = -1, .html = html2, .csv_dir = csv2};
+    tap_ok(fp_report_write(r, &bad_sess) == FP_EINVAL && strstr(fp_error_message(), "no session 99") &&
+               !tu_exists(html2) && !tu_exists(csv2),
+           "a missing session: one message, no output at all (%s)", fp_error_message());
+    char *notdir = tu_path(dir, "r.html");   /* a file where the CSV directory should be */
+    fp_report_opts_t bad_csv = {.db_label = "runs.db", .session = 0, .warmup = -1, .html = html2, .csv_dir = notdir};
+    tap_ok(fp_report_write(r, &bad_csv) != FP_OK && !tu_exists(html2),
+           "a CSV path that is a file: error, and the HTML is not left behind either");
+    int before = count_entries(dir);
+    char *unwritable = tu_path(dir, "nope/r.html");
+    fp_report_opts_t bad_out = {.db_label = "runs.db", .session = 0, .warmup = -1, .html = unwritable, .csv_dir = NULL};
+    tap_ok(fp_report_write(r, &bad_out) == FP_EIO && count_entries(dir) == before,
+           "an unwritable output path: FP_EIO, nothing created (%s)", fp_error_message());
+    char *trace = tu_path(dir, "t.json");
+    fp_trace_opts_t to = {0, 0, 0};
+    tap_ok(fp_trace_chrome_write(r, &to, trace) == FP_OK, "Chrome trace written");
+    char *t = slurp(trace, NULL);
+    tap_ok(t && strstr(t, "\"traceEvents\":[") && strstr(t, "\"ph\":\"X\"") && strstr(t, "\"ph\":\"C\"") &&
+               strstr(t, "\"name\":\"process_name\"") && strstr(t, "evil<T>(x) & \\\"q\\\""),
+           "trace: X and C events, process names, kernel names JSON-escaped");
+    free(t);
+    fp_reader_close(r);
+    free(html2);
+    free(csv2);
+    free(notdir);
+    free(unwritable);
+    free(trace);
+    /* tu_rmdir removes one level: empty the CSV directory first */
+    for (int v = 0; v < FP_REPORT_CSV_VIEWS; v++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s.csv", csv, fp_report_csv_view(v));
+        remove(path);
+    }
+    rmdir(csv);
+    free(db);
+    free(html);
+    free(csv);
+    tu_rmdir(dir);
+}
+
+int main(void)
+{
+    primitives();
+    atomic_files();
+    chart_bounds();
+    report_tests();
+    return tap_done();
+}
