@@ -52,7 +52,8 @@ int fp_utf8_len(const char *s);
 /* A series pushed in order, kept as at most FP_DS_BUCKETS buckets of min/max/last; bucket width
  * doubles when full. Drawing is then O(buckets), whatever the number of samples. */
 typedef struct {
-    double mn[FP_DS_BUCKETS], mx[FP_DS_BUCKETS], last[FP_DS_BUCKETS];
+    double mn[FP_DS_BUCKETS], mx[FP_DS_BUCKETS], last[FP_DS_BUCKETS], sum[FP_DS_BUCKETS];
+    int64_t nvalid[FP_DS_BUCKETS];   /* non-NaN samples per bucket (sum / nvalid: the mean) */
     int nb;              /* buckets in use */
     int64_t per;         /* samples per bucket */
     int64_t cnt;         /* samples in the last bucket */
@@ -60,6 +61,8 @@ typedef struct {
 } fp_ds_t;
 void fp_ds_init(fp_ds_t *d);
 void fp_ds_push(fp_ds_t *d, double v);
+/* dst = a / b bucket by bucket (means), aligning bucket widths; NaN where either is missing. */
+void fp_ds_ratio(fp_ds_t *dst, const fp_ds_t *a, const fp_ds_t *b);
 
 /* ---------------------------------------------------------------- model (tui_model.c) */
 #define FP_TUI_MAX_ARMS 4
@@ -77,7 +80,7 @@ typedef struct {
     fp_run_row_t run;            /* as read at attach */
     fp_run_status_t status;      /* refreshed each frame */
     int64_t last_step, nsteps, first_start, last_end;
-    fp_ds_t loss, thr, scale, skipped, speedup;
+    fp_ds_t loss, thr, scale, skipped, speedup;   /* scale: log2; speedup: thr / ref thr */
     int64_t skipped_total, scale_changes;
     double last_loss, last_thr, last_scale;
     double mem_cur, mem_peak, energy_sum, power_last;   /* NaN: not measured */

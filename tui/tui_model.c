@@ -1,0 +1,471 @@
+/* tui_model.c — the dashboard's data: one session of a database, read incrementally. Promise: each
+ * update reads only what is new since the previous one (steps after the last seen, events after the
+ * last id, histograms and precision only when their marks move, the layer table over a bounded
+ * window) with short read transactions; long series are kept downsampled, O(buckets) to draw. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "error.h"
+#include "store.h"
+#include "tui_internal.h"
+
+/* ---------------------------------------------------------------- downsampled series */
+
+void fp_ds_init(fp_ds_t *d)
+{
+    memset(d, 0, sizeof *d);
+    d->per = 1;
+}
+
+void fp_ds_push(fp_ds_t *d, double v)
+{
+    if (d->nb == 0 || d->cnt == d->per) {
+        if (d->nb == FP_DS_BUCKETS) {   /* merge pairs: half the buckets, twice as wide */
+            for (int i = 0; i < FP_DS_BUCKETS / 2; i++) {
+                int a = 2 * i, b = 2 * i + 1;
+                d->mn[i] = fmin(d->mn[a], d->mn[b]);
+                d->mx[i] = fmax(d->mx[a], d->mx[b]);
+                d->last[i] = isnan(d->last[b]) ? d->last[a] : d->last[b];
+                d->sum[i] = d->sum[a] + d->sum[b];
+                d->nvalid[i] = d->nvalid[a] + d->nvalid[b];
+            }
+            d->nb = FP_DS_BUCKETS / 2;
+            d->per *= 2;
+        }
+        int i = d->nb++;
+        d->mn[i] = d->mx[i] = d->last[i] = NAN;
+        d->sum[i] = 0;
+        d->nvalid[i] = 0;
+        d->cnt = 0;
+    }
+    int i = d->nb - 1;
+    d->cnt++;
+    d->total++;
+    if (isnan(v))
+        return;
+    d->mn[i] = fmin(d->mn[i], v);
+    d->mx[i] = fmax(d->mx[i], v);
+    d->last[i] = v;
+    d->sum[i] += v;
+    d->nvalid[i]++;
+}
+
+/* Mean of the samples of a's buckets that cover [k*per, (k+1)*per) (per >= a->per, a power of 2 times). */
+static double mean_over(const fp_ds_t *a, int64_t per, int k)
+{
+    int64_t f = per / a->per;
+    double s = 0;
+    int64_t n = 0;
+    for (int64_t i = (int64_t)k * f; i < (int64_t)(k + 1) * f && i < a->nb; i++) {
+        s += a->sum[i];
+        n += a->nvalid[i];
+    }
+    return n ? s / (double)n : NAN;
+}
+
+void fp_ds_ratio(fp_ds_t *dst, const fp_ds_t *a, const fp_ds_t *b)
+{
+    fp_ds_init(dst);
+    int64_t per = a->per > b->per ? a->per : b->per;
+    int64_t na = (a->total + per - 1) / per, nbk = (b->total + per - 1) / per;
+    int64_t n = na < nbk ? na : nbk;
+    if (n > FP_DS_BUCKETS)
+        n = FP_DS_BUCKETS;
+    dst->per = per;
+    for (int k = 0; k < n; k++) {
+        double x = mean_over(a, per, k), y = mean_over(b, per, k);
+        double v = (isnan(x) || isnan(y) || y == 0) ? NAN : x / y;
+        dst->mn[k] = dst->mx[k] = dst->last[k] = v;
+        dst->sum[k] = isnan(v) ? 0 : v;
+        dst->nvalid[k] = !isnan(v);
+    }
+    dst->nb = (int)n;
+    dst->cnt = per;
+    dst->total = n * per;
+}
+
+/* ---------------------------------------------------------------- attach */
+
+static void arm_free(fp_tui_arm_t *a)
+{
+    free(a->lsum);
+    free(a->hist);
+    free(a->relerr);
+}
+
+static void detach(fp_tui_model_t *m)
+{
+    for (int i = 0; i < m->narms; i++)
+        arm_free(&m->arm[i]);
+    free(m->layers);
+    m->layers = NULL;
+    m->nlayers = 0;
+    m->narms = 0;
+    m->session = 0;
+    m->nev = 0;
+}
+
+static void arm_init(fp_tui_arm_t *a, const fp_run_row_t *run)
+{
+    memset(a, 0, sizeof *a);
+    a->run = *run;
+    a->last_step = -1;
+    a->first_start = a->last_end = -1;
+    fp_ds_init(&a->loss);
+    fp_ds_init(&a->thr);
+    fp_ds_init(&a->scale);
+    fp_ds_init(&a->skipped);
+    fp_ds_init(&a->speedup);
+    a->last_loss = a->last_thr = a->last_scale = NAN;
+    a->mem_cur = a->mem_peak = a->power_last = NAN;
+    a->val_top1 = a->val_loss = NAN;
+    a->val_step = -1;
+    a->hist_role = -1;
+    a->hist_mark = -2;
+    a->prec_step = -1;
+    a->prec_mark = -2;
+    a->lsum_step = -2;
+    for (int i = 0; i < FP_TUI_RING; i++)
+        a->ring_step[i] = -1;
+}
+
+/* "steps": N in a JSON text (a plain scan: the configuration is ours). */
+static int64_t config_steps(const char *json)
+{
+    const char *p = json ? strstr(json, "\"steps\"") : NULL;
+    if (!p)
+        return -1;
+    p += 7;
+    while (*p == ' ' || *p == ':')
+        p++;
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    return end != p && v > 0 ? v : -1;
+}
+
+static int read_layers(fp_tui_model_t *m)
+{
+    fp_layer_row_t *rows;
+    size_t n;
+    int rc = fp_reader_layers(m->reader, m->arm[0].run.id, &rows, &n);
+    if (rc != FP_OK)
+        return rc;
+    if (n == 0) {
+        free(rows);
+        return FP_OK;
+    }
+    int nl = 0;
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].layer + 1 > nl)
+            nl = rows[i].layer + 1;
+    if (nl > 4096)
+        nl = 4096;
+    fp_layer_row_t *by = calloc((size_t)nl, sizeof *by);
+    if (!by) {
+        free(rows);
+        return fp_fail(FP_ENOMEM, "tui: out of memory");
+    }
+    for (int l = 0; l < nl; l++) {
+        by[l].layer = l;
+        snprintf(by[l].name, sizeof by[l].name, "layer %d", l);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].layer >= 0 && rows[i].layer < nl)
+            by[rows[i].layer] = rows[i];
+    free(rows);
+    for (int i = 0; i < m->narms; i++) {
+        fp_tui_arm_t *a = &m->arm[i];
+        a->hist = calloc((size_t)nl, sizeof *a->hist);
+        a->relerr = malloc((size_t)nl * sizeof *a->relerr);
+        if (!a->hist || !a->relerr) {
+            free(by);
+            return fp_fail(FP_ENOMEM, "tui: out of memory");
+        }
+        for (int l = 0; l < nl; l++) {
+            a->hist[l].step = -1;
+            a->relerr[l] = NAN;
+        }
+    }
+    m->layers = by;
+    m->nlayers = nl;
+    return FP_OK;
+}
+
+static int attach(fp_tui_model_t *m, int64_t session)
+{
+    detach(m);
+    fp_run_row_t *runs;
+    size_t n;
+    int rc = fp_reader_runs(m->reader, session, &runs, &n);
+    if (rc != FP_OK)
+        return rc;
+    m->session = session;
+    m->ref = 0;
+    for (size_t i = 0; i < n && m->narms < FP_TUI_MAX_ARMS; i++)
+        arm_init(&m->arm[m->narms++], &runs[i]);
+    for (int i = 0; i < m->narms; i++)   /* the reference: the arm the others point at, else fp32 */
+        if (m->arm[i].run.ref_run <= 0 && strcmp(m->arm[i].run.policy, "fp32") == 0) {
+            m->ref = i;
+            break;
+        }
+    for (int i = 0; i < m->narms; i++)
+        if (m->arm[i].run.ref_run > 0)
+            for (int j = 0; j < m->narms; j++)
+                if (m->arm[j].run.id == m->arm[i].run.ref_run)
+                    m->ref = j;
+    free(runs);
+    char *cfg = NULL;
+    m->total_steps = -1;
+    if (fp_reader_session_config(m->reader, session, &cfg) == FP_OK)
+        m->total_steps = config_steps(cfg);
+    free(cfg);
+    fp_session_row_t *ss;
+    size_t ns;
+    m->session_name[0] = 0;
+    if (fp_reader_sessions(m->reader, &ss, &ns) == FP_OK) {
+        for (size_t i = 0; i < ns; i++)
+            if (ss[i].id == session)
+                snprintf(m->session_name, sizeof m->session_name, "%s", ss[i].name);
+        free(ss);
+    }
+    if (m->narms > 0)
+        rc = read_layers(m);
+    return rc;
+}
+
+int fp_tui_model_open(fp_tui_model_t *m, const char *path, int64_t session)
+{
+    memset(m, 0, sizeof *m);
+    m->session_req = session;
+    m->marks.max_session = m->marks.max_hist_id = m->marks.max_event_id = -1;
+    return fp_reader_open(&m->reader, path);
+}
+
+void fp_tui_model_close(fp_tui_model_t *m)
+{
+    detach(m);
+    fp_reader_close(m->reader);
+    m->reader = NULL;
+}
+
+/* ---------------------------------------------------------------- update */
+
+static void ingest(fp_tui_arm_t *a, const fp_step_row_t *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++, s++) {
+        fp_ds_push(&a->loss, s->loss);
+        fp_ds_push(&a->thr, s->samples_per_s);
+        fp_ds_push(&a->scale, s->loss_scale > 0 ? log2(s->loss_scale) : NAN);
+        fp_ds_push(&a->skipped, s->skipped ? 1.0 : 0.0);
+        a->skipped_total += s->skipped != 0;
+        if (!isnan(s->loss_scale) && !isnan(a->last_scale) && s->loss_scale != a->last_scale)
+            a->scale_changes++;
+        if (!isnan(s->loss_scale))
+            a->last_scale = s->loss_scale;
+        if (!isnan(s->loss))
+            a->last_loss = s->loss;
+        if (!isnan(s->samples_per_s))
+            a->last_thr = s->samples_per_s;
+        if (s->mem_current >= 0)
+            a->mem_cur = (double)s->mem_current;
+        if (s->mem_peak >= 0 && (isnan(a->mem_peak) || (double)s->mem_peak > a->mem_peak))
+            a->mem_peak = (double)s->mem_peak;
+        if (!isnan(s->energy_j)) {
+            a->energy_sum += s->energy_j;
+            a->energy_steps++;
+        }
+        if (!isnan(s->power_w))
+            a->power_last = s->power_w;
+        if (s->wall_ns >= 0) {
+            a->wall_ring[s->step % FP_TUI_RING] = s->wall_ns;
+            a->ring_step[s->step % FP_TUI_RING] = s->step;
+        }
+        if (a->first_start < 0 && s->start >= 0)
+            a->first_start = s->start;
+        if (s->end >= 0)
+            a->last_end = s->end;
+        a->last_step = s->step;
+        a->nsteps++;
+    }
+}
+
+static void add_event(fp_tui_model_t *m, int arm, const fp_tui_event_t *e)
+{
+    fp_tui_ev_t *v = &m->events[m->nev++ % FP_TUI_EVENTS];
+    v->step = e->step;
+    v->arm = arm;
+    v->kind = e->kind;
+    v->layer = e->layer;
+    snprintf(v->text, sizeof v->text, "%s", e->text);
+}
+
+static int update_arm(fp_tui_model_t *m, int i, int role, int hist_moved)
+{
+    fp_tui_arm_t *a = &m->arm[i];
+    fp_reader_t *r = m->reader;
+    int rc = fp_reader_tui_run_status(r, a->run.id, &a->status);
+    if (rc != FP_OK)
+        return rc;
+    int moved = 0;
+    while (a->status.last_step > a->last_step) {   /* only the new steps, in chunks */
+        fp_step_row_t *rows;
+        size_t n;
+        if ((rc = fp_reader_steps_since(r, a->run.id, a->last_step, 20000, &rows, &n)) != FP_OK)
+            return rc;
+        ingest(a, rows, n);
+        free(rows);
+        moved = 1;
+        if (n == 0)
+            break;
+    }
+    if (moved || m->frames == 0) {
+        fp_eval_row_t *ev;
+        size_t ne;
+        if ((rc = fp_reader_evaluations(r, a->run.id, &ev, &ne)) != FP_OK)
+            return rc;
+        for (size_t k = (size_t)a->eval_seen; k < ne; k++)
+            if (strcmp(ev[k].split, "val") == 0 || strcmp(ev[k].split, "validation") == 0) {
+                a->val_top1 = ev[k].top1;
+                a->val_loss = ev[k].loss;
+                a->val_step = ev[k].step;
+            }
+        a->eval_seen = (int64_t)ne;
+        free(ev);
+    }
+    if (m->nlayers > 0 && a->last_step >= 0 && a->lsum_step != a->last_step) {
+        free(a->lsum);
+        a->lsum = NULL;
+        a->nlsum = 0;
+        int64_t lo = a->last_step - FP_TUI_WINDOW + 1;
+        if ((rc = fp_reader_layer_summary(r, a->run.id, lo < 0 ? 0 : lo, a->last_step, &a->lsum, &a->nlsum)) != FP_OK)
+            return rc;
+        a->lsum_step = a->last_step;
+    }
+    if (m->nlayers > 0 && (hist_moved || a->hist_role != role)) {
+        if ((rc = fp_reader_tui_hist_latest(r, a->run.id, role, m->nlayers, a->hist)) != FP_OK)
+            return rc;
+        a->hist_role = role;
+    }
+    if (m->nlayers > 0 && a->run.ref_run > 0 && (moved || a->prec_mark != role)) {
+        if ((rc = fp_reader_tui_precision_latest(r, a->run.id, role, m->nlayers, a->relerr, &a->prec_step)) != FP_OK)
+            return rc;
+        a->prec_mark = role;
+    }
+    return FP_OK;
+}
+
+int fp_tui_model_update(fp_tui_model_t *m, int role)
+{
+    fp_tui_marks_t mk;
+    int rc = fp_reader_tui_marks(m->reader, &mk);
+    if (rc != FP_OK)
+        return rc;
+    if (m->session == 0 || (m->session_req <= 0 && mk.max_session > m->session)) {
+        int64_t want = m->session_req > 0 ? m->session_req : mk.max_session;
+        if (want <= 0) {
+            snprintf(m->note, sizeof m->note, "%s: no sessions recorded yet (waiting for a training to start)",
+                     fp_reader_path(m->reader));
+            m->marks = mk;
+            m->frames++;
+            return FP_OK;
+        }
+        if (m->session_req > 0 && mk.max_session < want)
+            return fp_fail(FP_EINVAL, "%s: no session %lld", fp_reader_path(m->reader), (long long)want);
+        if ((rc = attach(m, want)) != FP_OK)
+            return rc;
+        m->marks.max_hist_id = m->marks.max_event_id = -1;
+    }
+    if (m->narms == 0) {   /* a session whose runs are not there yet */
+        fp_run_row_t *runs;
+        size_t n;
+        if ((rc = fp_reader_runs(m->reader, m->session, &runs, &n)) != FP_OK)
+            return rc;
+        free(runs);
+        if (n > 0 && (rc = attach(m, m->session)) != FP_OK)
+            return rc;
+        if (m->narms == 0) {
+            snprintf(m->note, sizeof m->note, "session %lld has no runs yet (waiting)", (long long)m->session);
+            m->frames++;
+            return FP_OK;
+        }
+    }
+    m->note[0] = 0;
+    if (m->nlayers == 0 && (rc = read_layers(m)) != FP_OK)
+        return rc;
+    int hist_moved = mk.max_hist_id != m->marks.max_hist_id;
+    int ev_moved = mk.max_event_id != m->marks.max_event_id;
+    for (int i = 0; i < m->narms; i++) {   /* the reference first */
+        int k = i == 0 ? m->ref : (i <= m->ref ? i - 1 : i);
+        if ((rc = update_arm(m, k, role, hist_moved)) != FP_OK)
+            return rc;
+    }
+    if (ev_moved) {
+        for (int i = 0; i < m->narms; i++) {
+            fp_tui_arm_t *a = &m->arm[i];
+            fp_tui_event_t *ev;
+            size_t n;
+            if ((rc = fp_reader_tui_events_since(m->reader, a->run.id, a->event_id, 0, &ev, &n)) != FP_OK)
+                return rc;
+            for (size_t k = 0; k < n; k++) {
+                add_event(m, i, &ev[k]);
+                a->event_id = ev[k].id;
+            }
+            free(ev);
+        }
+    }
+    for (int i = 0; i < m->narms; i++)
+        if (i != m->ref)
+            fp_ds_ratio(&m->arm[i].speedup, &m->arm[i].thr, &m->arm[m->ref].thr);
+    m->marks = mk;
+    m->frames++;
+    return FP_OK;
+}
+
+/* ---------------------------------------------------------------- derived values */
+
+int fp_tui_model_low(const fp_tui_model_t *m)
+{
+    for (int i = m->narms - 1; i >= 0; i--)
+        if (i != m->ref)
+            return i;
+    return m->narms > 0 ? 0 : -1;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+double fp_tui_arm_median_wall(const fp_tui_arm_t *a)
+{
+    int64_t v[FP_TUI_RING];
+    int n = 0;
+    for (int i = 0; i < FP_TUI_RING; i++)
+        if (a->ring_step[i] >= 0 && a->ring_step[i] > a->last_step - FP_TUI_RING)
+            v[n++] = a->wall_ring[i];
+    if (n == 0)
+        return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_i64);
+    return n % 2 ? (double)v[n / 2] : ((double)v[n / 2 - 1] + (double)v[n / 2]) / 2.0;
+}
+
+double fp_tui_layer_ns(const fp_tui_arm_t *a, int layer, int phase)
+{
+    size_t k = (size_t)layer * FP_PHASE_COUNT + (size_t)phase;
+    if (k < a->nlsum && a->lsum[k].layer == layer && a->lsum[k].phase == phase)
+        return a->lsum[k].mean_ns;
+    for (size_t i = 0; i < a->nlsum; i++)
+        if (a->lsum[i].layer == layer && a->lsum[i].phase == phase)
+            return a->lsum[i].mean_ns;
+    return NAN;
+}
+
+int fp_tui_any_running(const fp_tui_model_t *m)
+{
+    for (int i = 0; i < m->narms; i++)
+        if (strcmp(m->arm[i].status.status, "running") == 0 && !m->arm[i].status.stale)
+            return 1;
+    return 0;
+}
