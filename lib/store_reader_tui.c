@@ -41,6 +41,8 @@ int fp_reader_tui_marks(fp_reader_t *r, fp_tui_marks_t *m)
     int src;
     m->max_session = one_int(db, "SELECT max(id) FROM sessions", &src);
     if (src == SQLITE_OK)
+        m->max_run = one_int(db, "SELECT max(id) FROM runs", &src);
+    if (src == SQLITE_OK)
         m->max_hist_id = one_int(db, "SELECT max(id) FROM histograms", &src);
     if (src == SQLITE_OK)
         m->max_event_id = one_int(db, "SELECT max(id) FROM events", &src);

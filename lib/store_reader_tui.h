@@ -10,10 +10,10 @@
 #include "store_reader.h"
 
 /* Cheap change detectors (O(log n) each): the largest row ids of the append-only tables with a
- * rowid, and the number of sessions. A mark that did not move means nothing new was committed. */
+ * rowid, and the largest session and run ids. A mark that did not move means nothing new was committed. */
 typedef struct {
     int64_t max_session;
-    int64_t max_hist_id, max_event_id;
+    int64_t max_run, max_hist_id, max_event_id;
 } fp_tui_marks_t;
 int fp_reader_tui_marks(fp_reader_t *r, fp_tui_marks_t *m);
 

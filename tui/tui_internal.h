@@ -211,6 +211,8 @@ void fp_panel_detail(fp_draw_t *d, int w, int h);   /* overlay: the selected lay
 void fp_panel_help(fp_draw_t *d, int w, int h);     /* overlay: keys */
 /* panels_layers.c: sort the layer order for the current column (fills ui->order). */
 void fp_tui_sort_layers(const fp_tui_model_t *m, fp_tui_ui_t *ui);
+/* The layer index of the selected row (-1: none). */
+int fp_tui_selected_layer(const fp_tui_ui_t *ui);
 /* The value of a column for layer l (NaN: none). */
 double fp_tui_col_value(const fp_tui_model_t *m, const fp_tui_ui_t *ui, int l, int col);
 
@@ -218,10 +220,10 @@ double fp_tui_col_value(const fp_tui_model_t *m, const fp_tui_ui_t *ui, int l, i
 void fp_tui_render(fp_grid_t *g, const fp_tui_model_t *m, fp_tui_ui_t *ui, const fp_layout_t *l, int chart,
                    int ascii);
 /* Short number formats. */
-void fp_fmt_ns(char *buf, size_t cap, double ns);      /* "812us", "1.23ms", "n/a" */
-void fp_fmt_bytes(char *buf, size_t cap, double b);    /* "1.2G", "n/a" */
-void fp_fmt_count(char *buf, size_t cap, double v);    /* "0", "12", "3.4k", "-" */
-void fp_fmt_dur(char *buf, size_t cap, double s);      /* "1:02:03", "--" */
+void fp_tui_fmt_ns(char *buf, size_t cap, double ns);      /* "812us", "1.23ms", "n/a" */
+void fp_tui_fmt_bytes(char *buf, size_t cap, double b);    /* "1.2G", "n/a" */
+void fp_tui_fmt_count(char *buf, size_t cap, double v);    /* "0", "12", "3.4k", "-" */
+void fp_tui_fmt_dur(char *buf, size_t cap, double s);      /* "1:02:03", "--" */
 const char *fp_tui_role_short(int role);               /* "act", "act-grad", ... */
 const char *fp_tui_fmt_label(int fmt);                 /* "fp16", "bf16", "E4M3", "E5M2" */
 

@@ -238,7 +238,7 @@ int fp_tui_model_open(fp_tui_model_t *m, const char *path, int64_t session)
 {
     memset(m, 0, sizeof *m);
     m->session_req = session;
-    m->marks.max_session = m->marks.max_hist_id = m->marks.max_event_id = -1;
+    m->marks.max_session = m->marks.max_run = m->marks.max_hist_id = m->marks.max_event_id = -1;
     return fp_reader_open(&m->reader, path);
 }
 
@@ -375,6 +375,18 @@ int fp_tui_model_update(fp_tui_model_t *m, int role)
         if ((rc = attach(m, want)) != FP_OK)
             return rc;
         m->marks.max_hist_id = m->marks.max_event_id = -1;
+    }
+    if (m->narms > 0 && m->narms < FP_TUI_MAX_ARMS && mk.max_run != m->marks.max_run) {   /* an arm appeared */
+        fp_run_row_t *runs;
+        size_t n;
+        if ((rc = fp_reader_runs(m->reader, m->session, &runs, &n)) != FP_OK)
+            return rc;
+        free(runs);
+        if ((int)n > m->narms) {
+            if ((rc = attach(m, m->session)) != FP_OK)
+                return rc;
+            m->marks.max_hist_id = m->marks.max_event_id = -1;
+        }
     }
     if (m->narms == 0) {   /* a session whose runs are not there yet */
         fp_run_row_t *runs;

@@ -1,0 +1,166 @@
+/* test_tui_screen.c — headless screens of the dashboard on the fixture database (tui_testutil.h):
+ * 80x24 against the golden file tests/fixtures/tui/screen_80x24.txt (ASCII) and checked for the
+ * numbers (layer names, speedup 2.00x, energy n/a, skipped steps), 200x50 with events, and the keys
+ * (sort, role, format, select, Enter, help, resize). TUI_REGEN=1 rewrites the golden file. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "error.h"
+#include "store_testutil.h"
+#include "tap.h"
+#include "tui/tui.h"
+#include "tui_testutil.h"
+
+static char *screen(const char *db, int w, int h, const char *keys, int ascii)
+{
+    fp_tui_options o;
+    fp_tui_options_init(&o);
+    o.db_path = db;
+    o.ascii = ascii;
+    char *t = NULL;
+    if (fp_tui_render_text(&o, w, h, keys, &t) != FP_OK) {
+        tap_diag("render failed: %s", fp_error_message());
+        return strdup("");
+    }
+    return t;
+}
+
+static int has(const char *t, const char *s)
+{
+    int ok = strstr(t, s) != NULL;
+    if (!ok)
+        tap_diag("missing \"%s\"", s);
+    return ok;
+}
+
+static int lines(const char *t)
+{
+    int n = 0;
+    for (; *t; t++)
+        n += *t == '\n';
+    return n;
+}
+
+/* The line of the screen that contains s (static buffer). */
+static const char *line_with(const char *t, const char *s)
+{
+    static char buf[4096];
+    const char *p = strstr(t, s);
+    if (!p)
+        return "";
+    const char *b = p, *e = p;
+    while (b > t && b[-1] != '\n')
+        b--;
+    while (*e && *e != '\n')
+        e++;
+    snprintf(buf, sizeof buf, "%.*s", (int)(e - b), b);
+    return buf;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *b = malloc(1 << 20);
+    size_t n = fread(b, 1, (1 << 20) - 1, f);
+    b[n] = 0;
+    fclose(f);
+    return b;
+}
+
+int main(void)
+{
+    tap_plan(30);
+    char *dir = tu_mkdir();
+    char *db = tu_path(dir, "fixture.db");
+    if (tt_write_fixture(db, NULL) != FP_OK) {
+        tap_diag("fixture: %s", fp_error_message());
+        return 1;
+    }
+    /* 80x24, ASCII: the golden screen and its numbers */
+    char *t = screen(db, 80, 24, "", 1);
+    tap_is_int(lines(t), 24, "80x24: 24 lines");
+    int ascii_only = 1;
+    for (const char *p = t; *p; p++)
+        ascii_only &= (unsigned char)*p < 0x80;
+    tap_ok(ascii_only, "80x24 --ascii: only ASCII bytes");
+    tap_ok(has(t, "resnet50") && has(t, "fp32") && has(t, "fp16"), "header: model and arms");
+    tap_ok(has(t, "step 120/120") && has(t, "finished"), "header: steps and status");
+    tap_ok(has(t, "speedup 2.00x"), "throughput: speedup of median step times 2.00x");
+    tap_ok(has(t, "E n/a") && has(t, "P n/a"), "memory/energy: energy and power n/a");
+    tap_ok(has(t, "pk 200.0M") && has(t, "pk 120.0M"), "memory/energy: peaks");
+    tap_ok(has(t, "skipped 2"), "loss scale: 2 skipped steps counted");
+    tap_ok(has(t, "x"), "loss scale: skipped steps marked");
+    tap_ok(has(t, "layer3.2.conv2") && has(t, "conv1") && has(t, "bn1"), "layer table: names");
+    const char *hot = line_with(t, "layer3.2.conv2");
+    tap_ok(strstr(hot, " 3 ") && strstr(hot, " 2 ") && strstr(hot, "2.00x"), "hot layer row: ovf 3, unf 2, 2.00x: %s",
+           hot);
+    tap_ok(strstr(line_with(t, "bn1"), "0.50x") != NULL, "bn1 slower in fp16: 0.50x");
+    const char *golden_path = getenv("top_srcdir") ? NULL : NULL;
+    char gp[4096];
+    snprintf(gp, sizeof gp, "%s/tests/fixtures/tui/screen_80x24.txt", getenv("top_srcdir") ? getenv("top_srcdir") : "..");
+    (void)golden_path;
+    if (getenv("TUI_REGEN")) {
+        FILE *f = fopen(gp, "wb");
+        if (f) {
+            fputs(t, f);
+            fclose(f);
+        }
+    }
+    char *golden = slurp(gp);
+    if (golden && *golden) {
+        int same = strcmp(golden, t) == 0;
+        if (!same)
+            tap_diag("screen differs from %s; got:\n%s", gp, t);
+        tap_ok(same, "80x24 screen matches %s", gp);
+    } else {
+        tap_skip(1, "no golden file (TUI_REGEN=1 writes it)");
+    }
+    free(golden);
+    free(t);
+
+    /* 200x50, UTF-8: events, every layer, braille */
+    t = screen(db, 200, 50, "", 0);
+    tap_is_int(lines(t), 50, "200x50: 50 lines");
+    tap_ok(has(t, "first non-finite gradient in layer3.2.conv2"), "events: skipped step with its layer");
+    tap_ok(has(t, "loss scale 65536 -> 32768") && has(t, "loss scale 32768 -> 16384"), "events: loss-scale changes");
+    tap_ok(has(t, "fc") && has(t, "avgpool") && has(t, "layer4.0.conv3"), "200x50: every layer listed");
+    tap_ok(has(t, "val 71.2%") && has(t, "val 70.9%"), "loss panel: validation top-1 of both arms");
+    tap_ok(has(t, "\xe2\xa0") || has(t, "\xe2\xa1") || has(t, "\xe2\xa2") || has(t, "\xe2\xa3"), "braille chart cells");
+    tap_ok(has(t, "speedup over time"), "200x50: speedup over time chart");
+    tap_ok(has(t, "5.0e-02"), "relative error of the hot layer");
+    free(t);
+
+    /* keys */
+    t = screen(db, 120, 40, "ssssssss", 1);   /* sort by overflow, worst first */
+    tap_ok(has(t, "sort overflow"), "s: sort column overflow");
+    {
+        const char *p = strstr(t, "layer3.2.conv2"), *q = strstr(t, "conv1");
+        tap_ok(p && q && p < q, "sorted by overflow: layer3.2.conv2 first");
+    }
+    free(t);
+    t = screen(db, 120, 40, "jjjjjj", 1);     /* select layer 6 */
+    tap_ok(has(t, "layer3.2.conv2 activation fp16"), "j: histogram of the selected layer");
+    tap_ok(has(t, "ovf 3 sub 4 unf 2"), "histogram: fp16 overflow/subnormal/underflow counts");
+    free(t);
+    t = screen(db, 120, 40, "jjjjjjf", 1);
+    tap_ok(has(t, "layer3.2.conv2 activation bf16") && has(t, "ovf 0 sub 0 unf 0"), "f: bf16 (no overflow)");
+    free(t);
+    t = screen(db, 120, 40, "jjjjjjr", 1);
+    tap_ok(has(t, "layer3.2.conv2 act grad fp16"), "r: role activation gradient");
+    free(t);
+    t = screen(db, 120, 40, "jjjjjj<enter>", 1);
+    tap_ok(has(t, "layer 6: layer3.2.conv2") && has(t, "E4M3"), "Enter: the layer's detail with every format");
+    free(t);
+    t = screen(db, 100, 30, "?", 1);
+    tap_ok(has(t, "Ctrl-L") && has(t, "E4M3"), "?: help");
+    free(t);
+    t = screen(db, 80, 24, "j<resize 60x20>", 1);
+    tap_ok(lines(t) == 20 && has(t, "terminal too small: 60x20") && has(t, "need 80x24"),
+           "too small: a clear message");
+    free(t);
+    free(db);
+    tu_rmdir(dir);
+    return tap_done();
+}
