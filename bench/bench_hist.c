@@ -3,6 +3,7 @@
  * Prints figures only, never fails on time: `bench: hist_all_formats=X unit=GB/s` and the speedup. */
 #include "hist.h"
 #include "error.h"
+#include "testutil.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,13 +28,7 @@ static double now_s(void)
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t rng_next(void) { return tu_splitmix64(&rng_state); }
 
 static double rng_unit(void)
 {

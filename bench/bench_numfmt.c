@@ -3,6 +3,7 @@
  * scalar path and every vector path this CPU has, then `<op>_speedup` (best path / scalar). */
 #include "numfmt.h"
 #include "error.h"
+#include "testutil.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,13 +15,7 @@
 #define GOAL_GBS 4.0       /* issue 2: fp32 <-> fp16 at least 4 GB/s of input */
 
 static uint64_t rng_state = 0xB7E151628AED2A6Bull;
-static uint64_t rng(void)   /* xorshift64* */
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1Dull;
-}
+static uint64_t rng(void) { return tu_xorshift64s(&rng_state); }
 
 static double now(void)
 {

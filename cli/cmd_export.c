@@ -1,9 +1,10 @@
 /* cmd_export.c — `fp16probe export [--db FILE] --run ID --table NAME [--csv FILE|-]`: one table of a
- * run as RFC 4180 CSV. Read-only on the database; an output file is removed again if export fails. */
-#include <errno.h>
+ * run as RFC 4180 CSV. Read-only on the database; an output file is written atomically
+ * (lib/atomic_file.h): if export fails it is neither created nor replaced. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "atomic_file.h"
 #include "commands.h"
 #include "error.h"
 #include "store.h"
@@ -31,13 +32,8 @@ int cmd_export(int argc, char **argv)
             usage(stdout);
             return 0;
         }
-        int o = cli_option(argc, argv, &i, "--db", &db);
-        if (o == 0)
-            o = cli_option(argc, argv, &i, "--run", &run_s);
-        if (o == 0)
-            o = cli_option(argc, argv, &i, "--table", &table);
-        if (o == 0)
-            o = cli_option(argc, argv, &i, "--csv", &csv);
+        const cli_opt_t opts[] = {{"--db", &db}, {"--run", &run_s}, {"--table", &table}, {"--csv", &csv}, {NULL, NULL}};
+        int o = cli_options(argc, argv, &i, opts);
         if (o < 0)
             return 2;
         if (o == 0)
@@ -45,10 +41,8 @@ int cmd_export(int argc, char **argv)
     }
     if (!run_s || !table)
         return cli_error(2, "export: --run ID and --table NAME are required (see 'fp16probe export --help')");
-    char *end;
-    errno = 0;
-    long long run = strtoll(run_s, &end, 10);
-    if (errno || end == run_s || *end || run <= 0)
+    long long run;
+    if (cli_integer(run_s, 1, &run))
         return cli_error(2, "export: --run takes a positive run id, not '%s'", run_s);
     if (!fp_reader_table_known(table))
         return cli_error(2, "export: unknown table '%s'; valid tables: %s", table, fp_reader_table_list());
@@ -60,20 +54,23 @@ int cmd_export(int argc, char **argv)
         fp_reader_close(r);
         return cli_error(1, "%s", fp_error_message());
     }
-    int to_stdout = strcmp(csv, "-") == 0;
-    FILE *out = to_stdout ? stdout : fopen(csv, "wb");
-    if (!out) {
+    if (strcmp(csv, "-") == 0) {
+        int rc = fp_reader_export_csv(r, run, table, stdout);
         fp_reader_close(r);
-        return cli_error(1, "export: cannot write %s: %s", csv, strerror(errno));
+        return rc == FP_OK ? 0 : cli_error(1, "export: %s", fp_error_message());
     }
-    int rc = fp_reader_export_csv(r, run, table, out);
+    fp_afile_t out;
+    if (fp_afile_open(&out, csv) != FP_OK) {
+        fp_reader_close(r);
+        return cli_error(1, "export: %s", fp_error_message());
+    }
+    int rc = fp_reader_export_csv(r, run, table, out.f);
     fp_reader_close(r);
-    if (!to_stdout && fclose(out) != 0 && rc == FP_OK)
-        rc = fp_fail(FP_EIO, "writing the CSV failed");
     if (rc != FP_OK) {
-        if (!to_stdout)
-            remove(csv);
-        return cli_error(1, "export: %s%s%s", fp_error_message(), to_stdout ? "" : ": ", to_stdout ? "" : csv);
+        fp_afile_abort(&out);
+        return cli_error(1, "export: %s: %s", fp_error_message(), csv);
     }
+    if (fp_afile_commit(&out) != FP_OK)
+        return cli_error(1, "export: %s", fp_error_message());
     return 0;
 }

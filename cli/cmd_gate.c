@@ -9,7 +9,7 @@
 #include <string.h>
 #include "commands.h"
 #include "error.h"
-#include "reports/atomic_file.h"
+#include "atomic_file.h"
 #include "reports/gate.h"
 #include "store.h"
 #include "store_cli.h"
@@ -54,13 +54,8 @@ static int num(const char *opt, const char *s, double lo, double *out)
 static int load(const char *path, const char *session_s, int64_t warmup, fp_summary_t *s, char *label, size_t cap)
 {
     long long sess = 0;
-    if (session_s) {
-        char *end;
-        errno = 0;
-        sess = strtoll(session_s, &end, 10);
-        if (errno || end == session_s || *end || sess <= 0)
-            return cli_error(GATE_ERROR, "gate: a session id is a positive integer, not '%s'", session_s);
-    }
+    if (session_s && cli_integer(session_s, 1, &sess))
+        return cli_error(GATE_ERROR, "gate: a session id is a positive integer, not '%s'", session_s);
     fp_reader_t *r;
     if (fp_reader_open_snapshot(&r, path) != FP_OK)
         return cli_error(GATE_ERROR, "gate: %s", fp_error_message());
@@ -105,10 +100,10 @@ int cmd_gate(int argc, char **argv)
         const char *v = NULL;
         int k;
         double d;
-        if ((k = cli_option(argc, argv, &i, "--baseline", &base_db)) || (k = cli_option(argc, argv, &i, "--candidate", &cand_db)) ||
-            (k = cli_option(argc, argv, &i, "--db", &cand_db)) || (k = cli_option(argc, argv, &i, "--session", &sess)) ||
-            (k = cli_option(argc, argv, &i, "--baseline-session", &base_sess)) ||
-            (k = cli_option(argc, argv, &i, "--junit", &junit)) || (k = cli_option(argc, argv, &i, "--markdown", &markdown))) {
+        const cli_opt_t paths[] = {{"--baseline", &base_db}, {"--candidate", &cand_db}, {"--db", &cand_db},
+                                   {"--session", &sess}, {"--baseline-session", &base_sess}, {"--junit", &junit},
+                                   {"--markdown", &markdown}, {NULL, NULL}};
+        if ((k = cli_options(argc, argv, &i, paths)) != 0) {
             if (k < 0)
                 return GATE_ERROR;
             continue;

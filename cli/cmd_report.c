@@ -1,7 +1,6 @@
 /* cmd_report.c — `fp16probe report [--db FILE] [--session ID] [--warmup N] --html FILE [--csv DIR]`:
  * a session as one self-contained HTML file and/or one CSV per view. Exit 0 done, 1 runtime error
  * (one line; no output file left behind), 2 usage error. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +23,8 @@ static void usage(FILE *to)
 /* Parse a non-negative integer option value; prints the error. */
 static int parse_count(const char *cmd, const char *opt, const char *s, int64_t min, int64_t *out)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < min) {
+    long long v;
+    if (cli_integer(s, min, &v)) {
         cli_error(2, "%s: %s takes an integer >= %lld, not '%s'", cmd, opt, (long long)min, s);
         return -1;
     }
@@ -43,15 +40,9 @@ int cmd_report(int argc, char **argv)
             usage(stdout);
             return 0;
         }
-        int o = cli_option(argc, argv, &i, "--db", &db);
-        if (o == 0)
-            o = cli_option(argc, argv, &i, "--session", &session_s);
-        if (o == 0)
-            o = cli_option(argc, argv, &i, "--warmup", &warmup_s);
-        if (o == 0)
-            o = cli_option(argc, argv, &i, "--html", &html);
-        if (o == 0)
-            o = cli_option(argc, argv, &i, "--csv", &csv);
+        const cli_opt_t opts[] = {{"--db", &db}, {"--session", &session_s}, {"--warmup", &warmup_s},
+                                  {"--html", &html}, {"--csv", &csv}, {NULL, NULL}};
+        int o = cli_options(argc, argv, &i, opts);
         if (o < 0)
             return 2;
         if (o == 0)

@@ -2,7 +2,6 @@
  * session as Chrome Trace Event JSON for Perfetto / chrome://tracing (reports/trace_chrome.c).
  * Reached from cmd_export.c when --chrome-trace is given. Exit 0, 1 runtime error (no file left
  * behind), 2 usage error. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,12 +13,8 @@
 
 static int parse_pos(const char *opt, const char *s, long long *out)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v <= 0)
+    if (cli_integer(s, 1, out))
         return cli_error(2, "export: %s takes a positive integer, not '%s'", opt, s), -1;
-    *out = v;
     return 0;
 }
 
@@ -34,13 +29,9 @@ int cmd_export_chrome_trace(int argc, char **argv)
                    "loss scale. Open it in Perfetto (ui.perfetto.dev) or chrome://tracing.\n");
             return 0;
         }
-        int o = cli_option(argc, argv, &i, "--db", &db);
-        if (o == 0)
-            o = cli_option(argc, argv, &i, "--session", &session_s);
-        if (o == 0)
-            o = cli_option(argc, argv, &i, "--steps", &steps_s);
-        if (o == 0)
-            o = cli_option(argc, argv, &i, "--chrome-trace", &out);
+        const cli_opt_t opts[] = {{"--db", &db}, {"--session", &session_s}, {"--steps", &steps_s},
+                                  {"--chrome-trace", &out}, {NULL, NULL}};
+        int o = cli_options(argc, argv, &i, opts);
         if (o < 0)
             return 2;
         if (o == 0)

@@ -1,6 +1,9 @@
-/* store_cli.c — option matching and read-only database opening shared by `ls` and `export`.
+/* store_cli.c — option matching, integer values and read-only database opening shared by the
+ * commands that read the store (store_cli.h).
  * Promise: every failure is one "fp16probe: ..." line on stderr. */
 #include "store_cli.h"
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include "commands.h"
 #include "error.h"
@@ -23,6 +26,25 @@ int cli_option(int argc, char **argv, int *i, const char *name, const char **val
     }
     *value = argv[++*i];
     return 1;
+}
+
+int cli_options(int argc, char **argv, int *i, const cli_opt_t *opts)
+{
+    int o = 0;
+    for (; opts->name && o == 0; opts++)
+        o = cli_option(argc, argv, i, opts->name, opts->value);
+    return o;
+}
+
+int cli_integer(const char *s, long long min, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < min)
+        return -1;
+    *out = v;
+    return 0;
 }
 
 int cli_open_reader(const char *cmd, const char *path, fp_reader_t **r)

@@ -1,6 +1,7 @@
-# lib/core.mk — the shared core: format facts, errors, CPU features, GPU detection, CUDA kernels.
+# lib/core.mk — the shared core: format facts, errors, atomic output files, CPU features, GPU
+# detection, CUDA kernels.
 lib_libfp_a_SOURCES += lib/formats.c lib/formats.h lib/error.c lib/error.h \
-	lib/gpu_detect.c lib/gpu_detect.h
+	lib/atomic_file.c lib/atomic_file.h lib/gpu_detect.c lib/gpu_detect.h
 if HAVE_CUDA
 lib_libfp_a_SOURCES += lib/cuda/convert.cu lib/cuda/convert.h
 # nvcc objects get no automatic header dependencies: list them.
@@ -8,10 +9,11 @@ lib/cuda/convert.$(OBJEXT): lib/cuda/convert.h lib/error.h
 endif
 EXTRA_DIST += lib/cuda/convert.cu lib/cuda/convert.h
 
-check_PROGRAMS += tests/test_formats tests/test_error
-TESTS += tests/test_formats tests/test_error
+check_PROGRAMS += tests/test_formats tests/test_error tests/test_atomic_file
+TESTS += tests/test_formats tests/test_error tests/test_atomic_file
 tests_test_formats_LDADD = $(TEST_LDADD)
 tests_test_error_LDADD = $(TEST_LDADD)
+tests_test_atomic_file_LDADD = $(TEST_LDADD)
 
 check_PROGRAMS += tests/gpu/test_cuda_convert
 TESTS += tests/gpu/test_cuda_convert

@@ -83,8 +83,7 @@ const fp_json *fp_json_get(const fp_json *obj, const char *key)
 
 /* ---- UTF-8 ---- */
 
-/* Length of the well-formed UTF-8 sequence at s (at most len bytes), or 0 when ill-formed. */
-static size_t utf8_seq(const unsigned char *s, size_t len)
+size_t fp_utf8_seq_len(const unsigned char *s, size_t len)
 {
     unsigned char c = s[0];
     if (c < 0x80)
@@ -122,7 +121,7 @@ int fp_json_utf8_valid(const char *s, size_t len)
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0;
     while (i < len) {
-        size_t n = utf8_seq(p + i, len - i);
+        size_t n = fp_utf8_seq_len(p + i, len - i);
         if (n == 0)
             return 0;
         i += n;
@@ -314,7 +313,7 @@ static int parse_string(parser *p, const char **out, size_t *outlen)
                 return -1;
             continue;
         }
-        size_t k = utf8_seq(p->s + p->pos, p->len - p->pos);
+        size_t k = fp_utf8_seq_len(p->s + p->pos, p->len - p->pos);
         if (k == 0)
             return perr(p, p->pos, "invalid UTF-8 in a string");
         if (scratch_put(p, &n, p->s + p->pos, k))

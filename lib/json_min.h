@@ -36,6 +36,10 @@ void fp_json_free(fp_json_doc *doc);
 /* The value of key in an object, or NULL (also NULL when obj is not an object). */
 const fp_json *fp_json_get(const fp_json *obj, const char *key);
 
+/* Length (1..4) of the well-formed UTF-8 sequence at s, reading at most len bytes, or 0 when it is
+ * ill-formed. In a NUL-terminated string len may be 4: the NUL is no continuation byte. */
+size_t fp_utf8_seq_len(const unsigned char *s, size_t len);
+
 /* 1 when s[0..len) is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
 int fp_json_utf8_valid(const char *s, size_t len);
 

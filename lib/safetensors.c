@@ -3,6 +3,7 @@
  * shapes with overflow-safe products, offsets in range, tensors packed without gap or overlap);
  * every error is one line naming the file; writes go to a temporary file renamed into place. */
 #include "safetensors.h"
+#include "atomic_file.h"
 #include "error.h"
 #include "json_min.h"
 #include "numfmt.h"
@@ -10,7 +11,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -832,20 +832,6 @@ static int write_entry(int fd, const wentry *e, uint16_t *tmp, size_t tmp_n)
     return 0;
 }
 
-static _Atomic unsigned tmp_counter;
-
-/* Directory part of path ("." when none) into buf. */
-static void dir_of(const char *path, char *buf, size_t size)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(buf, size, ".");
-    else if (slash == path)
-        snprintf(buf, size, "/");
-    else
-        snprintf(buf, size, "%.*s", (int)(slash - path), path);
-}
-
 int fp_st_writer_write(fp_st_writer *w, const char *path)
 {
     if (!w || !path || !path[0])
@@ -909,62 +895,33 @@ int fp_st_writer_write(fp_st_writer *w, const char *path)
         return fp_fail(FP_ENOMEM, "%s: out of memory for the header", path);
     }
 
-    /* Temporary file next to the target, then rename. */
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 64);
+    /* Temporary file next to the target, then rename (lib/atomic_file.h). */
     uint16_t *conv = malloc(16384 * sizeof *conv);
-    if (!tmp || !conv) {
+    if (!conv) {
         free(order);
         free(h.s);
-        free(tmp);
-        free(conv);
         return fp_fail(FP_ENOMEM, "%s: out of memory", path);
     }
-    int fd = -1;
-    for (int tries = 0; tries < 100 && fd < 0; tries++) {
-        snprintf(tmp, plen + 64, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&tmp_counter, 1u));
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST)
-            break;
-    }
+    fp_afile_t a;
     int rc = FP_OK;
-    if (fd < 0) {
-        rc = fp_fail(FP_EIO, "%s: cannot create temporary file %s: %s", path, tmp, strerror(errno));
-        goto out;
-    }
-    unsigned char lenbuf[8];
-    for (int k = 0; k < 8; k++)
-        lenbuf[k] = (unsigned char)((uint64_t)h.n >> (8 * k));
-    int bad = write_all(fd, lenbuf, 8) || write_all(fd, h.s, h.n);
-    for (size_t k = 0; k < w->n && !bad; k++)
-        bad = write_entry(fd, &w->e[order[k]], conv, 16384);
-    if (bad)
-        rc = fp_fail(FP_EIO, "%s: write failed: %s", path, strerror(errno));
-    else if (fsync(fd) != 0)
-        rc = fp_fail(FP_EIO, "%s: fsync failed: %s", path, strerror(errno));
-    if (close(fd) != 0 && rc == FP_OK)
-        rc = fp_fail(FP_EIO, "%s: close failed: %s", path, strerror(errno));
-    if (rc == FP_OK && rename(tmp, path) != 0)
-        rc = fp_fail(FP_EIO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-    if (rc != FP_OK)
-        unlink(tmp);
+    if (fp_afile_open(&a, path) != FP_OK)
+        rc = fp_fail(FP_EIO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
     else {
-        /* Make the rename itself durable; best effort (some file systems refuse directory fsync). */
-        char *dir = malloc(plen + 2);
-        if (dir) {
-            dir_of(path, dir, plen + 2);
-            int dfd = open(dir, O_RDONLY | O_CLOEXEC | O_DIRECTORY);
-            if (dfd >= 0) {
-                (void)fsync(dfd);
-                close(dfd);
-            }
-            free(dir);
-        }
+        int fd = fileno(a.f);   /* written with write(2) only: nothing waits in the FILE's buffer */
+        unsigned char lenbuf[8];
+        for (int k = 0; k < 8; k++)
+            lenbuf[k] = (unsigned char)((uint64_t)h.n >> (8 * k));
+        int bad = write_all(fd, lenbuf, 8) || write_all(fd, h.s, h.n);
+        for (size_t k = 0; k < w->n && !bad; k++)
+            bad = write_entry(fd, &w->e[order[k]], conv, 16384);
+        if (bad || fp_afile_finish(&a) != FP_OK)
+            rc = fp_fail(FP_EIO, "%s: write failed: %s", path, strerror(errno));
+        else if (fp_afile_commit(&a) != FP_OK)
+            rc = fp_fail(FP_EIO, "%s: cannot rename the temporary file into place: %s", path, strerror(errno));
+        fp_afile_abort(&a);
     }
-out:
     free(order);
     free(h.s);
-    free(tmp);
     free(conv);
     return rc;
 }

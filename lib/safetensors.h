@@ -107,8 +107,8 @@ int fp_st_writer_add_f32(fp_st_writer *w, const char *name, fp_st_dtype as, cons
 /* Sets a __metadata__ entry (copied; setting a key again replaces its value). */
 int fp_st_writer_metadata(fp_st_writer *w, const char *key, const char *value);
 
-/* Writes the file atomically: PATH.tmp.<pid>.<n> in the same directory, fsync, rename over path,
- * fsync of the directory. On failure (FP_EIO naming path) path is untouched and the temporary file
+/* Writes the file atomically (lib/atomic_file.h): PATH.tmp.<pid>.<n> in the same directory, fsync,
+ * rename over path, fsync of the directory. On failure (FP_EIO naming path) path is untouched and the temporary file
  * is removed. The writer may be written again or freed afterwards. */
 int fp_st_writer_write(fp_st_writer *w, const char *path);
 

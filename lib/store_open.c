@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "atomic_file.h"
 #include "error.h"
 
 int64_t fp_store_now_ns(void)
@@ -75,18 +76,6 @@ static uint32_t be32(const unsigned char *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* The directory part of path ("." when none), in buf. */
-static void dir_of(const char *path, char *buf, size_t cap)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(buf, cap, ".");
-    else if (slash == path)
-        snprintf(buf, cap, "/");
-    else
-        snprintf(buf, cap, "%.*s", (int)(slash - path), path);
-}
-
 static int side_file_size(const char *path, const char *suffix, long long *size)
 {
     char side[PATH_MAX + 8];
@@ -139,7 +128,7 @@ static int check_path(const char *path, fp_store_mode mode, int *exists)
 {
     struct stat st;
     char dir[PATH_MAX];
-    dir_of(path, dir, sizeof dir);
+    fp_path_dir(path, dir, sizeof dir);
     *exists = stat(path, &st) == 0;
     if (!*exists && errno != ENOENT)
         return fp_fail(FP_EIO, "%s: cannot access: %s", path, strerror(errno));

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 #include "gate.h"
+#include "json_min.h"
 
 static const char *verdict(const fp_gate_result_t *res)
 {
@@ -69,16 +70,9 @@ void fp_xml_text(FILE *f, const char *s)
             fputc(c, f);
             p++;
         } else {
-            int n = (c & 0xE0) == 0xC0 && c >= 0xC2 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 && c <= 0xF4 ? 4 : 0;
-            int ok = n > 0;
-            for (int i = 1; ok && i < n; i++)
-                ok = (p[i] & 0xC0) == 0x80;
-            if (ok && n == 3 && ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] >= 0xA0)))
-                ok = 0;
-            if (ok && n == 4 && ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] >= 0x90)))
-                ok = 0;
-            if (ok) {
-                fwrite(p, 1, (size_t)n, f);
+            size_t n = fp_utf8_seq_len(p, 4);
+            if (n) {
+                fwrite(p, 1, n, f);
                 p += n;
             } else {
                 fputs("\xEF\xBF\xBD", f);

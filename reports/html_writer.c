@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include "json_min.h"
 #include "sha256.h"
 
 /* The whole style sheet; charts do not depend on it (SVG presentation attributes carry their colours),
@@ -37,24 +38,6 @@ const char *fp_html_csp(void)
     return csp;
 }
 
-/* Length of a valid UTF-8 sequence at s (1..4), or 0 when it is not one. */
-static int utf8_len(const unsigned char *s)
-{
-    if (s[0] < 0x80)
-        return 1;
-    int n = (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (n == 0 || (n == 2 && s[0] < 0xC2) || (n == 4 && s[0] > 0xF4))
-        return 0;
-    for (int i = 1; i < n; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    if (n == 3 && ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0)))
-        return 0;   /* overlong, surrogates */
-    if (n == 4 && ((s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90)))
-        return 0;
-    return n;
-}
-
 void fp_html_text(FILE *f, const char *s)
 {
     if (!s)
@@ -74,7 +57,7 @@ void fp_html_text(FILE *f, const char *s)
             p++;
             continue;
         }
-        int n = utf8_len(p);
+        size_t n = fp_utf8_seq_len(p, 4);
         if (n == 0) {
             fputs("\xEF\xBF\xBD", f);
             p++;
@@ -85,7 +68,7 @@ void fp_html_text(FILE *f, const char *s)
             p++;
             continue;
         }
-        fwrite(p, 1, (size_t)n, f);
+        fwrite(p, 1, n, f);
         p += n;
     }
 }

@@ -3,7 +3,7 @@
 # `export --chrome-trace`, their tests and the report benchmark. Included after cli/cli.mk.
 noinst_LIBRARIES += reports/libfpreport.a
 reports_libfpreport_a_SOURCES = reports/report.h reports/summary.h reports/summary.c \
-	reports/atomic_file.h reports/atomic_file.c reports/sha256.h reports/sha256.c \
+	reports/sha256.h reports/sha256.c \
 	reports/html_writer.h reports/html_writer.c reports/units.h reports/units.c \
 	reports/svg_chart.h reports/svg_chart.c reports/report_html.c reports/report_csv.c reports/report_write.c \
 	reports/trace_chrome.c reports/gate.h reports/gate_stats.c reports/gate.c reports/gate_output.c

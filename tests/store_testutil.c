@@ -13,66 +13,6 @@
 #include <unistd.h>
 #include "error.h"
 
-char *tu_mkdir(void)
-{
-    const char *base = getenv("TMPDIR");
-    char *dir = malloc(4096);
-    snprintf(dir, 4096, "%s/fp16probe-store-XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(dir)) {
-        free(dir);
-        return NULL;
-    }
-    chmod(dir, 0755);
-    return dir;
-}
-
-void tu_rmdir(char *dir)
-{
-    if (!dir)
-        return;
-    chmod(dir, 0755);
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        char *p = tu_path(dir, e->d_name);
-        chmod(p, 0755);
-        if (remove(p) != 0) {   /* a sub-directory: one more level */
-            DIR *d2 = opendir(p);
-            struct dirent *e2;
-            while (d2 && (e2 = readdir(d2)) != NULL) {
-                char *p2 = tu_path(p, e2->d_name);
-                if (e2->d_name[0] != '.')
-                    remove(p2);
-                free(p2);
-            }
-            if (d2)
-                closedir(d2);
-            rmdir(p);
-        }
-        free(p);
-    }
-    if (d)
-        closedir(d);
-    rmdir(dir);
-    free(dir);
-}
-
-char *tu_path(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-int tu_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 void tu_snap(const char *path, tu_snap_t *s)
 {
     memset(s, 0, sizeof *s);
@@ -116,15 +56,6 @@ int tu_no_side_files(const char *path)
         return 0;
     snprintf(side, sizeof side, "%s-shm", path);
     return !tu_exists(side);
-}
-
-int tu_write_file(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    size_t w = fwrite(data, 1, len, f);
-    return fclose(f) == 0 && w == len ? 0 : -1;
 }
 
 int tu_sql(const char *path, const char *sql)

@@ -1,6 +1,6 @@
-/* store_testutil.h — helpers shared by the run-store tests: scratch directories, file snapshots
- * (bytes + mtime) to prove a file was not modified, running a check as an unprivileged user, and a
- * deterministic fixture (one session, two runs) written through the public writer API. */
+/* store_testutil.h — helpers shared by the run-store tests, beside testutil.h's scratch files: file
+ * snapshots (bytes + mtime) to prove a file was not modified, running a check as an unprivileged
+ * user, and a deterministic fixture (one session, two runs) written through the public writer API. */
 #ifndef FP_STORE_TESTUTIL_H
 #define FP_STORE_TESTUTIL_H
 
@@ -8,12 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "store.h"
-
-/* A fresh scratch directory under $TMPDIR (or /tmp), mode 0755; removed by tu_rmdir. */
-char *tu_mkdir(void);
-void tu_rmdir(char *dir);                 /* removes the files in it (one level deep) and it; frees */
-char *tu_path(const char *dir, const char *name);   /* malloc'd "dir/name" */
-int tu_exists(const char *path);
+#include "testutil.h"   /* tu_mkdir, tu_path, tu_write_file, ... */
 
 typedef struct {
     int exists;
@@ -28,7 +23,6 @@ void tu_snap_free(tu_snap_t *s);
 /* 1 when neither path-wal nor path-shm exists. */
 int tu_no_side_files(const char *path);
 
-int tu_write_file(const char *path, const void *data, size_t len);
 /* Run raw SQL on a file with plain SQLite (to build old, foreign or damaged files by hand). */
 int tu_sql(const char *path, const char *sql);
 long long tu_sql_int(const char *path, const char *sql);

@@ -5,6 +5,7 @@
 #include "numfmt.h"
 #include "formats.h"
 #include "tap.h"
+#include "testutil.h"
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -12,17 +13,9 @@
 
 #define N_RANDOM 10000000u
 
-static uint32_t f2u(float x) { uint32_t u; memcpy(&u, &x, sizeof u); return u; }
-static float u2f(uint32_t u) { float x; memcpy(&x, &u, sizeof x); return x; }
 
 static uint64_t rng_state;
-static uint64_t rng(void)   /* xorshift64* */
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1Dull;
-}
+static uint64_t rng(void) { return tu_xorshift64s(&rng_state); }
 
 /* |d| (finite, nonzero) rounded to `p` significant bits, with the exponent of the leading bit
  * floored at `emin` (gradual underflow), ties to even through nearbyint in the default mode. */
@@ -41,13 +34,13 @@ static uint16_t ref_f32_to_bf16(float x)
 {
     uint32_t sign = signbit(x) ? 0x80000000u : 0;
     if (isnan(x))
-        return (uint16_t)((sign | 0x7F800000u | 0x400000u | (f2u(x) & 0x7F0000u)) >> 16);
+        return (uint16_t)((sign | 0x7F800000u | 0x400000u | (tu_f2u(x) & 0x7F0000u)) >> 16);
     double d = fabs((double)x);
     double r = (d == 0 || isinf(d)) ? d : ref_round(d, 8, -126);
     if (r > BF16_MAX_FINITE)
         r = INFINITY;
     float rf = (float)r;                 /* exact: r has at most 8 significant bits */
-    return (uint16_t)((sign | f2u(rf)) >> 16);
+    return (uint16_t)((sign | tu_f2u(rf)) >> 16);
 }
 
 /* tf32 = 11 significant bits, fp32's exponent range (subnormal step 2^-136); overflow: Inf.
@@ -56,15 +49,15 @@ static float ref_f32_to_tf32(float x)
 {
     uint32_t sign = signbit(x) ? 0x80000000u : 0;
     if (isnan(x))
-        return u2f(sign | 0x7F800000u | 0x400000u | (f2u(x) & 0x7FE000u));
+        return tu_u2f(sign | 0x7F800000u | 0x400000u | (tu_f2u(x) & 0x7FE000u));
     double d = fabs((double)x);
     double r = (d == 0 || isinf(d)) ? d : ref_round(d, 11, -126);
     if (r > FLT_MAX)
         r = INFINITY;
-    return u2f(sign | f2u((float)r));
+    return tu_u2f(sign | tu_f2u((float)r));
 }
 
-static int same_bits(float a, float b) { return f2u(a) == f2u(b); }
+static int same_bits(float a, float b) { return tu_f2u(a) == tu_f2u(b); }
 
 static size_t edge_values(float *out)
 {
@@ -85,8 +78,8 @@ static size_t edge_values(float *out)
         }
     }
     for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++) {
-        out[n++] = u2f(bits[i]);
-        out[n++] = u2f(bits[i] | 0x80000000u);
+        out[n++] = tu_u2f(bits[i]);
+        out[n++] = tu_u2f(bits[i] | 0x80000000u);
     }
     return n;
 }
@@ -98,7 +91,7 @@ static float random_pattern(uint32_t tie_bits, uint32_t tie_half)
     uint32_t u = (uint32_t)r;
     if (((r >> 32) & 3) == 0)
         u = (u & ~tie_bits) | tie_half;
-    return u2f(u);
+    return tu_u2f(u);
 }
 
 static void test_bf16(void)
@@ -127,14 +120,14 @@ static void test_bf16(void)
         {0xFFC00000u, 0xFFC0, "negative quiet NaN"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        tap_is_uint(fp_f32_to_bf16(u2f(cases[i].bits)), cases[i].want, "fp32 -> bf16: %s", cases[i].what);
+        tap_is_uint(fp_f32_to_bf16(tu_u2f(cases[i].bits)), cases[i].want, "fp32 -> bf16: %s", cases[i].what);
 
     float edge[256];
     size_t ne = edge_values(edge);
     unsigned bad = 0;
     for (size_t i = 0; i < ne; i++)
         if (fp_f32_to_bf16(edge[i]) != ref_f32_to_bf16(edge[i]) && bad++ < 5)
-            tap_diag("0x%08x: got 0x%04x, reference 0x%04x", f2u(edge[i]), fp_f32_to_bf16(edge[i]),
+            tap_diag("0x%08x: got 0x%04x, reference 0x%04x", tu_f2u(edge[i]), fp_f32_to_bf16(edge[i]),
                      ref_f32_to_bf16(edge[i]));
     tap_is_int(bad, 0, "fp32 -> bf16 equals the reference on %zu edge values and neighbours", ne);
 
@@ -144,7 +137,7 @@ static void test_bf16(void)
         float x = random_pattern(0xFFFFu, 0x8000u);
         uint16_t got = fp_f32_to_bf16(x), want = ref_f32_to_bf16(x);
         if (got != want && bad++ < 5)
-            tap_diag("0x%08x: got 0x%04x, reference 0x%04x", f2u(x), got, want);
+            tap_diag("0x%08x: got 0x%04x, reference 0x%04x", tu_f2u(x), got, want);
     }
     tap_is_int(bad, 0, "fp32 -> bf16 equals the reference on %u random patterns", N_RANDOM);
 
@@ -197,15 +190,15 @@ static void test_tf32(void)
         {0xFFFFFFFFu, 0xFFFFE000u, "negative NaN, all payload bits"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        tap_is_uint(f2u(fp_f32_to_tf32(u2f(cases[i].bits))), cases[i].want, "fp32 -> tf32: %s", cases[i].what);
+        tap_is_uint(tu_f2u(fp_f32_to_tf32(tu_u2f(cases[i].bits))), cases[i].want, "fp32 -> tf32: %s", cases[i].what);
 
     float edge[256];
     size_t ne = edge_values(edge);
     unsigned bad = 0;
     for (size_t i = 0; i < ne; i++)
         if (!same_bits(fp_f32_to_tf32(edge[i]), ref_f32_to_tf32(edge[i])) && bad++ < 5)
-            tap_diag("0x%08x: got 0x%08x, reference 0x%08x", f2u(edge[i]), f2u(fp_f32_to_tf32(edge[i])),
-                     f2u(ref_f32_to_tf32(edge[i])));
+            tap_diag("0x%08x: got 0x%08x, reference 0x%08x", tu_f2u(edge[i]), tu_f2u(fp_f32_to_tf32(edge[i])),
+                     tu_f2u(ref_f32_to_tf32(edge[i])));
     tap_is_int(bad, 0, "fp32 -> tf32 equals the reference on %zu edge values and neighbours", ne);
 
     unsigned bad_idem = 0;
@@ -215,7 +208,7 @@ static void test_tf32(void)
         float x = random_pattern(0x1FFFu, 0x1000u);
         float got = fp_f32_to_tf32(x), want = ref_f32_to_tf32(x);
         if (!same_bits(got, want) && bad++ < 5)
-            tap_diag("0x%08x: got 0x%08x, reference 0x%08x", f2u(x), f2u(got), f2u(want));
+            tap_diag("0x%08x: got 0x%08x, reference 0x%08x", tu_f2u(x), tu_f2u(got), tu_f2u(want));
         if (!same_bits(fp_f32_to_tf32(got), got))
             bad_idem++;
     }

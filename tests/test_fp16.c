@@ -5,6 +5,7 @@
 #include "numfmt.h"
 #include "formats.h"
 #include "tap.h"
+#include "testutil.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,17 +23,9 @@
 #define N_RANDOM 10000000u
 #define BATCH 4096u
 
-static uint32_t f2u(float x) { uint32_t u; memcpy(&u, &x, sizeof u); return u; }
-static float u2f(uint32_t u) { float x; memcpy(&x, &u, sizeof x); return x; }
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rng(void)   /* xorshift64* */
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1Dull;
-}
+static uint64_t rng(void) { return tu_xorshift64s(&rng_state); }
 
 /* binary16 value from its fields, by the formula (-1)^s 2^(e-15) (1 + m/1024), e = 0: 2^-14 m/1024. */
 static double f16_formula(uint16_t h)
@@ -54,7 +47,7 @@ static uint16_t ref_f32_to_f16(float x)
 {
     uint16_t sign = signbit(x) ? 0x8000 : 0;
     if (isnan(x))
-        return sign | 0x7C00 | 0x200 | ((f2u(x) & 0x7FFFFF) >> 13);
+        return sign | 0x7C00 | 0x200 | ((tu_f2u(x) & 0x7FFFFF) >> 13);
     double d = fabs((double)x);
     if (isinf(x))
         return sign | 0x7C00;
@@ -155,7 +148,7 @@ static void test_hand_values(void)
         {0xFFFFFFFFu, 0xFFFF, "negative NaN, all payload bits"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        tap_is_uint(fp_f32_to_f16(u2f(cases[i].bits)), cases[i].want, "fp32 -> fp16: %s", cases[i].what);
+        tap_is_uint(fp_f32_to_f16(tu_u2f(cases[i].bits)), cases[i].want, "fp32 -> fp16: %s", cases[i].what);
 }
 
 /* The edge values of the issue, their float neighbours, both signs, zeros, Inf, NaNs. */
@@ -175,8 +168,8 @@ static size_t edge_values(float *out)
         }
     }
     for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) {
-        out[n++] = u2f(nans[i]);
-        out[n++] = u2f(nans[i] | 0x80000000u);
+        out[n++] = tu_u2f(nans[i]);
+        out[n++] = tu_u2f(nans[i] | 0x80000000u);
     }
     while (n % 8)
         out[n++] = 0.0f;
@@ -191,7 +184,7 @@ static void fill_random(float *buf, size_t n)
         /* half the patterns: any bits (every exponent); half: exponents near fp16's range */
         if (r >> 63)
             u = (u & 0x807FFFFFu) | ((uint32_t)(96 + (r >> 32) % 50) << 23);
-        buf[i] = u2f(u);
+        buf[i] = tu_u2f(u);
     }
 }
 
@@ -202,7 +195,7 @@ static void test_reference(void)
     unsigned bad = 0;
     for (size_t i = 0; i < ne; i++)
         if (fp_f32_to_f16(edge[i]) != ref_f32_to_f16(edge[i]) && bad++ < 5)
-            tap_diag("%a (0x%08x): got 0x%04x, reference 0x%04x", (double)edge[i], f2u(edge[i]),
+            tap_diag("%a (0x%08x): got 0x%04x, reference 0x%04x", (double)edge[i], tu_f2u(edge[i]),
                      fp_f32_to_f16(edge[i]), ref_f32_to_f16(edge[i]));
     tap_is_int(bad, 0, "fp32 -> fp16 equals the double-precision reference on %zu edge values", ne);
 
@@ -214,7 +207,7 @@ static void test_reference(void)
         for (size_t i = 0; i < BATCH; i++) {
             uint16_t got = fp_f32_to_f16(buf[i]), want = ref_f32_to_f16(buf[i]);
             if (got != want && bad++ < 5)
-                tap_diag("0x%08x: got 0x%04x, reference 0x%04x", f2u(buf[i]), got, want);
+                tap_diag("0x%08x: got 0x%04x, reference 0x%04x", tu_f2u(buf[i]), got, want);
         }
     }
     tap_is_int(bad, 0, "fp32 -> fp16 equals the double-precision reference on %u random patterns", N_RANDOM);
@@ -234,7 +227,7 @@ static void test_f16c(void)
     unsigned bad = 0;
     for (size_t i = 0; i < ne; i++)
         if (fp_f32_to_f16(edge[i]) != hw[i] && bad++ < 5)
-            tap_diag("%a (0x%08x): got 0x%04x, F16C 0x%04x", (double)edge[i], f2u(edge[i]),
+            tap_diag("%a (0x%08x): got 0x%04x, F16C 0x%04x", (double)edge[i], tu_f2u(edge[i]),
                      fp_f32_to_f16(edge[i]), hw[i]);
     tap_is_int(bad, 0, "fp32 -> fp16 equals vcvtps2ph on %zu edge values (neighbours, signs, NaN payloads)", ne);
 
@@ -247,7 +240,7 @@ static void test_f16c(void)
         hw_f32_to_f16(hb, buf, BATCH);
         for (size_t i = 0; i < BATCH; i++)
             if (fp_f32_to_f16(buf[i]) != hb[i] && bad++ < 5)
-                tap_diag("0x%08x: got 0x%04x, F16C 0x%04x", f2u(buf[i]), fp_f32_to_f16(buf[i]), hb[i]);
+                tap_diag("0x%08x: got 0x%04x, F16C 0x%04x", tu_f2u(buf[i]), fp_f32_to_f16(buf[i]), hb[i]);
     }
     tap_is_int(bad, 0, "fp32 -> fp16 equals vcvtps2ph on %u random patterns", N_RANDOM);
 
@@ -258,8 +251,8 @@ static void test_f16c(void)
     hw_f16_to_f32(hf, all, 65536);
     bad = 0;
     for (uint32_t i = 0; i < 65536; i++)
-        if (f2u(fp_f16_to_f32(all[i])) != f2u(hf[i]) && bad++ < 5)
-            tap_diag("0x%04x: got 0x%08x, F16C 0x%08x", i, f2u(fp_f16_to_f32(all[i])), f2u(hf[i]));
+        if (tu_f2u(fp_f16_to_f32(all[i])) != tu_f2u(hf[i]) && bad++ < 5)
+            tap_diag("0x%04x: got 0x%08x, F16C 0x%08x", i, tu_f2u(fp_f16_to_f32(all[i])), tu_f2u(hf[i]));
     tap_is_int(bad, 0, "fp16 -> fp32 equals vcvtph2ps bit for bit on all 65536 patterns (NaNs quieted alike)");
 #else
     tap_skip(3, "not an x86 CPU: no F16C instruction");

@@ -5,23 +5,16 @@
 #include "numfmt.h"
 #include "formats.h"
 #include "tap.h"
+#include "testutil.h"
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #define N_RANDOM 1000000u
 
-static uint32_t f2u(float x) { uint32_t u; memcpy(&u, &x, sizeof u); return u; }
-static float u2f(uint32_t u) { float x; memcpy(&x, &u, sizeof x); return x; }
 
 static uint64_t rng_state;
-static uint64_t rng(void)   /* xorshift64* */
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1Dull;
-}
+static uint64_t rng(void) { return tu_xorshift64s(&rng_state); }
 
 /* The OCP 8-bit floating point specification (v1.0), section 5.3:
  *   E4M3: bias 7; S.1111.111 is NaN, no Inf; E = 0: (-1)^S 2^-6 (M / 8); else (-1)^S 2^(E-7) (1 + M/8).
@@ -129,8 +122,8 @@ static void test_format(fmt_t *f, double (*ocp)(unsigned))
                 tap_diag("%s %a: got 0x%02x, brute force 0x%02x", f->name, (double)probes[k],
                          f->enc(probes[k]), brute_force(f, probes[k]));
     }
-    const float specials[] = {INFINITY, -INFINITY, NAN, -NAN, u2f(0x7F800001u), u2f(0xFFA00000u),
-                              1e30f, -1e30f, 0x1p-30f, -0x1p-30f, u2f(1), u2f(0x80000001u)};
+    const float specials[] = {INFINITY, -INFINITY, NAN, -NAN, tu_u2f(0x7F800001u), tu_u2f(0xFFA00000u),
+                              1e30f, -1e30f, 0x1p-30f, -0x1p-30f, tu_u2f(1), tu_u2f(0x80000001u)};
     for (size_t k = 0; k < sizeof specials / sizeof specials[0]; k++, count++)
         if (f->enc(specials[k]) != brute_force(f, specials[k]) && bad++ < 5)
             tap_diag("%s %a: got 0x%02x, brute force 0x%02x", f->name, (double)specials[k],
@@ -144,7 +137,7 @@ static void test_format(fmt_t *f, double (*ocp)(unsigned))
     for (uint32_t i = 0; i < N_RANDOM; i++) {
         uint64_t r = rng();
         uint32_t u = ((uint32_t)r & 0x807FFFFFu) | ((uint32_t)(127 - 20 + (r >> 32) % 41) << 23);
-        float x = u2f(u);
+        float x = tu_u2f(u);
         if (f->enc(x) != brute_force(f, x) && bad++ < 5)
             tap_diag("%s 0x%08x: got 0x%02x, brute force 0x%02x", f->name, u, f->enc(x), brute_force(f, x));
     }
@@ -152,9 +145,9 @@ static void test_format(fmt_t *f, double (*ocp)(unsigned))
 
     bad = 0;
     for (uint32_t i = 0; i < N_RANDOM; i++) {
-        float x = u2f((uint32_t)rng());
+        float x = tu_u2f((uint32_t)rng());
         if (f->enc(x) != brute_force(f, x) && bad++ < 5)
-            tap_diag("%s 0x%08x: got 0x%02x, brute force 0x%02x", f->name, f2u(x), f->enc(x),
+            tap_diag("%s 0x%08x: got 0x%02x, brute force 0x%02x", f->name, tu_f2u(x), f->enc(x),
                      brute_force(f, x));
     }
     tap_is_int(bad, 0, "%s: fp32 -> fp8 equals brute force on %u random bit patterns", f->name, N_RANDOM);

@@ -5,6 +5,7 @@
 #include "error.h"
 #include "formats.h"
 #include "tap.h"
+#include "testutil.h"
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -19,20 +20,7 @@ static const char *const kernel_names[] = {"scalar", "avx2", "avx512"};
 
 static uint64_t rng_state = 0x243F6A8885A308D3ull;
 
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static float from_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
+static uint64_t rng_next(void) { return tu_splitmix64(&rng_state); }
 
 /* A value of a random kind: random bits, log-uniform over the fp32 range, near 1, zero, special. */
 static float random_value(void)
@@ -40,7 +28,7 @@ static float random_value(void)
     uint64_t r = rng_next();
     switch (r % 8) {
     case 0: case 1:
-        return from_bits((uint32_t)(r >> 32));
+        return tu_u2f((uint32_t)(r >> 32));
     case 2: case 3:                                        /* any binade, random mantissa */
         return ldexpf(1.0f + (float)((r >> 40) & 0xFFFFFF) * 0x1p-24f, (int)((r >> 8) % 280) - 152) *
                ((r >> 20) & 1 ? -1.0f : 1.0f);
@@ -290,8 +278,8 @@ static void test_binades(void)
 
 static void test_specials(void)
 {
-    const float x[] = {0.0f, -0.0f, INFINITY, -INFINITY, INFINITY, NAN, -NAN, from_bits(0x7F800001u),
-                       from_bits(0xFFFFFFFFu), 1.0f};
+    const float x[] = {0.0f, -0.0f, INFINITY, -INFINITY, INFINITY, NAN, -NAN, tu_u2f(0x7F800001u),
+                       tu_u2f(0xFFFFFFFFu), 1.0f};
     fp_hist_t h;
     fp_hist_init(&h);
     tap_is_int(fp_hist_add(&h, x, sizeof x / sizeof x[0]), FP_OK, "specials: add");

@@ -4,6 +4,7 @@
 #include "hist.h"
 #include "error.h"
 #include "tap.h"
+#include "testutil.h"
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -13,20 +14,7 @@
 
 static uint64_t rng_state = 0x13198A2E03707344ull;
 
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static float from_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
+static uint64_t rng_next(void) { return tu_splitmix64(&rng_state); }
 
 /* A histogram of n values of a mixed kind (random bits, scaled integers, zeros). */
 static void random_hist(fp_hist_t *h, size_t n, int kind)
@@ -35,7 +23,7 @@ static void random_hist(fp_hist_t *h, size_t n, int kind)
     for (size_t i = 0; i < n; i++) {
         uint64_t r = rng_next();
         if (kind == 0)
-            v[i] = from_bits((uint32_t)r);
+            v[i] = tu_u2f((uint32_t)r);
         else if (kind == 1)
             v[i] = (r & 3) == 0 ? 0.0f : (float)((double)(int32_t)(r >> 32) * 0x1p-35);
         else

@@ -7,16 +7,11 @@
 #include <string.h>
 #include "error.h"
 #include "tap.h"
+#include "testutil.h"
 #include "trainer/layers.h"
 
-static unsigned long long rng_state = 0x2545F4914F6CDD1DULL;
-static float urand(void) /* uniform in [-1, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
+static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
+static float urand(void) { return tu_uniform_pm1(&rng_state); }   /* uniform in [-1, 1) */
 static float *rand_array(size_t n, float scale, float offset)
 {
     float *a = malloc((n ? n : 1) * sizeof(float));

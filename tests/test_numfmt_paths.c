@@ -6,6 +6,7 @@
 #include "error.h"
 #include "formats.h"
 #include "tap.h"
+#include "testutil.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,15 +19,8 @@
 #define GUARD 0xA5
 
 static uint64_t rng_state = 0x6A09E667F3BCC908ull;
-static uint64_t rng(void)   /* xorshift64* */
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1Dull;
-}
+static uint64_t rng(void) { return tu_xorshift64s(&rng_state); }
 
-static float u2f(uint32_t u) { float x; memcpy(&x, &u, sizeof x); return x; }
 
 /* Source buffers (one extra element for the misaligned offset). */
 static float src_f32[LARGE + 1];
@@ -54,7 +48,7 @@ static void fill_sources(void)
         case 3: u = (u & ~0x1FFFu) | 0x1000u; break;                             /* tf32 / fp16 tie */
         default: break;                                                          /* any bits */
         }
-        src_f32[i] = u2f(u);
+        src_f32[i] = tu_u2f(u);
         src_u16[i] = (uint16_t)(r >> 16);
         src_u8[i] = (uint8_t)(i < 256 ? i : r >> 24);
     }

@@ -1,8 +1,7 @@
 /* test_report_html.c — the report's building blocks and the report itself on a generated resnet50
- * session: SHA-256 / base64 vectors, escaping (HTML, CSV, JSON, XML), atomic output files, chart
+ * session: SHA-256 / base64 vectors, escaping (HTML, CSV, JSON, XML), chart
  * size bounds for long series, every chart and section present, hostile names escaped, the summary's
  * figures, all-or-nothing outputs on bad input. (Parsing with real parsers: test_report_cli.sh.) */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "error.h"
-#include "reports/atomic_file.h"
 #include "reports/html_writer.h"
 #include "reports/report.h"
 #include "reports/sha256.h"
@@ -19,27 +17,6 @@
 #include "report_testutil.h"
 #include "store_testutil.h"
 #include "tap.h"
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    if (b)
-        b[n] = 0;
-    fclose(f);
-    if (len)
-        *len = (size_t)n;
-    return b;
-}
 
 /* Write fn's output to a memory buffer. */
 static char *capture(void (*fn)(FILE *, const char *), const char *arg)
@@ -50,18 +27,6 @@ static char *capture(void (*fn)(FILE *, const char *), const char *arg)
     fn(f, arg);
     fclose(f);
     return buf;
-}
-
-static int count_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    int n = 0;
-    if (!d)
-        return -1;
-    for (struct dirent *e; (e = readdir(d));)
-        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-    closedir(d);
-    return n;
 }
 
 static void hex(const uint8_t *d, char *out)
@@ -104,28 +69,6 @@ static void primitives(void)
     tap_is_str(s, "&lt;x a=&apos;1&apos;&gt;&amp;&quot;", "XML: entities, control characters dropped");
     free(s);
     tap_ok(strstr(fp_html_csp(), "default-src 'none'; style-src 'sha256-") != NULL, "the CSP allows its style by hash only");
-}
-
-static void atomic_files(void)
-{
-    char *dir = tu_mkdir();
-    char *p = tu_path(dir, "out.txt");
-    fp_afile_t a;
-    tap_ok(fp_afile_open(&a, p) == FP_OK && !tu_exists(p), "an open atomic file does not exist yet under its name");
-    fputs("hello\n", a.f);
-    tap_ok(fp_afile_commit(&a) == FP_OK && tu_exists(p) && count_entries(dir) == 1, "commit renames; no tmp left");
-    tap_ok(fp_afile_open(&a, p) == FP_OK, "reopen over an existing file");
-    fputs("partial", a.f);
-    fp_afile_abort(&a);
-    char *c = slurp(p, NULL);
-    tap_ok(c && strcmp(c, "hello\n") == 0 && count_entries(dir) == 1, "abort keeps the old file and removes the tmp");
-    free(c);
-    char *q = tu_path(dir, "missing/out.txt");
-    tap_ok(fp_afile_open(&a, q) == FP_EIO && strstr(fp_error_message(), "missing/out.txt"),
-           "a missing directory: FP_EIO naming the path (%s)", fp_error_message());
-    free(q);
-    free(p);
-    tu_rmdir(dir);
 }
 
 static void chart_bounds(void)
@@ -201,7 +144,7 @@ static void report_tests(void)
     int rc = fp_report_write(r, &o);
     tap_ok(rc == FP_OK, "report --html --csv writes (%s)", rc ? fp_error_message() : "ok");
     size_t len = 0;
-    char *h = slurp(html, &len);
+    char *h = tu_slurp(html, &len);
     tap_ok(h != NULL, "the HTML file exists");
     h = h ? h : calloc(1, 1);
     tap_diag("HTML report of the 300-step session: %zu bytes", len);
@@ -246,7 +189,7 @@ static void report_tests(void)
     for (int v = 0; v < FP_REPORT_CSV_VIEWS; v++) {
         char path[4200];
         snprintf(path, sizeof path, "%s/%s.csv", csv, fp_report_csv_view(v));
-        char *c = slurp(path, NULL);
+        char *c = tu_slurp(path, NULL);
         if (!c || strncmp(c, heads[v], strlen(heads[v])) != 0) {
             tap_diag("%s: unexpected header", path);
             bad++;
@@ -254,7 +197,7 @@ static void report_tests(void)
         free(c);
     }
     tap_is_int(bad, 0, "five CSV views with their header rows");
-    tap_is_int(count_entries(csv), 5, "the CSV directory holds exactly the five files (no temporaries)");
+    tap_is_int(tu_count_entries(csv), 5, "the CSV directory holds exactly the five files (no temporaries)");
 
     /* bad input: all or nothing */
     char *html2 = tu_path(dir, "r2.html"), *csv2 = tu_path(dir, "csv2");
@@ -266,15 +209,15 @@ static void report_tests(void)
     fp_report_opts_t bad_csv = {.db_label = "runs.db", .session = 0, .warmup = -1, .html = html2, .csv_dir = notdir};
     tap_ok(fp_report_write(r, &bad_csv) != FP_OK && !tu_exists(html2),
            "a CSV path that is a file: error, and the HTML is not left behind either");
-    int before = count_entries(dir);
+    int before = tu_count_entries(dir);
     char *unwritable = tu_path(dir, "nope/r.html");
     fp_report_opts_t bad_out = {.db_label = "runs.db", .session = 0, .warmup = -1, .html = unwritable, .csv_dir = NULL};
-    tap_ok(fp_report_write(r, &bad_out) == FP_EIO && count_entries(dir) == before,
+    tap_ok(fp_report_write(r, &bad_out) == FP_EIO && tu_count_entries(dir) == before,
            "an unwritable output path: FP_EIO, nothing created (%s)", fp_error_message());
     char *trace = tu_path(dir, "t.json");
     fp_trace_opts_t to = {0, 0, 0};
     tap_ok(fp_trace_chrome_write(r, &to, trace) == FP_OK, "Chrome trace written");
-    char *t = slurp(trace, NULL);
+    char *t = tu_slurp(trace, NULL);
     tap_ok(t && strstr(t, "\"traceEvents\":[") && strstr(t, "\"ph\":\"X\"") && strstr(t, "\"ph\":\"C\"") &&
                strstr(t, "\"name\":\"process_name\"") && strstr(t, "evil<T>(x) & \\\"q\\\""),
            "trace: X and C events, process names, kernel names JSON-escaped");
@@ -301,7 +244,6 @@ static void report_tests(void)
 int main(void)
 {
     primitives();
-    atomic_files();
     chart_bounds();
     report_tests();
     return tap_done();

@@ -1,7 +1,6 @@
 /* test_safetensors.c — the safetensors reader and writer: committed fixtures read back exactly,
  * bit-exact writer round trips with a checked byte layout (identical to the reference layout the
  * fixture script writes), and every kind of bad input rejected with one line naming the file. */
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -15,6 +14,7 @@
 #include "numfmt.h"
 #include "safetensors.h"
 #include "tap.h"
+#include "testutil.h"
 
 #ifndef FIXTURE_DIR
 #define FIXTURE_DIR "tests/fixtures"
@@ -39,26 +39,6 @@ static const char *fixture(const char *name)
     char *p = buf[next++ % 4];
     snprintf(p, sizeof buf[0], "%s/safetensors/%s", fixdir, name);
     return p;
-}
-
-static int write_file(const char *path, const void *buf, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    size_t w = n ? fwrite(buf, 1, n, f) : 0;
-    return (fclose(f) != 0 || w != n) ? -1 : 0;
-}
-
-static unsigned char *read_whole(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    unsigned char *b = malloc(1 << 20);
-    *n = fread(b, 1, 1 << 20, f);
-    fclose(f);
-    return b;
 }
 
 /* A safetensors image from a header text and a data buffer of data_len bytes (values i & 0xff). */
@@ -89,7 +69,7 @@ static void expect_bad(const char *what, const char *header, size_t data_len, co
     size_t n;
     unsigned char *img = make_image(header, data_len, &n);
     const char *path = tmp_path("bad.safetensors");
-    write_file(path, img, n);
+    tu_write_file(path, img, n);
     free(img);
     fp_st *st = (fp_st *)1;
     fp_error_clear();
@@ -276,19 +256,6 @@ static void test_metadata_fixture(void)
 
 /* ---- writer ---- */
 
-static int count_dir_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    int n = 0;
-    if (!d)
-        return -1;
-    for (struct dirent *e; (e = readdir(d));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-            n++;
-    closedir(d);
-    return n;
-}
-
 static void test_writer_layout(void)
 {
     /* Exact bytes: data ordered by dtype size then name; __metadata__ first; padded to 8. */
@@ -320,7 +287,7 @@ static void test_writer_layout(void)
     memcpy(want + 8 + padded + 8, &c, 4);
     memcpy(want + 8 + padded + 12, &a, 2);
     size_t wn = 8 + padded + 14, n = 0;
-    unsigned char *got = read_whole(path, &n);
+    unsigned char *got = (unsigned char *)tu_slurp(path, &n);
     tap_ok(got && n == wn && memcmp(got, want, wn) == 0, "header and data bytes exactly as specified");
     if (got && (n != wn || memcmp(got, want, wn) != 0))
         tap_diag("got %zu bytes, header: %.*s", n, (int)(n > 8 ? (n - 8 < 400 ? n - 8 : 400) : 0), got + 8);
@@ -343,7 +310,8 @@ static void test_writer_matches_fixture(void)
     tap_is_int(fp_st_writer_write(w, path), FP_OK, "write small_f16 twin");
     fp_st_writer_free(w);
     size_t n1 = 0, n2 = 0;
-    unsigned char *mine = read_whole(path, &n1), *ref = read_whole(fixture("small_f16.safetensors"), &n2);
+    unsigned char *mine = (unsigned char *)tu_slurp(path, &n1);
+    unsigned char *ref = (unsigned char *)tu_slurp(fixture("small_f16.safetensors"), &n2);
     tap_ok(mine && ref && n1 == n2 && memcmp(mine, ref, n1) == 0,
            "byte-identical to the fixture the Python script wrote");
     free(mine);
@@ -391,13 +359,13 @@ static void test_writer_roundtrip(void)
                "rank above the limit refused");
 
     const char *path = tmp_path("out.safetensors");
-    write_file(path, "old contents", 12);
+    tu_write_file(path, "old contents", 12);
     tap_is_int(fp_st_writer_write(w, path), FP_OK, "write over an existing file");
     const char *nodir = tmp_path("no/such/dir/x.safetensors");
     tap_is_int(fp_st_writer_write(w, nodir), FP_EIO, "write into a missing directory fails with FP_EIO");
     tap_ok(names_file(nodir), "write failure message names the file");
     fp_st_writer_free(w);
-    tap_is_int(count_dir_entries(tmpdir), 1, "no temporary file left behind");
+    tap_is_int(tu_count_entries(tmpdir), 1, "no temporary file left behind");
 
     fp_st *st;
     rc = fp_st_open(&st, path);
@@ -481,7 +449,7 @@ static void test_bad_files(void)
         tap_skip(1, "mkfifo unavailable");
 
     const char *noperm = tmp_path("noperm.safetensors");
-    write_file(noperm, "x", 1);
+    tu_write_file(noperm, "x", 1);
     chmod(noperm, 0);
     if (geteuid() != 0) {
         tap_is_int(fp_st_open(&st, noperm), FP_EIO, "unreadable file: FP_EIO");
@@ -490,7 +458,7 @@ static void test_bad_files(void)
     unlink(noperm);
 
     const char *empty = tmp_path("empty.safetensors");
-    write_file(empty, "", 0);
+    tu_write_file(empty, "", 0);
     tap_is_int(fp_st_open(&st, empty), FP_EFORMAT, "empty file: FP_EFORMAT");
     tap_ok(names_file(empty) && strstr(fp_error_message(), "empty"), "empty file: message names it");
     unlink(empty);
@@ -513,11 +481,11 @@ static void test_bad_files(void)
         for (int k = 0; k < 8; k++)
             img[k] = (unsigned char)(lens[c].len >> (8 * k));
         img[8] = '{';
-        write_file(path, img, sizeof img);
+        tu_write_file(path, img, sizeof img);
         int rc = fp_st_open(&st, path);
         tap_ok(rc == FP_EFORMAT && names_file(path), "%s: FP_EFORMAT naming the file", lens[c].what);
     }
-    write_file(path, img, 5);
+    tu_write_file(path, img, 5);
     tap_ok(fp_st_open(&st, path) == FP_EFORMAT && names_file(path), "5-byte file: FP_EFORMAT");
 
     const char *T = "\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}";
@@ -643,7 +611,7 @@ static void test_fuzz(void)
 {
     const char *good = fixture("resnet_f32.safetensors");
     size_t n = 0;
-    unsigned char *img = read_whole(good, &n);
+    unsigned char *img = (unsigned char *)tu_slurp(good, &n);
     if (!img || n < 100) {
         tap_skip(4, "fixture unreadable");
         free(img);
@@ -652,7 +620,7 @@ static void test_fuzz(void)
     const char *path = tmp_path("trunc.safetensors");
     int bad = 0, checked = 0;
     for (size_t len = 0; len < n; len += (len < 600 ? 1 : 7)) {
-        write_file(path, img, len);
+        tu_write_file(path, img, len);
         fp_st *st = (fp_st *)1;
         int rc = fp_st_open(&st, path);
         checked++;

@@ -15,18 +15,6 @@
 #define NSTEPS 30
 #define NLAYERS 6
 
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = calloc(1, 1 << 20);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 int main(void)
 {
     char *dir = tu_mkdir();
@@ -101,7 +89,7 @@ int main(void)
     FILE *f = fopen(csv, "wb");
     rc = fp_reader_export_csv(r, runs[1], "steps", f);
     fclose(f);
-    char *text = read_all(csv);
+    char *text = tu_slurp(csv, NULL);
     tap_ok(rc == FP_OK && text && strncmp(text, "run,step,loss,", 14) == 0, "steps CSV has a header with step and loss");
     char line[128];
     snprintf(line, sizeof line, "\r\n%lld,3,%.17g", (long long)runs[1], tu_loss(1, 3));
@@ -114,7 +102,7 @@ int main(void)
     f = fopen(csv, "wb");
     rc = fp_reader_export_csv(r, runs[0], "runs", f);
     fclose(f);
-    text = read_all(csv);
+    text = tu_slurp(csv, NULL);
     tap_ok(rc == FP_OK && text && strstr(text, ",\"imagenet, subset \"\"tiny\"\"\","),
            "a field with a comma and quotes is quoted, quotes doubled");
     tap_ok(text && strstr(text, ",\"{\"\"lr\"\":0.1,\"\"momentum\"\":0.9}\","), "JSON settings are quoted");
@@ -122,7 +110,7 @@ int main(void)
     f = fopen(csv, "wb");
     rc = fp_reader_export_csv(r, runs[0], "events", f);
     fclose(f);
-    text = read_all(csv);
+    text = tu_slurp(csv, NULL);
     tap_ok(rc == FP_OK && text && strstr(text, ",\"step 3 skipped, first non-finite gradient in \"\"layer1.0.conv3\"\"\n"
                                                "scale halved\"\r\n"),
            "a field with a newline is quoted and kept");
@@ -130,7 +118,7 @@ int main(void)
     f = fopen(csv, "wb");
     rc = fp_reader_export_csv(r, runs[0], "kernels", f);
     fclose(f);
-    text = read_all(csv);
+    text = tu_slurp(csv, NULL);
     tap_ok(rc == FP_OK && text && strstr(text, "shortName") && strstr(text, "\"void cudnn::conv<float, 3>(Params, int, float*)\""),
            "kernels export resolves names through StringIds");
     free(text);
@@ -150,7 +138,7 @@ int main(void)
         f = fopen(csv, "wb");
         all &= fp_reader_export_csv(r, runs[1], tables[i], f) == FP_OK;
         fclose(f);
-        text = read_all(csv);
+        text = tu_slurp(csv, NULL);
         all &= text && strchr(text, '\n') && strchr(text, '\n')[1] != '\0';   /* header + at least one row */
         free(text);
     }

@@ -1,4 +1,5 @@
-# tests/tests.mk — the TAP helper every test program links.
+# tests/tests.mk — what every test program links: the TAP helper and the shared test utilities
+# (tests/testutil.h: bit casts, random generators, scratch files).
 check_LIBRARIES = tests/libtap.a
-tests_libtap_a_SOURCES = tests/tap.c tests/tap.h
+tests_libtap_a_SOURCES = tests/tap.c tests/tap.h tests/testutil.c tests/testutil.h
 TEST_LDADD = tests/libtap.a $(FP_LDADD)

@@ -122,7 +122,7 @@ void fp_panel_header(fp_draw_t *d, fp_rect_t r)
         arm_state(a, st, sizeof st);
         int bad = strcmp(st, "failed") == 0 || strcmp(st, "interrupted") == 0 || a->status.stale;
         x = fp_grid_text(g, x, r.y + 1, xe, (uint16_t)((FP_C_ARM0 + i) | FP_A_BOLD), a->run.arm[0] ? a->run.arm : a->run.policy);
-        x = fp_grid_printf(g, x, r.y + 1, xe, 0, " step %lld%s ", (long long)(a->last_step + 1), tot);
+        x = fp_grid_printf(g, x, r.y + 1, xe, 0, " step %lld%s ", (long long)a->last_step, tot);   /* steps are 1-based: the number done */
         x = fp_grid_text(g, x, r.y + 1, xe, bad ? FP_C_BAD | FP_A_BOLD : strcmp(st, "finished") == 0 ? FP_C_GOOD : FP_C_WARN, st);
         if (strcmp(st, "failed") == 0 && a->status.failure[0])
             x = fp_grid_printf(g, x, r.y + 1, xe, FP_C_BAD, " (%s)", a->status.failure);
@@ -131,8 +131,8 @@ void fp_panel_header(fp_draw_t *d, fp_rect_t r)
             first = a->first_start;
         if (a->last_end > last)
             last = a->last_end;
-        if (a->last_step + 1 > done_steps)
-            done_steps = a->last_step + 1;
+        if (a->last_step > done_steps)
+            done_steps = a->last_step;
         running |= strcmp(st, "running") == 0;
     }
     char el[32], eta[32] = "--";
