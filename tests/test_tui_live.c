@@ -22,7 +22,7 @@ static int writer(const char *path)
     int64_t runs[2];
     if (fp_store_open(&s, path) != FP_OK || tt_begin(s, runs, LIVE_STEPS) != FP_OK)
         return 1;
-    for (int64_t k = 0; k < LIVE_STEPS; k++) {
+    for (int64_t k = 1; k <= LIVE_STEPS; k++) {   /* 1-based, as the trainer */
         if (tt_record_step(s, runs, k) != FP_OK)
             return 1;
         struct timespec ts = {0, 25000000};
@@ -82,7 +82,7 @@ int main(void)
     tap_is_int(shrank, 0, "step counts only grow");
     tap_ok(seen_partial, "frames saw the run part-way (numbers update)");
     tap_ok(m.narms == 2 && m.arm[0].nsteps == LIVE_STEPS && m.arm[1].nsteps == LIVE_STEPS &&
-               m.arm[0].last_step == LIVE_STEPS - 1,
+               m.arm[0].last_step == LIVE_STEPS,
            "every step read exactly once (%lld, %lld)", m.narms ? (long long)m.arm[0].nsteps : -1LL,
            m.narms > 1 ? (long long)m.arm[1].nsteps : -1LL);
     char *t = fp_grid_to_text(&g);

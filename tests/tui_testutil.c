@@ -151,10 +151,10 @@ int tt_write_fixture(const char *path, const tt_opts_t *o)
         return rc;
     int64_t runs[2] = {0, 0};
     rc = begin_arms(s, runs, arms, TT_STEPS);
-    for (int64_t k = 0; rc == FP_OK && k < steps; k++)
+    for (int64_t k = 1; rc == FP_OK && k <= steps; k++)   /* step numbers are 1-based, as the trainer's */
         rc = record_step_arms(s, runs, arms, k);
     for (int i = 0; rc == FP_OK && i < arms; i++) {
-        fp_eval_rec_t ev = {.run = runs[i], .step = steps - 1, .split = "val", .loss = 1.1,
+        fp_eval_rec_t ev = {.run = runs[i], .step = steps, .split = "val", .loss = 1.1,
                             .top1 = i ? 0.709 : 0.712, .top5 = 0.9};
         rc = fp_store_eval(s, &ev);
     }
