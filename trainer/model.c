@@ -12,6 +12,7 @@
 #include "error.h"
 #include "numfmt.h"
 #include "safetensors.h"
+#include "probe/probe.h"
 #include "trainer/model.h"
 
 #define ALIGN_FLOATS 16   /* 64-byte alignment of arena blocks */
@@ -94,6 +95,7 @@ struct fp_model {
     float *logits32;              /* logits widened for the loss */
     size_t logits32_cap;
     size_t cs_peak;
+    fp_probe *probe;              /* fp_model_set_probe; NULL: no hooks beyond this pointer check */
 };
 
 /* ---------------------------------------------------------------- small helpers */
@@ -980,6 +982,33 @@ static void store_out(fp_model *m, int mode, int v, size_t cnt, const float *buf
 
 static size_t vfloats(const fp_model *m, int v, int n) { return dims_floats(m->values[v].d) * (size_t)n; }
 
+/* ---------------------------------------------------------------- probe hooks */
+
+void fp_model_set_probe(fp_model *m, fp_probe *p) { m->probe = p; }
+fp_probe *fp_model_probe(const fp_model *m) { return m->probe; }
+
+/* Value v (16-bit storage widened into the cast scratch S[0], free between layers) to the probe. */
+static void probe_value(fp_model *m, const void *p, fp_dtype d, size_t cnt, int layer, fp_tensor_role role)
+{
+    const float *x = p;
+    if (is16(d)) {
+        fp_widen_array(m->cs[0], p, cnt, d);
+        x = m->cs[0];
+    }
+    fp_probe_tensor(m->probe, layer, role, x, cnt);
+}
+
+/* After layer nd's forward at a sampling step: its output (activation) and its parameters (weight:
+ * the fp32 master values, all of the layer's parameters in one tensor). */
+static void sample_forward(fp_model *m, int mode, const node_t *nd, int n, unsigned want)
+{
+    if (want & FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION))
+        probe_value(m, vptr(m, mode, nd->out), vdt(m, nd->out), vfloats(m, nd->out, n), nd->info.index,
+                    FP_ROLE_ACTIVATION);
+    if ((want & FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT)) && nd->info.params)
+        fp_probe_tensor(m->probe, nd->info.index, FP_ROLE_WEIGHT, m->params + nd->pw, nd->info.params);
+}
+
 int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, fp_mode mode)
 {
     if (logits)
@@ -1007,12 +1036,16 @@ int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, f
     int rc = FP_OK;
     float *const *S = m->cs;
     const float *W = m->wlow ? m->wlow : m->params;   /* conv / linear weights as computed */
+    fp_probe *pr = m->probe;
+    unsigned want = pr && mode == FP_MODE_TRAIN ? fp_probe_wants(pr) : 0;
     for (int i = 0; i < m->nnodes && rc == FP_OK; i++) {
         node_t *nd = &m->nodes[i];
         fp_dims id = batch_dims(nd->info.in, n);
         size_t cin = dims_floats(id) * (size_t)n, cout = vfloats(m, nd->out, n);
         fp_dtype din = vdt(m, nd->in), dout = vdt(m, nd->out);
         float *P = m->params, *B = m->buffers;
+        if (pr)
+            fp_probe_layer_begin(pr, i, FP_PHASE_FORWARD);
         switch (nd->info.type) {
         case FP_LAYER_CONV: {
             const float *xin = to_compute(m, vptr(m, mode, nd->in), din, cin, S[0]);
@@ -1083,6 +1116,11 @@ int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, f
         default:
             rc = fp_fail(FP_EINTERNAL, "model: bad node type");
         }
+        if (pr) {
+            fp_probe_layer_end(pr, i, FP_PHASE_FORWARD);
+            if (want && !rc)
+                sample_forward(m, mode, nd, n, want);
+        }
         if (rc)
             relabel(rc, m->name, "layer", nd->info.name);
     }
@@ -1129,6 +1167,72 @@ int fp_model_layer_output(fp_model *m, int layer, float *dst, size_t cap, fp_dty
     else
         memcpy(dst, p, cnt * sizeof(float));
     return (int)cnt;
+}
+
+int fp_model_layer_params(const fp_model *m, int layer, size_t *offset, size_t *count)
+{
+    if (!m || layer < 0 || layer >= m->nnodes)
+        return fp_fail(FP_EINVAL, "model: no layer %d", layer);
+    const node_t *nd = &m->nodes[layer];
+    if (offset)
+        *offset = nd->pw >= 0 ? (size_t)nd->pw : 0;
+    if (count)
+        *count = nd->pw >= 0 ? nd->info.params : 0;
+    return FP_OK;
+}
+
+fp_dtype fp_model_layer_dtype(const fp_model *m, int layer)
+{
+    return m && layer >= 0 && layer < m->nnodes ? vdt(m, m->nodes[layer].out) : FP_DT_F32;
+}
+
+int fp_model_clone(fp_model **out, const fp_model *m)
+{
+    *out = NULL;
+    if (!m || !m->finished)
+        return fp_fail(FP_EINVAL, "model: clone of an unfinished model");
+    fp_model *c = NULL;
+    fp_dims in = m->values[0].d;
+    int rc = fp_model_build_begin(&c, m->name, in.h, in.w, in.c);
+    if (rc)
+        return rc;
+    for (int i = 0; i < m->nnodes; i++) {   /* node i produces value i + 1 in both models */
+        const node_t *nd = &m->nodes[i];
+        const char *nm = nd->info.name;
+        switch (nd->info.type) {
+        case FP_LAYER_CONV:
+            fp_model_add_conv(c, nm, nd->in, nd->conv.cout, nd->conv.kh, nd->conv.stride, nd->conv.pad);
+            break;
+        case FP_LAYER_BN: fp_model_add_bn(c, nm, nd->in); break;
+        case FP_LAYER_RELU: fp_model_add_relu(c, nm, nd->in); break;
+        case FP_LAYER_MAXPOOL: fp_model_add_maxpool(c, nm, nd->in, nd->pool.k, nd->pool.stride, nd->pool.pad); break;
+        case FP_LAYER_AVGPOOL: fp_model_add_avgpool(c, nm, nd->in); break;
+        case FP_LAYER_LINEAR: fp_model_add_linear(c, nm, nd->in, nd->info.out.c); break;
+        case FP_LAYER_ADD: fp_model_add_add(c, nm, nd->in, nd->in2); break;
+        default: break;
+        }
+    }
+    rc = fp_model_build_finish(c);
+    if (!rc && (c->nparams != m->nparams || c->nbuffers != m->nbuffers || c->nnodes != m->nnodes))
+        rc = fp_fail(FP_EINTERNAL, "model %s: clone differs from the original", m->name);
+    if (rc) {
+        fp_model_free(c);
+        return rc;
+    }
+    c->ws.threads = m->ws.threads;
+    fp_model_copy_params(c, m, 1);
+    *out = c;
+    return FP_OK;
+}
+
+int fp_model_copy_params(fp_model *dst, const fp_model *m, int with_buffers)
+{
+    if (!dst || !m || dst->nparams != m->nparams || dst->nbuffers != m->nbuffers || dst->nnodes != m->nnodes)
+        return fp_fail(FP_EINVAL, "model: copy_params between different architectures");
+    memcpy(dst->params, m->params, m->nparams * sizeof(float));
+    if (with_buffers)
+        memcpy(dst->buffers, m->buffers, m->nbuffers * sizeof(float));
+    return FP_OK;
 }
 
 /* ---------------------------------------------------------------- backward */
@@ -1289,6 +1393,10 @@ int fp_model_backward(fp_model *m, const float *dlogits)
     float *P = m->params, *G = m->grads, *const *S = m->cs;
     const float *W = m->wlow ? m->wlow : m->params;
     fp_dtype cdt = m->pol.compute;
+    fp_probe *pr = m->probe;
+    unsigned want = pr ? fp_probe_wants(pr) : 0;
+#define PROBE_BEGIN(ph) do { if (pr) fp_probe_layer_begin(pr, i, ph); } while (0)
+#define PROBE_END(ph) do { if (pr) fp_probe_layer_end(pr, i, ph); } while (0)
     for (int i = m->nnodes - 1; i >= 0 && rc == FP_OK; i--) {
         node_t *nd = &m->nodes[i];
         int vin = nd->in, vout = nd->out;
@@ -1300,8 +1408,15 @@ int fp_model_backward(fp_model *m, const float *dlogits)
         fp_dtype din = vdt(m, vin), dout = vdt(m, vout);
         size_t cnt = vfloats(m, vin, n), cout = vfloats(m, vout, n);
         float *dx = NULL;
+        /* conv / linear time their weight and data gradients apart; other layers are backward_data */
+        int split = nd->info.type == FP_LAYER_CONV || nd->info.type == FP_LAYER_LINEAR;
+        if (want & FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION_GRAD))   /* dL/d(output), as scaled */
+            probe_value(m, dyp, dout, cout, i, FP_ROLE_ACTIVATION_GRAD);
+        if (!split)
+            PROBE_BEGIN(FP_PHASE_BACKWARD_DATA);
         switch (nd->info.type) {
         case FP_LAYER_CONV: {
+            PROBE_BEGIN(FP_PHASE_BACKWARD_WEIGHTS);
             const float *dyc = to_compute(m, dyp, dout, cout, S[0]);
             const float *xc = to_compute(m, vptr(m, mode, vin), din, cnt, S[1]);
             if (is16(cdt)) {   /* the gradient of the 16-bit weight copy, rounded, lands in fp32 */
@@ -1311,11 +1426,14 @@ int fp_model_backward(fp_model *m, const float *dlogits)
             } else {
                 rc = fp_conv_backward_weights(G + nd->pw, dyc, xc, id, &nd->conv, &m->ws);
             }
+            PROBE_END(FP_PHASE_BACKWARD_WEIGHTS);
             if (!rc && in_grad) {
+                PROBE_BEGIN(FP_PHASE_BACKWARD_DATA);
                 if (!(dx = dx_begin(m, vin, n, S[2])))
                     return fp_fail(FP_ENOMEM, "model %s: out of memory in backward", m->name);
                 rc = fp_conv_backward_data(dx, dyc, id, W + nd->pw, &nd->conv, &m->ws);
                 rc = rc ? rc : dx_end(m, vin, n, dx);
+                PROBE_END(FP_PHASE_BACKWARD_DATA);
             }
             break;
         }
@@ -1370,20 +1488,26 @@ int fp_model_backward(fp_model *m, const float *dlogits)
             break;
         }
         case FP_LAYER_LINEAR: {
+            PROBE_BEGIN(FP_PHASE_BACKWARD_WEIGHTS);
             const float *dyc = to_compute(m, dyp, dout, cout, S[0]);
             const float *xc = to_compute(m, vptr(m, mode, vin), din, cnt, S[1]);
             int fin = (int)dims_floats(nd->info.in), fout = nd->info.out.c;
-            if (in_grad && !(dx = dx_begin(m, vin, n, S[2])))
-                return fp_fail(FP_ENOMEM, "model %s: out of memory in backward", m->name);
             if (is16(cdt)) {   /* weight and bias gradients of the 16-bit copies, rounded, land in fp32 */
                 memset(m->wscr, 0, nd->info.params * sizeof(float));
-                rc = fp_linear_backward(dx, m->wscr, m->wscr + (size_t)fin * fout, dyc, xc, n, fin, fout, W + nd->pw);
+                rc = fp_linear_backward(NULL, m->wscr, m->wscr + (size_t)fin * fout, dyc, xc, n, fin, fout, W + nd->pw);
                 fp_round_add(G + nd->pw, m->wscr, nd->info.params, cdt);
             } else {
-                rc = fp_linear_backward(dx, G + nd->pw, G + nd->pb, dyc, xc, n, fin, fout, W + nd->pw);
+                rc = fp_linear_backward(NULL, G + nd->pw, G + nd->pb, dyc, xc, n, fin, fout, W + nd->pw);
             }
-            if (!rc && dx)
-                rc = dx_end(m, vin, n, dx);
+            PROBE_END(FP_PHASE_BACKWARD_WEIGHTS);
+            if (!rc && in_grad) {
+                PROBE_BEGIN(FP_PHASE_BACKWARD_DATA);
+                if (!(dx = dx_begin(m, vin, n, S[2])))
+                    return fp_fail(FP_ENOMEM, "model %s: out of memory in backward", m->name);
+                rc = fp_linear_backward(dx, NULL, NULL, dyc, xc, n, fin, fout, W + nd->pw);
+                rc = rc ? rc : dx_end(m, vin, n, dx);
+                PROBE_END(FP_PHASE_BACKWARD_DATA);
+            }
             break;
         }
         case FP_LAYER_ADD: {
@@ -1404,10 +1528,16 @@ int fp_model_backward(fp_model *m, const float *dlogits)
         default:
             rc = fp_fail(FP_EINTERNAL, "model: bad node type");
         }
+        if (!split)
+            PROBE_END(FP_PHASE_BACKWARD_DATA);
+        if ((want & FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD)) && nd->info.params && !rc)   /* accumulated, scaled */
+            fp_probe_tensor(pr, i, FP_ROLE_WEIGHT_GRAD, G + nd->pw, nd->info.params);
         if (rc)
             relabel(rc, m->name, "backward of", nd->info.name);
         grad_release(m, vout);
     }
+#undef PROBE_BEGIN
+#undef PROBE_END
     for (int v = 0; v < m->nvalues; v++)
         grad_release(m, v);
     if (!rc && m->pol.master != FP_DT_F32)   /* `half`: parameter gradients are fp16 tensors */

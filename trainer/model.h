@@ -188,6 +188,31 @@ const fp_policy *fp_model_policy(const fp_model *m);
  * over it. Returns the value count (batch included) or a negative FP_E* code. For tests. */
 int fp_model_layer_output(fp_model *m, int layer, float *dst, size_t cap, fp_dtype *stored);
 
+/* ---- probes (probe/probe.h) ----
+ * With a probe set, every layer's work is bracketed by fp_probe_layer_begin / end: forward; in
+ * backward, conv and linear as backward_weights then backward_data (none for a layer whose input
+ * needs no gradient), every other layer as backward_data. At a sampling step (fp_probe_wants != 0,
+ * TRAIN forwards only) the tensor hook receives, per layer: its output (activation, 16-bit storage
+ * widened to fp32 in the cast scratch) and its parameters (weight: the fp32 master values of all
+ * the layer's parameters, in parameter order) after its forward; the gradient of its output
+ * (activation_grad, as scaled) before its backward, and its accumulated parameter gradient
+ * (weight_grad, fp32 buffer, as scaled) after it. NULL removes the probe (one pointer check left). */
+struct fp_probe;
+void fp_model_set_probe(fp_model *m, struct fp_probe *p);
+struct fp_probe *fp_model_probe(const fp_model *m);
+
+/* The parameters of layer `layer`: offset and count (floats) into fp_model_params / grads, all of
+ * the layer's parameters contiguous (count 0 for layers without). FP_EINVAL when out of range. */
+int fp_model_layer_params(const fp_model *m, int layer, size_t *offset, size_t *count);
+/* The storage format of layer `layer`'s output under the current policy (FP_DT_F32 when out of range). */
+fp_dtype fp_model_layer_dtype(const fp_model *m, int layer);
+/* A new model of the same architecture (nodes, names), with a copy of the parameters and running
+ * statistics, policy fp32, no probe. FP_ENOMEM. */
+int fp_model_clone(fp_model **out, const fp_model *m);
+/* Copies m's parameters (and running statistics) into dst, a model of the same architecture
+ * (FP_EINVAL otherwise). */
+int fp_model_copy_params(fp_model *dst, const fp_model *m, int with_buffers);
+
 /* Scratch threads hint passed to the kernels' workspace (>= 1). */
 void fp_model_set_threads(fp_model *m, int threads);
 

@@ -1,0 +1,73 @@
+/* analysis.h — precision analysis on top of the probes: per-layer rounding error of a low-precision
+ * forward against the fp32 one on the same weights and batch, lost updates, the update tensors,
+ * and the post-mortem of a skipped step. Promises: each figure is defined here in one sentence;
+ * nothing prints; rows go to the store only through lib/store.h. */
+#ifndef FP_ANALYSIS_H
+#define FP_ANALYSIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "probe/probe.h"
+#include "trainer/model.h"
+
+/* ---- error of x against a reference ----
+ * rel_l2 = ||x - ref||_2 / ||ref||_2 (||x - ref||_2 when ref is all zeros), max_abs = max |x - ref|,
+ * cosine = <x, ref> / (||x|| ||ref||) (1 when both are all zeros, 0 when only one is). Sums in
+ * double. A non-finite x gives rel_l2 = max_abs = Inf and cosine NaN. Any output may be NULL. */
+void fp_layer_error(const float *ref, const float *x, size_t n, double *rel_l2, double *max_abs, double *cosine);
+
+typedef struct {
+    double rel_l2, max_abs, cosine;   /* NaN: not measured (the layer did not run) */
+} fp_layer_err_t;
+
+/* ---- per-layer rounding error, isolated from weight drift ----
+ * The low-precision forward (a scratch clone of the fp32 model under `policy`) runs with the fp32
+ * model's current weights on the same batch, and every layer's output is compared with the fp32
+ * forward's (role activation in precision_error). Two ways:
+ *  - one call: fp_prec_err_compare runs both forwards (TRAIN, so batchnorm uses batch statistics as
+ *    in training; the fp32 model's running statistics are saved and restored), or
+ *  - riding on the fp32 arm's own training forward (no extra fp32 forward): call
+ *    fp_prec_err_run_lowp before the fp32 arm's step with the batch that step will use, with the
+ *    backend attached (fp_prec_err_attach) to the fp32 arm's probe set; during that step's forward
+ *    each layer is compared as it is produced; at step_end the rows are ready (and stored when
+ *    fp_prec_err_set_store was called).
+ * The low-precision outputs are captured in their storage format (16 bits under fp16 / bf16). */
+typedef struct fp_prec_err fp_prec_err;
+int fp_prec_err_create(fp_prec_err **out, const fp_model *ref, const fp_policy *policy);
+void fp_prec_err_free(fp_prec_err *pe);
+/* Rows go to store as (run = the low-precision arm, ref_run = the fp32 arm, step, layer, activation). */
+void fp_prec_err_set_store(fp_prec_err *pe, fp_store_t *store, int64_t run, int64_t ref_run);
+int fp_prec_err_run_lowp(fp_prec_err *pe, fp_model *ref, const float *x, int n);
+int fp_prec_err_attach(fp_prec_err *pe, fp_probe *p);
+int fp_prec_err_compare(fp_prec_err *pe, fp_model *ref, const float *x, int n, int64_t step);
+/* Per-layer rows of the last comparison (count = layers), NULL before one. */
+const fp_layer_err_t *fp_prec_err_rows(const fp_prec_err *pe, int *count);
+int64_t fp_prec_err_last_step(const fp_prec_err *pe);   /* -1 before one */
+fp_model *fp_prec_err_scratch(fp_prec_err *pe);          /* the low-precision clone */
+
+/* ---- lost updates ----
+ * The fraction of weights whose update vanished in rounding: among i with a finite nonzero
+ * grad[i], those with new[i] == old[i]. NaN when no gradient is nonzero. */
+double fp_lost_update_fraction(const float *old_w, const float *new_w, const float *grad, size_t n);
+/* Per layer (per_layer[nlayers], NaN for layers without parameters): old_params is a copy of the
+ * parameters before the optimizer step, the model holds the new ones, grads the gradients the step
+ * used (unscaled). Returns the fraction over all parameters. */
+double fp_model_lost_updates(const fp_model *m, const float *old_params, const float *grads, double *per_layer);
+
+/* ---- the update tensor ----
+ * At a step where p wants FP_ROLE_UPDATE: per layer with parameters, new - old (unscaled) handed to
+ * the tensor hook. Call after the optimizer step, before fp_probe_step_end. FP_ENOMEM. */
+int fp_probe_sample_updates(fp_probe *p, fp_model *m, const float *old_params);
+
+/* ---- a skipped step ----
+ * From the parameter gradients of a skipped step as the backward left them (scaled), in backward
+ * order (last layer first): the first layer whose gradient holds Inf or NaN, and each layer's
+ * headroom log2(max_finite(fmt) / amax) where amax is its largest finite |gradient| (Inf when the
+ * gradient is all zeros). text gets e.g.
+ *   "skipped step: first non-finite gradient in backward order: layer 12 layer1.0.conv3 (inf 3, nan 0
+ *    of 16384) at loss scale 65536; headroom log2(65504/amax) per layer: fc=5.21 layer4.2.bn3=7.90 ..."
+ * truncated to cap. Returns the first non-finite layer's index, or -1 when all are finite. */
+int fp_skipped_step_analysis(const fp_model *m, const float *grads, float loss_scale, fp_format fmt, char *text,
+                             size_t cap, double *headroom);
+
+#endif

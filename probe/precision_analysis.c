@@ -1,0 +1,434 @@
+/* precision_analysis.c — analysis.h: per-layer rounding error of a low-precision forward against the
+ * fp32 one (same weights, same batch), lost updates, update tensors, skipped-step post-mortem.
+ * Promises: the fp32 model is left as it was (running statistics restored by fp_prec_err_compare);
+ * the captures are sized once per batch size; errors are summed in double. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "error.h"
+#include "formats.h"
+#include "probe/analysis.h"
+
+#define CHUNK 4096
+
+/* ---------------------------------------------------------------- error metrics */
+
+typedef struct {
+    double dd, rr, xx, xr, maxabs;
+    int nonfinite;
+} err_acc;
+
+static void acc_add(err_acc *a, const float *ref, const float *x, size_t n)
+{
+    double dd = 0, rr = 0, xx = 0, xr = 0, mx = a->maxabs;
+    for (size_t i = 0; i < n; i++) {
+        double r = ref[i], v = x[i], d = v - r;
+        if (!isfinite(v) || !isfinite(r))
+            a->nonfinite = 1;
+        dd += d * d;
+        rr += r * r;
+        xx += v * v;
+        xr += v * r;
+        if (fabs(d) > mx)
+            mx = fabs(d);
+    }
+    a->dd += dd;
+    a->rr += rr;
+    a->xx += xx;
+    a->xr += xr;
+    a->maxabs = mx;
+}
+
+static void acc_finish(const err_acc *a, double *rel_l2, double *max_abs, double *cosine)
+{
+    double rel, cs;
+    if (a->nonfinite) {
+        rel = INFINITY;
+        cs = NAN;
+    } else {
+        rel = a->rr > 0 ? sqrt(a->dd / a->rr) : sqrt(a->dd);
+        if (a->rr == 0 && a->xx == 0)
+            cs = 1.0;
+        else if (a->rr == 0 || a->xx == 0)
+            cs = 0.0;
+        else
+            cs = a->xr / (sqrt(a->xx) * sqrt(a->rr));
+    }
+    if (rel_l2)
+        *rel_l2 = rel;
+    if (max_abs)
+        *max_abs = a->nonfinite ? INFINITY : a->maxabs;
+    if (cosine)
+        *cosine = cs;
+}
+
+void fp_layer_error(const float *ref, const float *x, size_t n, double *rel_l2, double *max_abs, double *cosine)
+{
+    err_acc a = {0};
+    acc_add(&a, ref, x, n);
+    acc_finish(&a, rel_l2, max_abs, cosine);
+}
+
+/* ---------------------------------------------------------------- per-layer rounding error */
+
+struct fp_prec_err {
+    fp_model *scratch;
+    fp_probe *sp;          /* on the scratch: the capture backend */
+    fp_probe *rp;          /* for fp_prec_err_compare: the compare backend alone */
+    int nlayers;
+    size_t *off, *cnt;     /* per layer: byte offset into cap, values */
+    fp_dtype *dt;
+    unsigned char *cap;
+    size_t cap_bytes;
+    int cap_n;             /* batch the capture offsets are for */
+    int capture_ok;
+    fp_layer_err_t *rows;
+    int armed;
+    int64_t step, last_step;
+    fp_store_t *store;
+    int64_t run, ref_run;
+    int have_rows;
+    float tmp[CHUNK];
+};
+
+static unsigned cap_step_begin(void *self, int64_t step, float loss_scale)
+{
+    (void)step;
+    (void)loss_scale;
+    (void)self;
+    return FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION);
+}
+
+static void cap_tensor(void *self, int layer, fp_tensor_role role, const float *x, size_t n, float loss_scale)
+{
+    (void)loss_scale;
+    fp_prec_err *pe = self;
+    if (role != FP_ROLE_ACTIVATION || layer < 0 || layer >= pe->nlayers)
+        return;
+    if (n != pe->cnt[layer]) {
+        pe->capture_ok = 0;
+        return;
+    }
+    void *dst = pe->cap + pe->off[layer];
+    if (pe->dt[layer] == FP_DT_F16 || pe->dt[layer] == FP_DT_BF16)
+        fp_narrow_array(dst, x, n, pe->dt[layer]);   /* exact: the values are of that format */
+    else
+        memcpy(dst, x, n * sizeof(float));
+}
+
+static const fp_probe_ops capture_ops = {"precision_capture", cap_step_begin, NULL, NULL, NULL, cap_tensor};
+
+static unsigned cmp_step_begin(void *self, int64_t step, float loss_scale)
+{
+    (void)loss_scale;
+    fp_prec_err *pe = self;
+    if (!pe->armed)
+        return 0;
+    pe->step = step;
+    for (int l = 0; l < pe->nlayers; l++)
+        pe->rows[l] = (fp_layer_err_t){NAN, NAN, NAN};
+    return FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION);
+}
+
+static void cmp_tensor(void *self, int layer, fp_tensor_role role, const float *x, size_t n, float loss_scale)
+{
+    (void)loss_scale;
+    fp_prec_err *pe = self;
+    if (!pe->armed || role != FP_ROLE_ACTIVATION || layer < 0 || layer >= pe->nlayers || n != pe->cnt[layer])
+        return;
+    err_acc a = {0};
+    const unsigned char *src = pe->cap + pe->off[layer];
+    fp_dtype d = pe->dt[layer];
+    int is16 = d == FP_DT_F16 || d == FP_DT_BF16;
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t c = n - i < CHUNK ? n - i : CHUNK;
+        const float *lo;
+        if (is16) {
+            fp_widen_array(pe->tmp, (const uint16_t *)src + i, c, d);
+            lo = pe->tmp;
+        } else {
+            lo = (const float *)src + i;
+        }
+        acc_add(&a, x + i, lo, c);
+    }
+    fp_layer_err_t *r = &pe->rows[layer];
+    acc_finish(&a, &r->rel_l2, &r->max_abs, &r->cosine);
+}
+
+static void cmp_step_end(void *self, int64_t step)
+{
+    fp_prec_err *pe = self;
+    if (!pe->armed)
+        return;
+    pe->armed = 0;
+    pe->last_step = step;
+    pe->have_rows = 1;
+    if (!pe->store)
+        return;
+    for (int l = 0; l < pe->nlayers; l++) {
+        const fp_layer_err_t *r = &pe->rows[l];
+        if (isnan(r->rel_l2) && isnan(r->cosine))
+            continue;
+        fp_precision_rec_t rec = {pe->run, pe->ref_run, step, l, FP_ROLE_ACTIVATION, r->rel_l2, r->max_abs, r->cosine};
+        fp_store_precision(pe->store, &rec);
+    }
+}
+
+static const fp_probe_ops compare_ops = {"precision_error", cmp_step_begin, cmp_step_end, NULL, NULL, cmp_tensor};
+
+int fp_prec_err_create(fp_prec_err **out, const fp_model *ref, const fp_policy *policy)
+{
+    *out = NULL;
+    fp_prec_err *pe = calloc(1, sizeof *pe);
+    if (!pe)
+        return fp_fail(FP_ENOMEM, "precision error: out of memory");
+    int rc = fp_model_clone(&pe->scratch, ref);
+    rc = rc ? rc : fp_model_set_policy(pe->scratch, policy);
+    rc = rc ? rc : fp_probe_create(&pe->sp);
+    rc = rc ? rc : fp_probe_create(&pe->rp);
+    if (rc) {
+        fp_prec_err_free(pe);
+        return rc;
+    }
+    pe->nlayers = fp_model_layer_count(ref);
+    size_t L = (size_t)pe->nlayers;
+    pe->off = calloc(L, sizeof *pe->off);
+    pe->cnt = calloc(L, sizeof *pe->cnt);
+    pe->dt = calloc(L, sizeof *pe->dt);
+    pe->rows = calloc(L, sizeof *pe->rows);
+    if (!pe->off || !pe->cnt || !pe->dt || !pe->rows) {
+        fp_prec_err_free(pe);
+        return fp_fail(FP_ENOMEM, "precision error: out of memory");
+    }
+    fp_probe_add(pe->sp, &capture_ops, pe);
+    fp_probe_add(pe->rp, &compare_ops, pe);
+    fp_model_set_probe(pe->scratch, pe->sp);
+    pe->last_step = -1;
+    *out = pe;
+    return FP_OK;
+}
+
+void fp_prec_err_free(fp_prec_err *pe)
+{
+    if (!pe)
+        return;
+    fp_model_free(pe->scratch);
+    fp_probe_free(pe->sp);
+    fp_probe_free(pe->rp);
+    free(pe->off);
+    free(pe->cnt);
+    free(pe->dt);
+    free(pe->cap);
+    free(pe->rows);
+    free(pe);
+}
+
+void fp_prec_err_set_store(fp_prec_err *pe, fp_store_t *store, int64_t run, int64_t ref_run)
+{
+    pe->store = store;
+    pe->run = run;
+    pe->ref_run = ref_run;
+}
+
+static int size_capture(fp_prec_err *pe, int n)
+{
+    if (pe->cap_n == n)
+        return FP_OK;
+    size_t total = 0;
+    for (int l = 0; l < pe->nlayers; l++) {
+        const fp_layer_info *li = fp_model_layer(pe->scratch, l);
+        pe->dt[l] = fp_model_layer_dtype(pe->scratch, l);
+        pe->cnt[l] = (size_t)li->out.h * li->out.w * li->out.c * (size_t)n;
+        pe->off[l] = total;
+        total += (pe->cnt[l] * (size_t)fp_dtype_bytes(pe->dt[l]) + 63) / 64 * 64;
+    }
+    unsigned char *p = realloc(pe->cap, total ? total : 1);
+    if (!p)
+        return fp_fail(FP_ENOMEM, "precision error: out of memory for %zu MiB of captured outputs", total >> 20);
+    pe->cap = p;
+    pe->cap_bytes = total;
+    pe->cap_n = n;
+    return FP_OK;
+}
+
+int fp_prec_err_run_lowp(fp_prec_err *pe, fp_model *ref, const float *x, int n)
+{
+    int rc = fp_model_copy_params(pe->scratch, ref, 1);
+    if (rc)
+        return rc;
+    const fp_policy *pol = fp_model_policy(pe->scratch);
+    if (pol->master != FP_DT_F32) {   /* `half`: its parameters are fp16 values */
+        fp_round_to_dtype(fp_model_params(pe->scratch), fp_model_num_params(pe->scratch), pol->master);
+        fp_round_to_dtype(fp_model_buffers(pe->scratch), fp_model_num_buffers(pe->scratch), pol->master);
+    }
+    if ((rc = size_capture(pe, n)))
+        return rc;
+    pe->capture_ok = 1;
+    fp_probe_step_begin(pe->sp, 0, 1.0f);
+    rc = fp_model_forward(pe->scratch, NULL, x, n, FP_MODE_TRAIN);
+    fp_probe_step_end(pe->sp);
+    if (rc)
+        return rc;
+    if (!pe->capture_ok)
+        return fp_fail(FP_EINTERNAL, "precision error: captured outputs do not match the layers");
+    pe->armed = 1;
+    return FP_OK;
+}
+
+int fp_prec_err_attach(fp_prec_err *pe, fp_probe *p) { return fp_probe_add(p, &compare_ops, pe); }
+
+int fp_prec_err_compare(fp_prec_err *pe, fp_model *ref, const float *x, int n, int64_t step)
+{
+    int rc = fp_prec_err_run_lowp(pe, ref, x, n);
+    if (rc)
+        return rc;
+    size_t nb = fp_model_num_buffers(ref);
+    float *saved = malloc((nb ? nb : 1) * sizeof(float));
+    if (!saved)
+        return fp_fail(FP_ENOMEM, "precision error: out of memory");
+    memcpy(saved, fp_model_buffers(ref), nb * sizeof(float));
+    fp_probe *keep = fp_model_probe(ref);
+    fp_model_set_probe(ref, pe->rp);
+    fp_probe_step_begin(pe->rp, step, 1.0f);
+    rc = fp_model_forward(ref, NULL, x, n, FP_MODE_TRAIN);
+    fp_probe_step_end(pe->rp);
+    fp_model_set_probe(ref, keep);
+    memcpy(fp_model_buffers(ref), saved, nb * sizeof(float));
+    free(saved);
+    pe->armed = 0;
+    return rc;
+}
+
+const fp_layer_err_t *fp_prec_err_rows(const fp_prec_err *pe, int *count)
+{
+    if (count)
+        *count = pe && pe->have_rows ? pe->nlayers : 0;
+    return pe && pe->have_rows ? pe->rows : NULL;
+}
+
+int64_t fp_prec_err_last_step(const fp_prec_err *pe) { return pe ? pe->last_step : -1; }
+fp_model *fp_prec_err_scratch(fp_prec_err *pe) { return pe->scratch; }
+
+/* ---------------------------------------------------------------- lost updates, updates */
+
+double fp_lost_update_fraction(const float *old_w, const float *new_w, const float *grad, size_t n)
+{
+    size_t moved = 0, lost = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (grad[i] == 0.0f || !isfinite(grad[i]))
+            continue;
+        moved++;
+        lost += new_w[i] == old_w[i];
+    }
+    return moved ? (double)lost / (double)moved : NAN;
+}
+
+double fp_model_lost_updates(const fp_model *m, const float *old_params, const float *grads, double *per_layer)
+{
+    const float *nw = fp_model_params((fp_model *)m);
+    size_t moved = 0, lost = 0;
+    for (int l = 0; l < fp_model_layer_count(m); l++) {
+        size_t off, cnt;
+        fp_model_layer_params(m, l, &off, &cnt);
+        size_t lm = 0, ll = 0;
+        for (size_t i = off; i < off + cnt; i++) {
+            if (grads[i] == 0.0f || !isfinite(grads[i]))
+                continue;
+            lm++;
+            ll += nw[i] == old_params[i];
+        }
+        moved += lm;
+        lost += ll;
+        if (per_layer)
+            per_layer[l] = lm ? (double)ll / (double)lm : NAN;
+    }
+    return moved ? (double)lost / (double)moved : NAN;
+}
+
+int fp_probe_sample_updates(fp_probe *p, fp_model *m, const float *old_params)
+{
+    if (!(fp_probe_wants(p) & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE)))
+        return FP_OK;
+    size_t maxc = 0;
+    for (int l = 0; l < fp_model_layer_count(m); l++) {
+        size_t cnt;
+        fp_model_layer_params(m, l, NULL, &cnt);
+        if (cnt > maxc)
+            maxc = cnt;
+    }
+    float *d = malloc((maxc ? maxc : 1) * sizeof(float));
+    if (!d)
+        return fp_fail(FP_ENOMEM, "updates: out of memory");
+    const float *nw = fp_model_params(m);
+    for (int l = 0; l < fp_model_layer_count(m); l++) {
+        size_t off, cnt;
+        fp_model_layer_params(m, l, &off, &cnt);
+        if (!cnt)
+            continue;
+        for (size_t i = 0; i < cnt; i++)
+            d[i] = nw[off + i] - old_params[off + i];
+        fp_probe_tensor(p, l, FP_ROLE_UPDATE, d, cnt);
+    }
+    free(d);
+    return FP_OK;
+}
+
+/* ---------------------------------------------------------------- skipped step */
+
+int fp_skipped_step_analysis(const fp_model *m, const float *grads, float loss_scale, fp_format fmt, char *text,
+                             size_t cap, double *headroom)
+{
+    const fp_format_info_t *fi = fp_format_info(fmt);
+    double maxf = fi ? fi->max_finite : 65504.0;
+    int first = -1, nl = fp_model_layer_count(m);
+    size_t first_inf = 0, first_nan = 0, first_cnt = 0;
+    size_t pos = 0;
+    char hr[8192];
+    hr[0] = 0;
+    for (int l = nl - 1; l >= 0; l--) {   /* backward order */
+        size_t off, cnt;
+        fp_model_layer_params(m, l, &off, &cnt);
+        if (headroom)
+            headroom[l] = NAN;
+        if (!cnt)
+            continue;
+        size_t ninf = 0, nnan = 0;
+        float amax = 0;
+        for (size_t i = off; i < off + cnt; i++) {
+            float g = grads[i];
+            if (isnan(g))
+                nnan++;
+            else if (isinf(g))
+                ninf++;
+            else if (fabsf(g) > amax)
+                amax = fabsf(g);
+        }
+        if ((ninf || nnan) && first < 0) {
+            first = l;
+            first_inf = ninf;
+            first_nan = nnan;
+            first_cnt = cnt;
+        }
+        double h = amax > 0 ? log2(maxf / amax) : INFINITY;
+        if (headroom)
+            headroom[l] = h;
+        if (pos < sizeof hr - 1) {
+            int w = snprintf(hr + pos, sizeof hr - pos, " %s=%.2f", fp_model_layer(m, l)->name, h);
+            if (w > 0)
+                pos += (size_t)w < sizeof hr - pos ? (size_t)w : sizeof hr - pos - 1;
+        }
+    }
+    if (text && cap) {
+        if (first >= 0)
+            snprintf(text, cap,
+                     "skipped step: first non-finite gradient in backward order: layer %d %s (inf %zu, nan %zu of %zu) "
+                     "at loss scale %g; headroom log2(%g/amax) per layer:%s",
+                     first, fp_model_layer(m, first)->name, first_inf, first_nan, first_cnt, (double)loss_scale, maxf,
+                     hr);
+        else
+            snprintf(text, cap, "skipped step: every parameter gradient finite at loss scale %g; headroom "
+                     "log2(%g/amax) per layer:%s", (double)loss_scale, maxf, hr);
+    }
+    return first;
+}

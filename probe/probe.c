@@ -1,0 +1,122 @@
+/* probe.c — the probe set: fans the trainer's step / layer / tensor calls out to its backends.
+ * Promises: calls reach backends in the order they were added; layer and tensor calls outside a
+ * step are ignored; a tensor reaches only the backends that asked for its role this step. */
+#include <stdlib.h>
+#include "error.h"
+#include "probe/probe.h"
+
+typedef struct {
+    const fp_probe_ops *ops;
+    void *self;
+    unsigned wants;   /* roles asked for at this step */
+} backend_t;
+
+struct fp_probe {
+    backend_t b[FP_PROBE_MAX_BACKENDS];
+    int nb;
+    /* backends with layer hooks, for the per-layer fast path */
+    backend_t *lb[FP_PROBE_MAX_BACKENDS], *le[FP_PROBE_MAX_BACKENDS];
+    int nlb, nle;
+    int in_step;
+    int64_t step;
+    float loss_scale;
+    unsigned wants;
+};
+
+int fp_probe_create(fp_probe **out)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return fp_fail(FP_ENOMEM, "probe: out of memory");
+    (*out)->step = -1;
+    (*out)->loss_scale = 1.0f;
+    return FP_OK;
+}
+
+void fp_probe_free(fp_probe *p) { free(p); }
+
+int fp_probe_add(fp_probe *p, const fp_probe_ops *ops, void *self)
+{
+    if (!p || !ops)
+        return fp_fail(FP_EINVAL, "probe: add with a NULL %s", p ? "ops table" : "probe");
+    if (p->nb == FP_PROBE_MAX_BACKENDS)
+        return fp_fail(FP_EINVAL, "probe: more than %d backends", FP_PROBE_MAX_BACKENDS);
+    backend_t *b = &p->b[p->nb++];
+    b->ops = ops;
+    b->self = self;
+    b->wants = 0;
+    if (ops->layer_begin)
+        p->lb[p->nlb++] = b;
+    if (ops->layer_end)
+        p->le[p->nle++] = b;
+    return FP_OK;
+}
+
+int fp_probe_backend_count(const fp_probe *p) { return p ? p->nb : 0; }
+
+int fp_probe_every(int64_t step, int every) { return every > 0 && step >= 0 && step % every == 0; }
+
+void fp_probe_step_begin(fp_probe *p, int64_t step, float loss_scale)
+{
+    if (!p)
+        return;
+    p->in_step = 1;
+    p->step = step;
+    p->loss_scale = loss_scale;
+    p->wants = 0;
+    for (int i = 0; i < p->nb; i++) {
+        backend_t *b = &p->b[i];
+        b->wants = b->ops->step_begin ? b->ops->step_begin(b->self, step, loss_scale) & FP_PROBE_ALL_ROLES : 0;
+        if (!b->ops->tensor)
+            b->wants = 0;
+        p->wants |= b->wants;
+    }
+}
+
+void fp_probe_step_end(fp_probe *p)
+{
+    if (!p || !p->in_step)
+        return;
+    for (int i = 0; i < p->nb; i++)
+        if (p->b[i].ops->step_end)
+            p->b[i].ops->step_end(p->b[i].self, p->step);
+    p->in_step = 0;
+    p->wants = 0;
+    p->step = -1;
+}
+
+void fp_probe_set_loss_scale(fp_probe *p, float loss_scale)
+{
+    if (p)
+        p->loss_scale = loss_scale;
+}
+
+int64_t fp_probe_current_step(const fp_probe *p) { return p && p->in_step ? p->step : -1; }
+float fp_probe_loss_scale(const fp_probe *p) { return p ? p->loss_scale : 1.0f; }
+
+void fp_probe_layer_begin(fp_probe *p, int layer, fp_phase phase)
+{
+    if (!p || !p->in_step)
+        return;
+    for (int i = 0; i < p->nlb; i++)
+        p->lb[i]->ops->layer_begin(p->lb[i]->self, layer, phase);
+}
+
+void fp_probe_layer_end(fp_probe *p, int layer, fp_phase phase)
+{
+    if (!p || !p->in_step)
+        return;
+    for (int i = p->nle - 1; i >= 0; i--)   /* reverse order: ranges nest properly */
+        p->le[i]->ops->layer_end(p->le[i]->self, layer, phase);
+}
+
+unsigned fp_probe_wants(const fp_probe *p) { return p && p->in_step ? p->wants : 0; }
+
+void fp_probe_tensor(fp_probe *p, int layer, fp_tensor_role role, const float *x, size_t n)
+{
+    if (!p || !p->in_step || (unsigned)role >= FP_ROLE_COUNT || !(p->wants & FP_PROBE_ROLE_BIT(role)))
+        return;
+    for (int i = 0; i < p->nb; i++)
+        if (p->b[i].wants & FP_PROBE_ROLE_BIT(role))
+            p->b[i].ops->tensor(p->b[i].self, layer, role, x, n, p->loss_scale);
+}

@@ -1,0 +1,193 @@
+/* probe.h — the one probe interface the trainer calls (step begin/end, layer begin/end per phase,
+ * tensors at sampling steps) and the probe backends that plug in behind it as small ops tables.
+ * Promises: a probe set fans every call out to its backends in the order they were added; a NULL
+ * probe costs the caller one pointer check; nothing here prints or exits; a backend that cannot
+ * measure (no permission, no device) says "unavailable" with a reason and yields NULL, never 0. */
+#ifndef FP_PROBE_H
+#define FP_PROBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "store.h"   /* fp_phase, fp_tensor_role, fp_layer_time_t, fp_store_t */
+
+/* Sampling defaults, chosen so that the default run stays within 3% of the probes-off step time
+ * on the CPU (bench/bench_probe_overhead.c measures it): histograms of every layer's tensors every
+ * FP_PROBE_DEFAULT_HIST_EVERY steps, kernel-level rows (CUPTI) every FP_PROBE_DEFAULT_TRACE_EVERY
+ * steps, per-layer rounding error every FP_PROBE_DEFAULT_PRECISION_EVERY steps. Per-layer times
+ * are taken every step. */
+#define FP_PROBE_DEFAULT_HIST_EVERY 100
+#define FP_PROBE_DEFAULT_TRACE_EVERY 100
+#define FP_PROBE_DEFAULT_PRECISION_EVERY 100
+
+#define FP_PROBE_MAX_BACKENDS 16
+
+/* Role masks: which tensors a backend wants at this step (bit 1 << fp_tensor_role). */
+#define FP_PROBE_ROLE_BIT(r) (1u << (unsigned)(r))
+#define FP_PROBE_ALL_ROLES ((1u << FP_ROLE_COUNT) - 1u)
+
+/* A backend: every hook is optional (NULL). `self` is the backend's own state, owned by whoever
+ * created it (the set never frees it).
+ *  step_begin  returns the mask of tensor roles it wants handed to `tensor` during this step
+ *              (0: none). loss_scale is the scale in effect for this step's backward (1 without).
+ *  layer_begin / layer_end bracket one layer's work in one phase (forward; backward_data;
+ *              backward_weights — conv and linear only, other layers' backward is backward_data).
+ *  tensor      x holds n fp32 values (16-bit storage already widened); valid only during the call.
+ *              Gradients (activation_grad, weight_grad) are as computed, i.e. multiplied by
+ *              loss_scale; updates (new - old master weight) are unscaled. */
+typedef struct {
+    const char *name;
+    unsigned (*step_begin)(void *self, int64_t step, float loss_scale);
+    void (*step_end)(void *self, int64_t step);
+    void (*layer_begin)(void *self, int layer, fp_phase phase);
+    void (*layer_end)(void *self, int layer, fp_phase phase);
+    void (*tensor)(void *self, int layer, fp_tensor_role role, const float *x, size_t n, float loss_scale);
+} fp_probe_ops;
+
+typedef struct fp_probe fp_probe;
+
+int fp_probe_create(fp_probe **out);
+void fp_probe_free(fp_probe *p);   /* NULL is fine; the backends are not freed */
+/* Adds a backend (at most FP_PROBE_MAX_BACKENDS): FP_EINVAL when full or ops is NULL. */
+int fp_probe_add(fp_probe *p, const fp_probe_ops *ops, void *self);
+int fp_probe_backend_count(const fp_probe *p);
+
+/* A training step. Layer and tensor calls outside step_begin .. step_end are ignored (evaluation
+ * forwards between steps are not timed into a step). */
+void fp_probe_step_begin(fp_probe *p, int64_t step, float loss_scale);
+void fp_probe_step_end(fp_probe *p);
+void fp_probe_set_loss_scale(fp_probe *p, float loss_scale);   /* changes the scale mid-step */
+int64_t fp_probe_current_step(const fp_probe *p);              /* -1 outside a step */
+float fp_probe_loss_scale(const fp_probe *p);
+
+void fp_probe_layer_begin(fp_probe *p, int layer, fp_phase phase);
+void fp_probe_layer_end(fp_probe *p, int layer, fp_phase phase);
+/* The roles some backend wants now (0 outside a step or at a non-sampling step). The model widens
+ * a 16-bit tensor only when its role is wanted. */
+unsigned fp_probe_wants(const fp_probe *p);
+/* Hands the tensor to every backend that wants its role this step. */
+void fp_probe_tensor(fp_probe *p, int layer, fp_tensor_role role, const float *x, size_t n);
+
+/* 1 when step is a sampling step of period `every` (every <= 0: never; step 0 always samples). */
+int fp_probe_every(int64_t step, int every);
+
+/* ---- CPU wall time per layer and phase (cpu_timer.c) ----
+ * CLOCK_MONOTONIC around every layer_begin / layer_end of a step, accumulated per (layer, phase);
+ * the kernel count of a row is the number of layer calls it accumulated. After step_end the table
+ * holds one row per (layer, phase) that ran, in layer then phase order, ready for fp_store_step. */
+typedef struct fp_cpu_timer fp_cpu_timer;
+int fp_cpu_timer_create(fp_cpu_timer **out, int nlayers);
+void fp_cpu_timer_free(fp_cpu_timer *t);
+int fp_cpu_timer_attach(fp_cpu_timer *t, fp_probe *p);
+/* The rows of the last finished step (valid until the next step_end); returns their count. */
+size_t fp_cpu_timer_rows(const fp_cpu_timer *t, const fp_layer_time_t **rows);
+int64_t fp_cpu_timer_step_ns(const fp_cpu_timer *t);   /* step_begin .. step_end of the last step; -1 none */
+/* Sum of the last step's rows of one phase (-1 for all phases). */
+int64_t fp_cpu_timer_phase_ns(const fp_cpu_timer *t, int phase);
+
+/* ---- hardware counters (perf_counters.c): cycles and instructions of this process ----
+ * Opened with perf_event_open (user space only, inherited by threads created later). When the
+ * kernel refuses (perf_event_paranoid, seccomp, no PMU), the object still exists and says why. */
+typedef struct fp_perf fp_perf;
+int fp_perf_open(fp_perf **out);          /* FP_OK (even when unavailable) or FP_ENOMEM */
+void fp_perf_close(fp_perf *pc);
+int fp_perf_available(const fp_perf *pc);
+const char *fp_perf_reason(const fp_perf *pc);   /* "" when available */
+/* Totals since open: FP_OK, or FP_EUNAVAIL with both set to -1 (NULL in the store). */
+int fp_perf_read(const fp_perf *pc, int64_t *cycles, int64_t *instructions);
+int fp_perf_attach(fp_perf *pc, fp_probe *p);
+/* Counts over the last finished step; -1 when unavailable. */
+int fp_perf_step(const fp_perf *pc, int64_t *cycles, int64_t *instructions);
+
+/* ---- energy from RAPL (rapl.c) ----
+ * Sums the package zones <root>/intel-rapl:N/energy_uj (not their sub-zones, which the package
+ * includes, nor a "psys" zone, which covers everything), unwrapping each counter with its
+ * max_energy_range_uj. root NULL means /sys/class/powercap (tests point it at a fake tree). Unreadable
+ * (no RAPL, or root-only since the 2020 Platypus fix) -> unavailable with a reason. */
+typedef struct fp_rapl fp_rapl;
+int fp_rapl_open(fp_rapl **out, const char *root);   /* FP_OK (even when unavailable) or FP_ENOMEM */
+void fp_rapl_close(fp_rapl *r);
+int fp_rapl_available(const fp_rapl *r);
+const char *fp_rapl_reason(const fp_rapl *r);
+int fp_rapl_zone_count(const fp_rapl *r);
+/* Energy in joules since open (reads the counters now; call at least once per wrap period,
+ * minutes at full load). NaN when unavailable. */
+double fp_rapl_energy_j(fp_rapl *r);
+int fp_rapl_attach(fp_rapl *r, fp_probe *p);
+double fp_rapl_step_j(const fp_rapl *r);   /* energy of the last finished step; NaN when unavailable */
+
+/* ---- process memory (process_mem.c) ---- */
+int64_t fp_process_rss_bytes(void);        /* resident set from /proc/self/statm; -1 when unreadable */
+int64_t fp_process_peak_rss_bytes(void);   /* VmHWM from /proc/self/status; -1 when unreadable */
+
+/* ---- exponent histograms (hist_probe.c) ----
+ * At steps where fp_probe_every(step, every): every role of every layer through lib/hist.h (fp16,
+ * bf16, E4M3, E5M2 at once), one histogram per (layer, role) per step, written with fp_store_hist at
+ * step_end when a store is given. Weight gradients are recorded UNSCALED (multiplied by 1/loss_scale
+ * on the way in: exact for the power-of-two scales the GradScaler uses); activation gradients are
+ * recorded as the backward holds them, at the loss scale of that step (what the 16-bit storage saw). */
+typedef struct fp_hist_probe fp_hist_probe;
+/* store may be NULL (histograms are only kept for fp_hist_probe_get). roles: mask of roles to take
+ * (0 = all). */
+int fp_hist_probe_create(fp_hist_probe **out, int nlayers, int every, unsigned roles, fp_store_t *store,
+                         int64_t run);
+void fp_hist_probe_free(fp_hist_probe *h);
+int fp_hist_probe_attach(fp_hist_probe *h, fp_probe *p);
+/* The histogram of (layer, role) at the last sampling step; NULL when none was taken. */
+const fp_hist_t *fp_hist_probe_get(const fp_hist_probe *h, int layer, fp_tensor_role role);
+int64_t fp_hist_probe_last_step(const fp_hist_probe *h);   /* -1 when none */
+/* FP_OK, or the first error fp_store_hist returned. */
+int fp_hist_probe_status(const fp_hist_probe *h);
+
+/* ---- NVML (nvml.c): loaded with dlopen, own declarations, no nvml.h needed ----
+ * Energy counter (mJ since driver load, read at turn boundaries after a device synchronize),
+ * power, memory, clocks and temperature; a background thread samples them into device_samples. */
+typedef struct fp_nvml fp_nvml;
+/* lib NULL: "libnvidia-ml.so.1". FP_OK (even when unavailable) or FP_ENOMEM. */
+int fp_nvml_open(fp_nvml **out, const char *lib, int device);
+void fp_nvml_close(fp_nvml *nv);            /* stops the sampler, shuts NVML down */
+int fp_nvml_available(const fp_nvml *nv);
+const char *fp_nvml_reason(const fp_nvml *nv);
+const char *fp_nvml_device_name(const fp_nvml *nv);      /* "" when unavailable */
+const char *fp_nvml_driver_version(const fp_nvml *nv);   /* "" when unavailable */
+/* Total energy in joules since the driver loaded (NaN when unavailable or unsupported). */
+double fp_nvml_energy_j(fp_nvml *nv);
+/* One sample now; unmeasured fields NaN / -1. FP_EUNAVAIL when NVML is unavailable. */
+int fp_nvml_sample(fp_nvml *nv, fp_device_sample_t *s);
+/* Background sampling every interval_ms into store (run); FP_EUNAVAIL when unavailable. */
+int fp_nvml_start_sampler(fp_nvml *nv, fp_store_t *store, int64_t run, int interval_ms);
+void fp_nvml_stop_sampler(fp_nvml *nv);
+uint64_t fp_nvml_samples_taken(const fp_nvml *nv);
+
+/* ---- CUPTI activity (cupti_activity.c, built with CUPTI; elsewhere every call is FP_EUNAVAIL) ----
+ * CONCURRENT_KERNEL (never KERNEL), MEMCPY, MEMSET, MEMORY2, RUNTIME, EXTERNAL_CORRELATION and
+ * OVERHEAD enabled at open (before warm-up); 8 MB buffers that the completion callback only queues;
+ * every layer and phase pushes an external correlation id (CUSTOM0) encoding (layer, phase), so
+ * kernels are attributed; at the end of a traced step (fp_probe_every(step, trace_every)) the
+ * records are flushed and the kernels written with fp_store_kernels; other steps' records are
+ * discarded. Tensor-core use is classified by kernel name (fp_kernel_uses_tensor_cores). */
+typedef struct fp_cupti fp_cupti;
+int fp_cupti_open(fp_cupti **out, fp_store_t *store, int64_t run, int trace_every);   /* FP_OK or FP_ENOMEM */
+void fp_cupti_close(fp_cupti *c);      /* flushes, writes what a traced step left, disables */
+int fp_cupti_available(const fp_cupti *c);
+const char *fp_cupti_reason(const fp_cupti *c);
+int fp_cupti_attach(fp_cupti *c, fp_probe *p);
+int fp_cupti_flush(fp_cupti *c);       /* flush now (end of a sampled step, exit) */
+uint64_t fp_cupti_dropped(const fp_cupti *c);   /* records CUPTI reported dropped */
+uint64_t fp_cupti_kernels(const fp_cupti *c);   /* kernel rows written */
+/* Kernel-name heuristic, usable without CUPTI: 1 when the name marks a tensor-core kernel
+ * ("hmma", "imma", "s16816", "h1688", "s1688", "h16816", "xmma", "gmma", "wgmma", "_tensorop_",
+ * "tensorop", or "cutlass" together with "f16"/"bf16"/"h16"), else 0. cuDNN / cuBLAS name their
+ * tensor-core kernels this way; a kernel that uses mma instructions under another name is missed. */
+int fp_kernel_uses_tensor_cores(const char *name);
+
+/* ---- NVTX ranges (nvtx_ranges.c, built with NVTX3; elsewhere attach is FP_EUNAVAIL) ----
+ * "step N" around each step, "<layer name> <phase>" around every layer and phase, so Nsight
+ * Systems shows our names. */
+typedef struct fp_nvtx fp_nvtx;
+struct fp_model;
+int fp_nvtx_create(fp_nvtx **out, const struct fp_model *m);
+void fp_nvtx_free(fp_nvtx *n);
+int fp_nvtx_attach(fp_nvtx *n, fp_probe *p);
+int fp_nvtx_compiled(void);   /* 1 when built with NVTX3 */
+
+#endif

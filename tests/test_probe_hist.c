@@ -1,0 +1,166 @@
+/* test_probe_hist.c — histograms at sampling steps: every (layer, role) of tinynet sampled at the
+ * steps of the period and none between, weight gradients unscaled, rows in a temporary store whose
+ * per-format class columns agree with the blob, and the update role. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "error.h"
+#include "probe/analysis.h"
+#include "probe/probe.h"
+#include "store_reader.h"
+#include "store_testutil.h"
+#include "tap.h"
+#include "testutil.h"
+#include "trainer/model.h"
+
+#define NB 4
+#define HW 32
+#define NC 10
+
+int main(void)
+{
+    static float x[NB * HW * HW * 3];
+    int labels[NB];
+    uint64_t s = 5;
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+        x[i] = tu_uniform_pm1(&s);
+    for (int i = 0; i < NB; i++)
+        labels[i] = i;
+    fp_model_config cfg = {"tinynet", NC, HW, 16, 1, 0};
+    fp_model *m = NULL;
+    fp_model_create(&m, &cfg);
+    fp_model_set_policy(m, fp_policy_find("fp16"));
+    int L = fp_model_layer_count(m);
+
+    char *dir = tu_mkdir();
+    char *db = tu_path(dir, "h.db");
+    fp_store_t *st = NULL;
+    int64_t sess = 0, run = 0;
+    tap_ok(fp_store_open(&st, db) == FP_OK, "store opened");
+    fp_session_info_t si = {"probe hist test", NULL};
+    fp_store_begin_session(st, &si, &sess);
+    fp_run_info_t ri = {0};
+    ri.session = sess;
+    ri.arm = "fp16";
+    ri.model = "tinynet";
+    ri.policy = "fp16";
+    ri.batch_size = NB;
+    ri.image_size = HW;
+    ri.seed = 1;
+    tap_ok(fp_store_begin_run(st, &ri, &run) == FP_OK, "run begun");
+
+    fp_probe *p = NULL;
+    fp_probe_create(&p);
+    fp_hist_probe *hp = NULL;
+    tap_ok(fp_hist_probe_create(&hp, L, 3, 0, st, run) == FP_OK && fp_hist_probe_attach(hp, p) == FP_OK,
+           "hist probe every 3 steps");
+    fp_model_set_probe(m, p);
+    float *old = malloc(fp_model_num_params(m) * sizeof(float));
+    float scale = 1024.0f;
+    size_t wg_nonfinite = 0;
+    for (int step = 0; step < 5; step++) {
+        fp_probe_step_begin(p, step, scale);
+        fp_model_zero_grad(m);
+        float loss;
+        fp_model_train_step_scaled(m, &loss, NULL, NULL, x, labels, NB, scale);
+        memcpy(old, fp_model_params(m), fp_model_num_params(m) * sizeof(float));
+        fp_unscale_and_check(fp_model_grads(m), fp_model_num_params(m), 1.0f / scale);
+        float *w = fp_model_params(m), *g = fp_model_grads(m);
+        for (size_t i = 0; i < fp_model_num_params(m); i++)   /* plain SGD, lr 0.01 */
+            w[i] -= 0.01f * g[i];
+        fp_probe_sample_updates(p, m, old);
+        if (step == 3) {   /* compare the unscaled weight-gradient histogram with the real gradient */
+            fp_hist_t ref;
+            fp_hist_init(&ref);
+            size_t off, cnt;
+            fp_model_layer_params(m, 8, &off, &cnt);
+            fp_hist_add(&ref, g + off, cnt);
+            fp_probe_step_end(p);
+            const fp_hist_t *got = fp_hist_probe_get(hp, 8, FP_ROLE_WEIGHT_GRAD);
+            tap_ok(got && got->count == cnt && got->amax == ref.amax &&
+                       memcmp(got->binade, ref.binade, sizeof ref.binade) == 0,
+                   "weight gradient recorded unscaled (fc: amax %g = %g)", got ? got->amax : -1.0, ref.amax);
+            wg_nonfinite = got ? got->nan + got->pos_inf + got->neg_inf : 1;
+            continue;
+        }
+        fp_probe_step_end(p);
+        if (step == 0) {
+            int all = 1;
+            for (int l = 0; l < L; l++) {
+                size_t pc;
+                fp_model_layer_params(m, l, NULL, &pc);
+                for (int r = 0; r < FP_ROLE_COUNT; r++) {
+                    int has_params_role = r == FP_ROLE_WEIGHT || r == FP_ROLE_WEIGHT_GRAD || r == FP_ROLE_UPDATE;
+                    const fp_hist_t *h = fp_hist_probe_get(hp, l, (fp_tensor_role)r);
+                    all &= (h != NULL) == (!has_params_role || pc > 0);
+                    if (h && r == FP_ROLE_ACTIVATION) {
+                        const fp_layer_info *li = fp_model_layer(m, l);
+                        all &= h->count == (uint64_t)li->out.h * li->out.w * li->out.c * NB;
+                    }
+                }
+            }
+            tap_ok(all, "step 0: a histogram for every layer and role that applies");
+            /* fp16 activations hold no value the fp16 classes call overflow / underflow */
+            const fp_hist_t *a = fp_hist_probe_get(hp, 0, FP_ROLE_ACTIVATION);
+            tap_ok(a && a->cls[FP_FMT_FP16][FP_CLASS_OVERFLOW] == 0 && a->cls[FP_FMT_FP16][FP_CLASS_UNDERFLOW] == 0,
+                   "fp16 activations: no fp16 overflow / underflow class");
+        }
+    }
+    tap_is_int(wg_nonfinite, 0, "no non-finite weight gradient");
+    tap_is_int(fp_hist_probe_last_step(hp), 3, "last sampling step is 3 (period 3, steps 0..4)");
+    tap_ok(fp_store_flush(st) == FP_OK && fp_hist_probe_status(hp) == FP_OK, "store flushed");
+    char q[512];
+    snprintf(q, sizeof q, "SELECT COUNT(DISTINCT step) FROM histograms WHERE run=%lld", (long long)run);
+    tap_is_int(tu_sql_int(db, q), 2, "histograms stored at steps 0 and 3 only");
+    int nparam_layers = 0;
+    for (int l = 0; l < L; l++) {
+        size_t pc;
+        fp_model_layer_params(m, l, NULL, &pc);
+        nparam_layers += pc > 0;
+    }
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM histograms WHERE run=%lld AND step=0", (long long)run);
+    tap_is_int(tu_sql_int(db, q), 2 * L + 3 * nparam_layers, "rows: 2 per layer + 3 per layer with parameters");
+    /* class columns equal the blob's counts and the histogram's */
+    const fp_hist_t *h3 = fp_hist_probe_get(hp, 4, FP_ROLE_ACTIVATION);
+    snprintf(q, sizeof q,
+             "SELECT fp16_normal + fp16_subnormal + fp16_underflow + fp16_round_to_max + fp16_overflow + zero + nan + "
+             "pos_inf + neg_inf FROM histograms WHERE run=%lld AND step=3 AND layer=4 AND role=0",
+             (long long)run);
+    long long total = tu_sql_int(db, q);
+    tap_is_int(total, (long long)h3->count, "class counts + zero/nan/inf = count (%lld)", total);
+    snprintf(q, sizeof q, "SELECT fp16_subnormal FROM histograms WHERE run=%lld AND step=3 AND layer=4 AND role=0",
+             (long long)run);
+    tap_is_int(tu_sql_int(db, q), (long long)h3->cls[FP_FMT_FP16][FP_CLASS_SUBNORMAL], "fp16_subnormal column");
+    uint64_t h3count = h3->count;
+    fp_probe_free(p);
+    fp_hist_probe_free(hp);
+    fp_store_close(st, FP_RUN_FINISHED, NULL);
+    /* the blob (decoded by the reader) agrees with the class columns and with the probe's histogram */
+    fp_reader_t *rd = NULL;
+    fp_hist_row_t *rows = NULL;
+    size_t nrows = 0;
+    int ok = fp_reader_open(&rd, db) == FP_OK && fp_reader_histograms(rd, run, 4, 3, &rows, &nrows) == FP_OK;
+    const fp_hist_t *bh = NULL;
+    for (size_t i = 0; ok && i < nrows; i++)
+        if (rows[i].role == FP_ROLE_ACTIVATION && rows[i].step == 3)
+            bh = &rows[i].hist;
+    tap_ok(bh != NULL, "blob of layer 4 activation at step 3 read back");
+    if (bh) {
+        snprintf(q, sizeof q, "SELECT e5m2_underflow * 1000003 + bf16_normal FROM histograms WHERE run=%lld AND step=3 "
+                 "AND layer=4 AND role=0", (long long)run);
+        tap_is_int(tu_sql_int(db, q),
+                   (long long)(bh->cls[FP_FMT_E5M2][FP_CLASS_UNDERFLOW] * 1000003 + bh->cls[FP_FMT_BF16][FP_CLASS_NORMAL]),
+                   "blob class counts = columns");
+        tap_is_uint(bh->count, h3count, "blob count = probe's count");
+    } else {
+        tap_skip(2, "no blob");
+    }
+    free(rows);
+    fp_reader_close(rd);
+    free(old);
+    free(db);
+    tu_rmdir(dir);
+    fp_model_free(m);
+    return tap_done();
+}
