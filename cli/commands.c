@@ -10,6 +10,7 @@ const fp_command_t fp_commands[] = {
     {"formats", "show the number-format facts (fp16, bf16, tf32, fp8)", cmd_formats},
     {"models", "list the models with parameter counts and FLOPs per image", cmd_models},
     {"train", "train one model under one precision policy on the CPU and record the run", cmd_train},
+    {"compare", "train a model in fp32 and fp16/bf16 side by side and summarise (also: fp16probe <model>)", cmd_compare},
     {"tui", "the live dashboard of a session (ncurses; --headless WxH prints a frame)", cmd_tui},
 };
 const size_t fp_command_count = sizeof fp_commands / sizeof fp_commands[0];

@@ -27,6 +27,7 @@ int cmd_report(int argc, char **argv);   /* cmd_report.c */
 int cmd_gate(int argc, char **argv);     /* cmd_gate.c */
 int cmd_models(int argc, char **argv);   /* cmd_models.c */
 int cmd_train(int argc, char **argv);    /* cmd_train.c */
+int cmd_compare(int argc, char **argv);  /* cmd_compare.c (also `fp16probe <model>`) */
 int cmd_tui(int argc, char **argv);      /* cmd_tui.c */
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "commands.h"
+#include "trainer/model.h"
 
 int cli_error(int status, const char *fmt, ...)
 {
@@ -55,6 +56,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < fp_command_count; i++)
         if (strcmp(cmd, fp_commands[i].name) == 0)
             return fp_commands[i].run(argc - 1, argv + 1);
+    for (const char *const *m = fp_model_names(); *m; m++)   /* fp16probe <model> = compare --model <model> */
+        if (strcmp(cmd, *m) == 0)
+            return cmd_compare(argc - 1, argv + 1);
     fprintf(stderr, "fp16probe: unknown command '%s'; valid commands: ", cmd);
     list_commands(stderr);
     return 2;

@@ -190,9 +190,11 @@ static void optimizer_json(sbuf *b, const fp_arm_config *a)
 }
 
 static void config_json(sbuf *b, const fp_train_config *c, const fp_arm_config *a, const char *data, int classes,
-                        const char *device, const char *optjson)
+                        const char *device, const char *optjson, const char *command, const char *extra)
 {
-    sb_printf(b, "{\"command\":\"train\",\"model\":");
+    sb_printf(b, "{\"command\":");
+    sb_str(b, command);
+    sb_printf(b, ",\"model\":");
     sb_str(b, a->model);
     sb_printf(b, ",\"precision\":");
     sb_str(b, a->policy);
@@ -216,7 +218,36 @@ static void config_json(sbuf *b, const fp_train_config *c, const fp_arm_config *
     sb_str(b, c->resume);
     if (a->init_scale > 0 || a->growth_interval > 0)
         sb_printf(b, ",\"init_scale\":%.9g,\"growth_interval\":%d", a->init_scale, a->growth_interval);
+    if (extra && *extra)
+        sb_printf(b, ",%s", extra);
     sb_printf(b, "}");
+}
+
+char *fp_train_optimizer_json(const fp_arm_config *a)
+{
+    sbuf b = {0};
+    optimizer_json(&b, a);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
+char *fp_train_config_json(const fp_train_config *c, const fp_arm_config *a, const char *data, const char *device,
+                           const char *command, const char *extra)
+{
+    char *opt = fp_train_optimizer_json(a);
+    if (!opt)
+        return NULL;
+    sbuf b = {0};
+    config_json(&b, c, a, data, a->num_classes, device, opt, command, extra);
+    free(opt);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
 }
 
 /* "16x64x56x56" (PyTorch's NCHW order) or "16x512" for a vector. */
@@ -251,6 +282,47 @@ static int is_model_name(const char *name)
         if (strcmp(*n, name) == 0)
             return 1;
     return 0;
+}
+
+int fp_train_check_choices(const fp_train_config *c, const fp_arm_config *a, int check_policy)
+{
+    if (!a->model)
+        return fp_fail(FP_EINVAL, "no model given (--model); valid models: %s", fp_model_names_joined());
+    if (!is_model_name(a->model))
+        return fp_fail(FP_EINVAL, "unknown model '%s'; valid models: %s", a->model, fp_model_names_joined());
+    if (check_policy && (!a->policy || !fp_policy_find(a->policy)))
+        return fp_fail(FP_EINVAL, "unknown precision policy '%s'; valid policies: %s", a->policy ? a->policy : "",
+                       fp_policy_names_joined());
+    if (c->batch < 1 || c->steps < 0)
+        return fp_fail(FP_EINVAL, "batch must be >= 1 and steps >= 0");
+    int rc = fp_optim_config_check(&a->optim);
+    if (rc == FP_OK)
+        rc = fp_lr_schedule_check(&a->lr);
+    return rc;
+}
+
+int fp_train_open_data(const fp_train_config *c, fp_arm_config *a, fp_dataset **ds, int *usage)
+{
+    *usage = 0;
+    *ds = NULL;
+    fp_data_opts dopts;
+    fp_data_opts_default(&dopts);
+    dopts.image_size = a->image_size;
+    dopts.seed = a->seed;
+    dopts.augment = c->augment;
+    dopts.shuffle = c->shuffle;
+    int rc = fp_dataset_open(ds, c->data && *c->data ? c->data : "synthetic", &dopts);
+    if (rc) {
+        *usage = rc == FP_EINVAL;
+        return rc;
+    }
+    int dclasses = fp_dataset_num_classes(*ds);
+    if (a->num_classes <= 0)
+        a->num_classes = dclasses;
+    else if (a->num_classes < dclasses)
+        return fp_fail(FP_EINVAL, "--classes %d is fewer than the %d classes of %s", a->num_classes, dclasses,
+                       fp_dataset_spec(*ds));
+    return FP_OK;
 }
 
 /* The run's settings a resume must share with its checkpoint (key, value) — kept as text. */
@@ -334,6 +406,13 @@ const char *fp_train_diverged_message(const fp_arm *arm, const fp_arm_step_resul
 int fp_train_record_step(fp_store_t *s, int64_t run, fp_arm *arm, const fp_arm_step_result *r, int64_t start_ns,
                          int64_t end_ns)
 {
+    fp_train_step_extra x = {NULL, 0, NAN, NULL};
+    return fp_train_record_step_ex(s, run, arm, r, start_ns, end_ns, &x);
+}
+
+int fp_train_record_step_ex(fp_store_t *s, int64_t run, fp_arm *arm, const fp_arm_step_result *r, int64_t start_ns,
+                            int64_t end_ns, const fp_train_step_extra *x)
+{
     fp_arm_mem mem;
     fp_arm_memory(arm, &mem);
     int64_t step_no = r->iteration + 1;
@@ -341,8 +420,10 @@ int fp_train_record_step(fp_store_t *s, int64_t run, fp_arm *arm, const fp_arm_s
                         .skipped = r->skipped, .start = start_ns, .end = end_ns, .wall_ns = r->total_ns,
                         .samples_per_s = r->total_ns > 0 ? r->n / (r->total_ns * 1e-9) : NAN,
                         .mem_current = (int64_t)mem.current, .mem_peak = (int64_t)mem.peak,
-                        .energy_j = NAN, .power_w = NAN};
-    int rc = fp_store_step(s, &st, NULL, 0);
+                        .energy_j = x->energy_j, .power_w = NAN};
+    if (isfinite(x->energy_j) && r->total_ns > 0)
+        st.power_w = x->energy_j / (r->total_ns * 1e-9);
+    int rc = fp_store_step(s, &st, x->times, x->ntimes);
     if (rc)
         return rc;
     rec_t rec = {s, run};
@@ -352,9 +433,9 @@ int fp_train_record_step(fp_store_t *s, int64_t run, fp_arm *arm, const fp_arm_s
     if (r->skipped)
         event(&rec, step_no, r->nonfinite_layer, FP_EVENT_SKIPPED_STEP,
               "step %" PRId64 " skipped: inf/NaN gradient, first (in backward order) in layer %s (%s)%s; loss "
-              "scale %g -> %g", step_no, layer_name(m, r->nonfinite_layer),
+              "scale %g -> %g%s%s", step_no, layer_name(m, r->nonfinite_layer),
               r->nonfinite_tensor ? r->nonfinite_tensor : "?", r->loss_finite ? "" : ", loss not finite", r->scale,
-              r->next_scale);
+              r->next_scale, x->skip_detail ? "; " : "", x->skip_detail ? x->skip_detail : "");
     else if (r->nonfinite_layer >= 0 && !r->diverged)
         event(&rec, step_no, r->nonfinite_layer, FP_EVENT_WARNING,
               "step %" PRId64 ": inf/NaN gradient first in layer %s (%s) applied: policy %s has no loss scaler",
@@ -366,20 +447,26 @@ int fp_train_record_step(fp_store_t *s, int64_t run, fp_arm *arm, const fp_arm_s
     return fp_store_writer_status(s);
 }
 
-static int run_eval(fp_arm *arm, const fp_dataset *ds, const fp_train_config *c, rec_t *rec, int64_t step,
-                    fp_train_result *res)
+int fp_train_record_eval(fp_store_t *s, int64_t run, fp_arm *arm, const fp_dataset *ds, const fp_train_config *c,
+                         int64_t step, double *loss, double *top1, double *top5)
 {
     fp_arm_eval_acc acc;
     int rc = fp_arm_evaluate(arm, ds, FP_SPLIT_VAL, c->batch, c->loader_threads, c->eval_batches, &acc);
     if (rc)
         return rc;
-    fp_arm_eval_result(&acc, &res->val_loss, &res->val_top1, &res->val_top5);
-    if (rec->store) {
-        fp_eval_rec_t e = {.run = rec->run, .step = step, .split = "val", .loss = res->val_loss,
-                           .top1 = res->val_top1, .top5 = res->val_top5};
-        rc = fp_store_eval(rec->store, &e);
+    fp_arm_eval_result(&acc, loss, top1, top5);
+    if (s) {
+        fp_eval_rec_t e = {.run = run, .step = step, .split = "val", .loss = *loss, .top1 = *top1, .top5 = *top5};
+        rc = fp_store_eval(s, &e);
     }
     return rc;
+}
+
+static int run_eval(fp_arm *arm, const fp_dataset *ds, const fp_train_config *c, rec_t *rec, int64_t step,
+                    fp_train_result *res)
+{
+    return fp_train_record_eval(rec->store, rec->run, arm, ds, c, step, &res->val_loss, &res->val_top1,
+                                &res->val_top5);
 }
 
 int fp_train(const fp_train_config *c, fp_train_result *res)
@@ -415,50 +502,19 @@ int fp_train(const fp_train_config *c, fp_train_result *res)
         if (!a.policy)
             a.policy = fp_checkpoint_meta(ck, "policy");
     }
-    if (!a.model) {
-        rc = fp_fail(FP_EINVAL, "no model given (--model); valid models: %s", fp_model_names_joined());
+    if ((rc = fp_train_check_choices(c, &a, 1)))
         goto usage;
-    }
-    if (!is_model_name(a.model)) {
-        rc = fp_fail(FP_EINVAL, "unknown model '%s'; valid models: %s", a.model, fp_model_names_joined());
-        goto usage;
-    }
-    if (!a.policy || !fp_policy_find(a.policy)) {
-        rc = fp_fail(FP_EINVAL, "unknown precision policy '%s'; valid policies: %s", a.policy ? a.policy : "",
-                     fp_policy_names_joined());
-        goto usage;
-    }
-    if (c->batch < 1 || c->steps < 0) {
-        rc = fp_fail(FP_EINVAL, "batch must be >= 1 and steps >= 0");
-        goto usage;
-    }
-    if ((rc = fp_optim_config_check(&a.optim)) || (rc = fp_lr_schedule_check(&a.lr)))
-        goto usage;
-    fp_data_opts dopts;
-    fp_data_opts_default(&dopts);
-    dopts.image_size = a.image_size;
-    dopts.seed = a.seed;
-    dopts.augment = c->augment;
-    dopts.shuffle = c->shuffle;
-    rc = fp_dataset_open(&ds, data, &dopts);
-    if (rc == FP_EINVAL)   /* unknown scheme or bad options: the message lists the choices */
+    int data_usage = 0;
+    rc = fp_train_open_data(c, &a, &ds, &data_usage);
+    if (data_usage)   /* unknown scheme or bad options: the message lists the choices */
         goto usage;
 
     /* ---- 2. the rest of the setup; a failure here is recorded as a failed run ---- */
     if (rc)
         goto setup_failed;
     data = fp_dataset_spec(ds);
-    {
-        int dclasses = fp_dataset_num_classes(ds);
-        if (a.num_classes <= 0)
-            a.num_classes = dclasses;
-        else if (a.num_classes < dclasses) {
-            rc = fp_fail(FP_EINVAL, "--classes %d is fewer than the %d classes of %s", a.num_classes, dclasses, data);
-            goto setup_failed;
-        }
-    }
     optimizer_json(&optjson, &a);
-    config_json(&cfgjson, c, &a, data, a.num_classes, device, optjson.p ? optjson.p : "{}");
+    config_json(&cfgjson, c, &a, data, a.num_classes, device, optjson.p ? optjson.p : "{}", "train", NULL);
     if (optjson.oom || cfgjson.oom) {
         rc = fp_fail(FP_ENOMEM, "out of memory");
         goto setup_failed;

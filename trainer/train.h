@@ -73,8 +73,39 @@ int fp_train_record_layers(fp_store_t *s, int64_t run, fp_model *m, int batch);
  * inf/NaN gradient, loss-scale change, a non-finite gradient applied without a scaler, NaN loss. */
 int fp_train_record_step(fp_store_t *s, int64_t run, fp_arm *arm, const fp_arm_step_result *r, int64_t start_ns,
                          int64_t end_ns);
+/* What probes add to a step row: per-layer times (committed with the step), energy (NaN: not measured;
+ * power is energy / step time), and a detail appended to the skipped-step event (NULL: none). */
+typedef struct {
+    const fp_layer_time_t *times;
+    size_t ntimes;
+    double energy_j;
+    const char *skip_detail;
+} fp_train_step_extra;
+int fp_train_record_step_ex(fp_store_t *s, int64_t run, fp_arm *arm, const fp_arm_step_result *r, int64_t start_ns,
+                            int64_t end_ns, const fp_train_step_extra *x);
 /* "loss is NaN at step N and policy P has no loss scaler: ..." (thread-local buffer). */
 const char *fp_train_diverged_message(const fp_arm *arm, const fp_arm_step_result *r);
+
+/* Evaluation of the arm on c's validation batches (c->batch, c->loader_threads, c->eval_batches), recorded as
+ * a "val" row at `step` when s is not NULL; loss / top-1 / top-5 come back as fractions. */
+int fp_train_record_eval(fp_store_t *s, int64_t run, fp_arm *arm, const fp_dataset *ds, const fp_train_config *c,
+                         int64_t step, double *loss, double *top1, double *top5);
+
+/* ---- setup helpers (also for the comparison) ---- */
+/* The choices of a run: model (FP_EINVAL listing the valid ones), the policy when check_policy, batch and
+ * steps, optimizer and lr schedule settings. Nothing is touched. */
+int fp_train_check_choices(const fp_train_config *c, const fp_arm_config *a, int check_policy);
+/* Opens c->data (NULL: synthetic) at a's image size and seed with c's augment / shuffle; a->num_classes
+ * <= 0 becomes the dataset's. *usage = 1 when the spec itself is bad (unknown scheme: the message lists
+ * the valid ones); otherwise a failure is the data's (missing / malformed files) or too few --classes. */
+int fp_train_open_data(const fp_train_config *c, fp_arm_config *a, fp_dataset **ds, int *usage);
+/* The optimizer settings as JSON ({"lr":0.1,"momentum":0.9,...,"schedule":"constant",...}); malloc'd,
+ * NULL when out of memory. */
+char *fp_train_optimizer_json(const fp_arm_config *a);
+/* The run configuration as JSON, as `train` stores it, with "command" set to `command` and `extra`
+ * (NULL, or comma-separated "key":value pairs) appended; malloc'd, NULL when out of memory. */
+char *fp_train_config_json(const fp_train_config *c, const fp_arm_config *a, const char *data, const char *device,
+                           const char *command, const char *extra);
 
 /* "cpu: <model name>" from /proc/cpuinfo (or "cpu"), into buf. */
 const char *fp_train_cpu_name(char *buf, size_t size);

@@ -3,7 +3,7 @@
 # store, and `fp16probe train`; their tests.
 lib_libfp_a_SOURCES += trainer/arm.h trainer/arm.c trainer/checkpoint.h trainer/checkpoint.c \
 	trainer/train.h trainer/train.c
-fp16probe_SOURCES += cli/cmd_train.c
+fp16probe_SOURCES += cli/cmd_train.c cli/train_options.h cli/train_options.c
 
 check_PROGRAMS += tests/test_arm tests/test_checkpoint
 TESTS += tests/test_arm tests/test_checkpoint tests/test_train_cli.sh

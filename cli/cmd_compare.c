@@ -1,0 +1,388 @@
+/* cmd_compare.c — `fp16probe compare` and `fp16probe <model>`: one model trained under several precision
+ * policies side by side (trainer/compare.c), progress lines per arm, and the end-of-run summary table from
+ * reports/summary.c (the figures the HTML report and the gate use). Exit status: 0 every arm finished,
+ * 1 an arm or the comparison failed, 2 usage error (the valid choices listed), 130 interrupted. */
+#include "config.h"
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "commands.h"
+#include "error.h"
+#include "probe/probe.h"
+#include "reports/summary.h"
+#include "reports/units.h"
+#include "store.h"
+#include "store_cli.h"
+#include "store_reader.h"
+#include "train_options.h"
+#include "trainer/compare.h"
+#include "tui/tui.h"
+
+/* The embedded default: resnet50 at 64x64 on synthetic data, fp32 and fp16, within 3 minutes on a 2-core
+ * CPU (bench/bench_compare_default.sh times it). Linear lr scaling 0.1 x batch / 256 with a short warmup
+ * learns stably at this batch (lr 0.1 spikes the loss at batch 16, as PyTorch does). */
+#define CPU_MODEL "resnet50"
+#define CPU_IMAGE_SIZE 64
+#define CPU_BATCH 16
+#define CPU_STEPS 80
+#define CPU_WARMUP 10
+#define CPU_EVAL_BATCHES 8
+/* Realistic sizes for a GPU, once the CUDA backend trains there. */
+#define GPU_IMAGE_SIZE 224
+#define GPU_BATCH 256
+#define GPU_STEPS 500
+
+static void usage(FILE *to)
+{
+    fprintf(to,
+            "usage: fp16probe compare [--model NAME] [--precision LIST] [options]\n"
+            "       fp16probe <model> [options]      (= compare --model <model>)\n"
+            "Trains one model under several precision policies side by side: the same initial weights, the same\n"
+            "batches in the same order, lockstep turns of K steps per arm; records every arm as a run of one\n"
+            "session and prints the comparison (speedup, throughput, memory, energy, loss, accuracy, numerics).\n\n"
+            "  --model NAME           %s (default " CPU_MODEL ")\n"
+            "  --precision LIST       comma-separated policies of %s (default fp32,fp16)\n"
+            "  --turn K               steps per arm per turn (default: a turn of about a second)\n"
+            "  --steps N              training steps per arm (default %d)\n"
+            "  --batch N              images per step (default %d)\n"
+            "  --image-size N         input size, >= 32 (default %d)\n"
+            "  --data SPEC            synthetic (default), synthetic:N, cifar10:DIR, imagefolder:DIR\n"
+            "  --classes N            output classes (default: the dataset's)\n"
+            "  --optimizer NAME       sgd (default), adam, adamw\n"
+            "  --lr X                 base learning rate (sgd: 0.1 x batch / 256, adam/adamw 0.001)\n"
+            "  --momentum X           sgd momentum (default 0.9)\n"
+            "  --weight-decay X       (sgd 5e-4, adam 0, adamw 0.01)\n"
+            "  --schedule NAME        constant (default), step, cosine\n"
+            "  --warmup N             linear warmup steps from lr/3 (default %d)\n"
+            "  --seed N               initialisation, data and augmentation seed (default 0)\n"
+            "  --threads N            BLAS and kernel threads (default: online CPUs)\n"
+            "  --device cpu|cuda|auto where to train (default auto: the GPU when there is one; the CUDA\n"
+            "                         backend has not landed yet, so training runs on the CPU)\n"
+            "  --db FILE              database (default %s; '' records into a temporary file)\n"
+            "  --eval-every N         validate every N steps (default: steps / 2)\n"
+            "  --eval-batches N       validation batches per evaluation (default %d, 0: the whole split)\n"
+            "  --weights FILE         start every arm from torchvision-named safetensors weights\n"
+            "  --no-tui               progress lines instead of the dashboard (also when stdout is not a terminal)\n"
+            "  --hist-every N         exponent histograms of every layer every N steps (default %d, or once at\n"
+            "                         the last step of a shorter run; 0: off)\n"
+            "  --error-every N        per-layer rounding error against the fp32 arm every N steps (default %d)\n"
+            "  --trace-every N        kernel-level rows every N steps (GPU only; default %d)\n",
+            fp_model_names_joined(), fp_policy_names_joined(), CPU_STEPS, CPU_BATCH, CPU_IMAGE_SIZE, CPU_WARMUP,
+            FP_STORE_DEFAULT_PATH, CPU_EVAL_BATCHES, FP_PROBE_DEFAULT_HIST_EVERY, FP_PROBE_DEFAULT_PRECISION_EVERY,
+            FP_PROBE_DEFAULT_TRACE_EVERY);
+}
+
+typedef struct {
+    int width;          /* of the arm column in progress lines */
+    atomic_int quiet;   /* 1 while the dashboard owns the terminal */
+} progress_ctx;
+
+static void progress(const fp_compare_progress *p, void *user)
+{
+    progress_ctx *pc = user;
+    if (atomic_load(&pc->quiet))
+        return;
+    char eta[32];
+    if (p->failed) {
+        printf("%-*s  FAILED after step %" PRId64 ": %s\n", pc->width, p->policy, p->step, p->message);
+    } else if (p->is_eval) {
+        printf("%-*s  eval step %" PRId64 ": val loss %.4f  top-1 %.2f%%  top-5 %.2f%%\n", pc->width, p->policy,
+               p->step, p->val_loss, 100 * p->val_top1, 100 * p->val_top5);
+    } else {
+        fp_cli_fmt_time(eta, sizeof eta, p->eta_s);
+        printf("%-*s  step %" PRId64 "/%" PRId64 "  loss %.4f  %.1f img/s", pc->width, p->policy, p->step, p->steps,
+               p->loss, p->images_per_s);
+        if (isfinite(p->speedup))
+            printf("  speedup %.2fx", p->speedup);
+        if (p->scale != 1.0)
+            printf("  scale %g", p->scale);
+        if (p->skipped)
+            printf("  skipped %" PRId64, p->skipped);
+        printf("  eta %s\n", eta);
+    }
+    fflush(stdout);
+}
+
+/* ---- the summary table ---- */
+#define COLW 14
+
+static void row(const char *label, const fp_summary_t *s, char cells[][FP_UNIT_BUF])
+{
+    printf("  %-22s", label);
+    for (size_t i = 0; i < s->narms; i++)
+        printf(" %*s", COLW, cells[i]);
+    printf("\n");
+}
+
+static void top_layers(const char *label, const fp_summary_t *s, int over)
+{
+    int any = 0;
+    for (size_t i = 0; i < s->narms; i++)
+        any |= s->arms[i].nnumerics > 0;
+    if (!any) {
+        printf("  %-22s n/a (no histograms sampled)\n", label);
+        return;
+    }
+    printf("  %s\n", label);
+    for (size_t i = 0; i < s->narms; i++) {
+        const fp_arm_t *a = &s->arms[i];
+        int n = over ? a->ntop_over : a->ntop_under;
+        const fp_top_layer_t *t = over ? a->top_over : a->top_under;
+        printf("    %-12s", a->run.policy);
+        if (a->nnumerics == 0)
+            printf(" n/a (no histograms sampled)");
+        else if (n == 0)
+            printf(" none");
+        for (int k = 0; k < n; k++)
+            printf("%s %s (%" PRId64 ")", k ? "," : "", t[k].name, t[k].count);
+        if (a->fmt < 0 && a->nnumerics > 0)
+            printf("   [would be, in %s]", a->fmt_shown == 0 ? "fp16" : "its format");
+        printf("\n");
+    }
+}
+
+static int print_summary(const char *db, int64_t session, const fp_compare_result *res)
+{
+    fp_reader_t *r;
+    if (fp_reader_open_snapshot(&r, db))
+        return cli_error(1, "compare: summary: %s", fp_error_message());
+    fp_summary_t s;
+    int rc = fp_summary_load(r, session, -1, &s);
+    fp_reader_close(r);
+    if (rc)
+        return cli_error(1, "compare: summary: %s", fp_error_message());
+    const fp_arm_t *R = &s.arms[s.ref];
+    printf("\nsummary: %s, session %" PRId64 " (%s), reference %s, timing after %zu warm-up steps\n", s.model,
+           s.session.id, fp_run_status_name(res->status), R->run.policy, R->warmup);
+    char (*c)[FP_UNIT_BUF] = calloc(s.narms, sizeof *c);
+    if (!c) {
+        fp_summary_free(&s);
+        return cli_error(1, "compare: out of memory");
+    }
+    printf("  %-22s", "");
+    for (size_t i = 0; i < s.narms; i++)
+        printf(" %*s", COLW, s.arms[i].run.policy);
+    printf("\n");
+#define ROW(label, expr)                                \
+    do {                                                \
+        for (size_t i = 0; i < s.narms; i++) {          \
+            const fp_arm_t *a = &s.arms[i];             \
+            (void)a;                                    \
+            expr;                                       \
+        }                                               \
+        row(label, &s, c);                              \
+    } while (0)
+    ROW("status", snprintf(c[i], FP_UNIT_BUF, "%s", a->run.status));
+    ROW("steps", snprintf(c[i], FP_UNIT_BUF, "%zu", a->nsteps));
+    ROW("median step time", fp_fmt_ns(c[i], a->median_ns));
+    ROW("speedup", fp_fmt_ratio(c[i], a->speedup));
+    ROW("throughput (img/s)", fp_fmt_num(c[i], a->samples_per_s, 1));
+    ROW("peak memory", fp_fmt_bytes(c[i], a->mem_peak));
+    ROW("memory ratio", fp_fmt_ratio(c[i], a->mem_ratio));
+    ROW("energy / step (J)", fp_fmt_num(c[i], a->energy_per_step, 2));
+    ROW("energy ratio", fp_fmt_ratio(c[i], a->energy_ratio));
+    ROW("final train loss", fp_fmt_num(c[i], a->final_loss, 4));
+    ROW("val top-1", fp_fmt_pct(c[i], a->val_top1));
+    ROW("top-1 gap", a->is_ref ? (void)snprintf(c[i], FP_UNIT_BUF, "-") : (void)fp_fmt_signed(c[i], a->top1_gap, 2, "pt"));
+    ROW("skipped steps", snprintf(c[i], FP_UNIT_BUF, "%" PRId64, a->skipped));
+    ROW("final loss scale", isnan(a->final_loss_scale) || a->final_loss_scale == 1.0
+                                ? snprintf(c[i], FP_UNIT_BUF, "-")
+                                : snprintf(c[i], FP_UNIT_BUF, "%g", a->final_loss_scale));
+#undef ROW
+    free(c);
+    top_layers("most overflow", &s, 1);
+    top_layers("most underflow", &s, 0);
+    for (size_t i = 0; i < s.narms; i++)
+        if (s.arms[i].run.failure[0] && strcmp(s.arms[i].run.status, "finished") != 0)
+            printf("  %s %s: %s\n", s.arms[i].run.policy, s.arms[i].run.status, s.arms[i].run.failure);
+    fp_summary_free(&s);
+    return 0;
+}
+
+/* ---- the run: on a terminal the dashboard in this thread while the arms train in another ---- */
+typedef struct {
+    fp_compare *c;
+    fp_compare_result *res;
+    int rc;
+} run_job;
+
+static void *run_thread(void *arg)
+{
+    run_job *j = arg;
+    j->rc = fp_compare_run(j->c, j->res);
+    return NULL;
+}
+
+static void stop_training(void *arg)
+{
+    fp_compare_request_stop(arg);
+}
+
+static int run_comparison(const fp_compare_config *cfg, fp_compare_result *res, progress_ctx *pc, int tui)
+{
+    fp_compare *c;
+    int rc = fp_compare_open(&c, cfg, res);
+    if (rc)
+        return rc;
+    run_job job = {c, res, FP_OK};
+    pthread_t th;
+    if (!tui || !cfg->base.db || pthread_create(&th, NULL, run_thread, &job) != 0) {
+        rc = fp_compare_run(c, res);
+        fp_compare_close(c);
+        return rc;
+    }
+    atomic_store(&pc->quiet, 1);
+    fp_tui_options to;
+    fp_tui_options_init(&to);
+    to.db_path = cfg->base.db;
+    to.session = fp_compare_session(c);
+    to.owns_training = 1;
+    to.stop_training = stop_training;
+    to.stop_arg = c;
+    int trc = fp_tui_run(&to);
+    atomic_store(&pc->quiet, 0);
+    if (trc < 0)   /* no usable terminal: the progress lines take over */
+        fprintf(stderr, "fp16probe: compare: dashboard: %s; showing progress lines\n", fp_error_message());
+    pthread_join(th, NULL);
+    fp_compare_close(c);
+    if (job.rc)
+        fp_fail(job.rc, "%s", res->message);
+    return job.rc;
+}
+
+static int is_model(const char *name)
+{
+    for (const char *const *n = fp_model_names(); *n; n++)
+        if (strcmp(*n, name) == 0)
+            return 1;
+    return 0;
+}
+
+int cmd_compare(int argc, char **argv)
+{
+    fp_compare_config cfg;
+    fp_compare_config_default(&cfg);
+    cfg.hist_every = FP_PROBE_DEFAULT_HIST_EVERY;
+    cfg.error_every = FP_PROBE_DEFAULT_PRECISION_EVERY;
+    cfg.trace_every = FP_PROBE_DEFAULT_TRACE_EVERY;
+    fp_train_options o;
+    fp_train_options_init(&o, "compare");
+    o.model = CPU_MODEL;
+    o.device = "auto";
+    int no_tui = 0, first = 1, set_hist = 0, set_error = 0;
+    if (argc > 0 && is_model(argv[0])) {   /* fp16probe <model> [options] */
+        o.model = argv[0];
+    }
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        int rc = fp_train_options_parse(&o, argc, argv, &i), m = 0;
+        if (rc == 2)
+            return 2;
+        if (rc == 1)
+            continue;
+#define OPT(name) ((m = cli_option(argc, argv, &i, name, &v)) != 0)
+        if (strcmp(a, "--no-tui") == 0)
+            no_tui = 1;
+        else if (OPT("--precision"))
+            cfg.precision = v;
+        else if (OPT("--turn"))
+            rc = m > 0 && fp_cli_parse_int("compare", "--turn", v, 1, 1 << 20, &cfg.turn);
+        else if (OPT("--hist-every"))
+            rc = (set_hist = 1, m > 0 && fp_cli_parse_int("compare", "--hist-every", v, 0, 1 << 30, &cfg.hist_every));
+        else if (OPT("--error-every"))
+            rc = (set_error = 1, m > 0 && fp_cli_parse_int("compare", "--error-every", v, 0, 1 << 30, &cfg.error_every));
+        else if (OPT("--trace-every"))
+            rc = m > 0 && fp_cli_parse_int("compare", "--trace-every", v, 0, 1 << 30, &cfg.trace_every);
+        else
+            return cli_error(2, "compare: unexpected argument '%s' (see fp16probe compare --help)", a);
+#undef OPT
+        if (m < 0 || rc)
+            return 2;
+    }
+    /* Defaults: on a GPU (once the CUDA backend trains there) realistic sizes, else the CPU's embedded one. */
+    fp_train_options_gpu_note(&o);
+    const int gpu = 0;   /* the CUDA backend has not landed: even where a GPU was found, the CPU trains */
+    if (!o.set_image_size)
+        o.image_size = gpu ? GPU_IMAGE_SIZE : CPU_IMAGE_SIZE;
+    if (!o.set_batch)
+        o.batch = gpu ? GPU_BATCH : CPU_BATCH;
+    if (!o.set_steps)
+        o.steps = gpu ? GPU_STEPS : CPU_STEPS;
+    if (!o.set_warmup)
+        o.warmup = o.steps >= 4 * CPU_WARMUP ? CPU_WARMUP : o.steps / 4;
+    if (!o.set_eval_every)
+        o.eval_every = o.steps >= 2 ? (int)(o.steps / 2) : 0;
+    if (!o.set_eval_batches)
+        o.eval_batches = CPU_EVAL_BATCHES;
+    if (!o.set_lr && strcmp(o.optimizer, "sgd") == 0)
+        o.lr = 0.1 * o.batch / 256.0;
+    /* A run shorter than a sampling period still samples once, at its last step (a short run's overhead
+     * stays about the default's: one sample per run). */
+    if (!set_hist && o.steps > 0 && o.steps < cfg.hist_every)
+        cfg.hist_every = (int)o.steps;
+    if (!set_error && o.steps > 0 && o.steps < cfg.error_every)
+        cfg.error_every = (int)o.steps;
+    if (fp_train_options_apply(&o, &cfg.base))
+        return 2;
+
+    /* No database given: record into a temporary one (the summary is computed from it). */
+    char tmpdb[64] = "";
+    if (!cfg.base.db) {
+        const char *td = getenv("TMPDIR");
+        snprintf(tmpdb, sizeof tmpdb, "%s/fp16probe-compare-XXXXXX", td && strlen(td) < 30 ? td : "/tmp");
+        int fd = mkstemp(tmpdb);
+        if (fd < 0)
+            return cli_error(1, "compare: cannot create a temporary database %s", tmpdb);
+        close(fd);
+        unlink(tmpdb);
+        cfg.base.db = tmpdb;
+    }
+    progress_ctx pc = {4, 0};
+    {
+        const char *names[FP_COMPARE_MAX_ARMS];
+        int n = 0;
+        if (fp_compare_parse_policies(cfg.precision, names, FP_COMPARE_MAX_ARMS, &n) == FP_OK)
+            for (int i = 0; i < n; i++)
+                if ((int)strlen(names[i]) > pc.width)
+                    pc.width = (int)strlen(names[i]);
+    }
+    cfg.progress = progress;
+    cfg.progress_user = &pc;
+    cfg.progress_interval_s = cfg.base.steps <= 20 ? 0 : 5.0;
+
+    fp_train_set_blas_threads(o.threads);
+    fp_store_install_signal_handlers();
+    fp_compare_result res;
+    int rc = run_comparison(&cfg, &res, &pc, !no_tui && isatty(STDOUT_FILENO) && isatty(STDIN_FILENO));
+    int status = 0;
+    if (rc && res.usage_error)
+        status = cli_error(2, "compare: %s", res.message);
+    else if (rc && res.session_id <= 0)
+        status = cli_error(1, "compare: %s", res.message);
+    else {
+        if (rc)
+            fprintf(stderr, "fp16probe: compare: %s\n", res.message);
+        int sst = print_summary(cfg.base.db, res.session_id, &res);
+        status = res.status == FP_RUN_INTERRUPTED ? 130 : (rc || res.nfailed || sst) ? 1 : 0;
+        if (!tmpdb[0])
+            printf("session %" PRId64 " in %s\n", res.session_id, cfg.base.db);
+    }
+    if (tmpdb[0]) {
+        char side[96];
+        unlink(tmpdb);
+        snprintf(side, sizeof side, "%s-wal", tmpdb);
+        unlink(side);
+        snprintf(side, sizeof side, "%s-shm", tmpdb);
+        unlink(side);
+    }
+    return status;
+}

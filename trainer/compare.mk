@@ -1,0 +1,11 @@
+# trainer/compare.mk — the side-by-side comparison (issue 5): the lockstep loop in the core library,
+# `fp16probe compare` / `fp16probe <model>` with its summary table, their tests and the timing of the
+# embedded default. Appends to fp16probe_SOURCES and uses reports/ (summary): included after both.
+lib_libfp_a_SOURCES += trainer/compare.h trainer/compare.c
+fp16probe_SOURCES += cli/cmd_compare.c
+
+check_PROGRAMS += tests/test_compare
+TESTS += tests/test_compare tests/test_compare_cli.sh
+tests_test_compare_LDADD = tests/libtap.a $(REPORT_LDADD)
+dist_check_SCRIPTS += tests/test_compare_cli.sh
+EXTRA_DIST += bench/bench_compare_default.sh
