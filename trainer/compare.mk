@@ -8,4 +8,3 @@ check_PROGRAMS += tests/test_compare
 TESTS += tests/test_compare tests/test_compare_cli.sh
 tests_test_compare_LDADD = tests/libtap.a $(REPORT_LDADD)
 dist_check_SCRIPTS += tests/test_compare_cli.sh
-EXTRA_DIST += bench/bench_compare_default.sh
