@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "trainer/cpu/thread_pool.h"
 
 typedef struct {
     char *name;
@@ -28,6 +29,7 @@ struct fp_optim {
     fp_optim_state *state;   /* flat view of every state array, names owned */
     size_t nstate;
     int fused;               /* use the FMA kernels (decided at creation) */
+    size_t *offs;            /* offs[i]: first element of tensor i in the flat range; offs[count] total */
 };
 
 static int want_fma(void);
@@ -105,6 +107,7 @@ void fp_optim_free(fp_optim *opt)
         free((char *)opt->state[i].name);
     free(opt->state);
     free(opt->t);
+    free(opt->offs);
     free(opt);
 }
 
@@ -180,7 +183,8 @@ int fp_optim_new(fp_optim **out, const fp_optim_config *cfg, const fp_optim_para
     opt->fused = want_fma();
     opt->t = calloc(count, sizeof *opt->t);
     opt->state = calloc(2 * count, sizeof *opt->state);
-    if (!opt->t || !opt->state) {
+    opt->offs = calloc(count + 1, sizeof *opt->offs);
+    if (!opt->t || !opt->state || !opt->offs) {
         fp_optim_free(opt);
         return fp_fail(FP_ENOMEM, "optimizer: out of memory");
     }
@@ -196,6 +200,7 @@ int fp_optim_new(fp_optim **out, const fp_optim_config *cfg, const fp_optim_para
         t->grad = params[i].grad;
         t->n = params[i].n;
         t->apply_wd = params[i].apply_weight_decay != 0;
+        opt->offs[i + 1] = opt->offs[i] + t->n;
         if (!t->name)
             goto nomem;
         if (has_momentum || is_adam) {
@@ -305,21 +310,27 @@ static int want_fma(void)
 #endif
 }
 
-static void sgd_tensor(const fp_optim_config *cfg, optim_tensor *t, double lr, int first, int fused)
+/* The update of elements [b, b + n) of tensor t (elements are independent: any split gives the same
+ * values). */
+static void sgd_tensor(const fp_optim_config *cfg, optim_tensor *t, size_t b, size_t n, double lr, int first,
+                       int fused)
 {
     const int use_wd = t->apply_wd && cfg->weight_decay != 0;
     const float wd = (float)cfg->weight_decay, mom = (float)cfg->momentum, alpha = (float)-lr;
     (void)fused;
 #if HAVE_FMA_PATH
     if (fused) {
-        sgd_fma(t->param, t->grad, t->buf0, t->n, use_wd, wd, mom, cfg->nesterov, alpha, first);
+        sgd_fma(t->param + b, t->grad + b, t->buf0 ? t->buf0 + b : NULL, n, use_wd, wd, mom, cfg->nesterov, alpha,
+                first);
         return;
     }
 #endif
-    sgd_plain(t->param, t->grad, t->buf0, t->n, use_wd, wd, mom, cfg->nesterov, alpha, first);
+    sgd_plain(t->param + b, t->grad + b, t->buf0 ? t->buf0 + b : NULL, n, use_wd, wd, mom, cfg->nesterov, alpha,
+              first);
 }
 
-static void adam_tensor(const fp_optim_config *cfg, optim_tensor *t, double lr, double step, int fused)
+static void adam_tensor(const fp_optim_config *cfg, optim_tensor *t, size_t b, size_t n, double lr, double step,
+                        int fused)
 {
     const int adamw = cfg->kind == FP_OPTIM_ADAMW;
     const int use_l2 = !adamw && t->apply_wd && cfg->weight_decay != 0;
@@ -336,13 +347,45 @@ static void adam_tensor(const fp_optim_config *cfg, optim_tensor *t, double lr, 
     (void)fused;
 #if HAVE_FMA_PATH
     if (fused) {
-        adam_fma(t->param, t->grad, t->buf0, t->buf1, t->n, use_l2, use_decoupled, wd, decay, b1, omb1,
+        adam_fma(t->param + b, t->grad + b, t->buf0 + b, t->buf1 + b, n, use_l2, use_decoupled, wd, decay, b1, omb1,
                  b2, omb2, bc2_sqrt, eps, neg_step_size);
         return;
     }
 #endif
-    adam_plain(t->param, t->grad, t->buf0, t->buf1, t->n, use_l2, use_decoupled, wd, decay, b1, omb1,
+    adam_plain(t->param + b, t->grad + b, t->buf0 + b, t->buf1 + b, n, use_l2, use_decoupled, wd, decay, b1, omb1,
                b2, omb2, bc2_sqrt, eps, neg_step_size);
+}
+
+typedef struct {
+    fp_optim *opt;
+    double lr;
+    int first;
+} step_task;
+
+/* Elements [b, e) of the flat range over all tensors, tensor by tensor in order. */
+static void step_range(void *ctx, size_t b, size_t e)
+{
+    const step_task *st = ctx;
+    fp_optim *opt = st->opt;
+    const size_t *offs = opt->offs;
+    size_t lo = 0, hi = opt->count;   /* the tensor holding b: the last i with offs[i] <= b */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (offs[mid] <= b)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < opt->count && offs[i] < e; i++) {
+        size_t s0 = b > offs[i] ? b - offs[i] : 0;
+        size_t s1 = (e < offs[i + 1] ? e : offs[i + 1]) - offs[i];
+        if (s1 <= s0)
+            continue;
+        if (opt->cfg.kind == FP_OPTIM_SGD)
+            sgd_tensor(&opt->cfg, &opt->t[i], s0, s1 - s0, st->lr, st->first, opt->fused);
+        else
+            adam_tensor(&opt->cfg, &opt->t[i], s0, s1 - s0, st->lr, (double)opt->step, opt->fused);
+    }
 }
 
 int fp_optim_step(fp_optim *opt, double lr)
@@ -352,14 +395,10 @@ int fp_optim_step(fp_optim *opt, double lr)
     if (!(lr >= 0) || isinf(lr))
         return fp_fail(FP_EINVAL, "optimizer %s: invalid learning rate: %g (must be finite and >= 0)",
                        fp_optim_name(opt->cfg.kind), lr);
-    int first = opt->step == 0;
+    step_task st = {opt, lr, opt->step == 0};
     opt->step++;
-    for (size_t i = 0; i < opt->count; i++) {
-        if (opt->cfg.kind == FP_OPTIM_SGD)
-            sgd_tensor(&opt->cfg, &opt->t[i], lr, first, opt->fused);
-        else
-            adam_tensor(&opt->cfg, &opt->t[i], lr, (double)opt->step, opt->fused);
-    }
+    /* All tensors as one flat range split across the thread pool (64-byte aligned parts). */
+    fp_parallel_for(opt->offs[opt->count], 16, (size_t)1 << 16, step_range, &st);
     return FP_OK;
 }
 

@@ -7,7 +7,32 @@
 #include <math.h>
 #include <stdlib.h>
 #include "error.h"
+#include "trainer/cpu/thread_pool.h"
 #include "trainer/layers.h"
+
+/* Threading (trainer/cpu/thread_pool.h): the per-channel reductions split the channels (each
+ * channel's sum still runs over the rows in order, so results do not depend on the thread count);
+ * the elementwise passes split the rows. Channel parts are multiples of BN_ALIGN channels, and the
+ * per-channel scratch is 64-byte aligned, so two threads never write the same cache line. */
+#define BN_ALIGN 16
+#define BN_PAR_MIN ((size_t)1 << 15)   /* elements per thread below which a pass stays serial */
+
+static size_t bn_min_channels(size_t rows)
+{
+    size_t m = BN_PAR_MIN / rows + 1;
+    return m < BN_ALIGN ? BN_ALIGN : m;
+}
+
+static size_t bn_min_rows(int C)
+{
+    return BN_PAR_MIN / (size_t)C + 1;
+}
+
+/* 64-byte aligned scratch of `bytes` (rounded up to a multiple of 64). */
+static void *bn_scratch(size_t bytes)
+{
+    return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
 
 static int bn_check(const char *fn, fp_dims xd, size_t *rows)
 {
@@ -17,14 +42,27 @@ static int bn_check(const char *fn, fp_dims xd, size_t *rows)
     return FP_OK;
 }
 
-/* Per-channel sum and sum of squares of x over all rows, in double. */
-static void channel_sums(double *restrict s1, double *restrict s2, const float *restrict x, size_t rows, int C)
+typedef struct {
+    double *s1, *s2;
+    float *y;
+    const float *x, *dy, *mean;
+    const float *scale, *shift, *a, *b;
+    size_t rows;
+    int C;
+} bn_task;
+
+/* Per-channel sum and sum of squares of x over all rows, in double, channels [c0, c1). */
+static void channel_sums(void *ctx, size_t c0, size_t c1)
 {
-    for (int c = 0; c < C; c++)
+    const bn_task *t = ctx;
+    double *restrict s1 = t->s1, *restrict s2 = t->s2;
+    const float *restrict x = t->x;
+    const size_t C = (size_t)t->C;
+    for (size_t c = c0; c < c1; c++)
         s1[c] = s2[c] = 0.0;
-    for (size_t r = 0; r < rows; r++) {
-        const float *restrict xr = x + r * (size_t)C;
-        for (int c = 0; c < C; c++) {
+    for (size_t r = 0; r < t->rows; r++) {
+        const float *restrict xr = x + r * C;
+        for (size_t c = c0; c < c1; c++) {
             double v = xr[c];
             s1[c] += v;
             s2[c] += v * v;
@@ -32,16 +70,30 @@ static void channel_sums(double *restrict s1, double *restrict s2, const float *
     }
 }
 
-/* y = x * scale + shift per channel. y may alias x. */
-static void scale_shift(float *y, const float *x, size_t rows, int C, const float *restrict scale,
-                        const float *restrict shift)
+/* y = x * scale + shift per channel, rows [r0, r1). y may alias x. */
+static void scale_shift(void *ctx, size_t r0, size_t r1)
 {
-    for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * (size_t)C;
-        float *yr = y + r * (size_t)C;
-        for (int c = 0; c < C; c++)
+    const bn_task *t = ctx;
+    const float *restrict scale = t->scale, *restrict shift = t->shift;
+    const size_t C = (size_t)t->C;
+    for (size_t r = r0; r < r1; r++) {
+        const float *xr = t->x + r * C;
+        float *yr = t->y + r * C;
+        for (size_t c = 0; c < C; c++)
             yr[c] = xr[c] * scale[c] + shift[c];
     }
+}
+
+static void scale_shift_par(float *y, const float *x, size_t rows, int C, const float *scale, const float *shift)
+{
+    bn_task t = {0};
+    t.y = y;
+    t.x = x;
+    t.scale = scale;
+    t.shift = shift;
+    t.rows = rows;
+    t.C = C;
+    fp_parallel_for(rows, 1, bn_min_rows(C), scale_shift, &t);
 }
 
 int fp_batchnorm_forward_train(float *y, float *save_mean, float *save_invstd, float *running_mean,
@@ -60,12 +112,18 @@ int fp_batchnorm_forward_train(float *y, float *save_mean, float *save_invstd, f
     if (!(p->eps > 0.0f) || !(p->momentum >= 0.0f && p->momentum <= 1.0f))
         return fp_fail(FP_EINVAL, "fp_batchnorm_forward_train: bad eps %g or momentum %g", p->eps, p->momentum);
     int C = xd.c;
-    double *s = malloc((size_t)C * (2 * sizeof(double) + 2 * sizeof(float)));
+    double *s = bn_scratch((size_t)C * (2 * sizeof(double) + 2 * sizeof(float)));
     if (!s)
         return fp_fail(FP_ENOMEM, "fp_batchnorm_forward_train: out of memory (%d channels)", C);
     double *s2 = s + C;
     float *scale = (float *)(s2 + C), *shift = scale + C;
-    channel_sums(s, s2, x, rows, C);
+    bn_task t = {0};
+    t.s1 = s;
+    t.s2 = s2;
+    t.x = x;
+    t.rows = rows;
+    t.C = C;
+    fp_parallel_for((size_t)C, BN_ALIGN, bn_min_channels(rows), channel_sums, &t);
     double m = (double)p->momentum;
     for (int c = 0; c < C; c++) {
         double mean = s[c] / (double)rows;
@@ -84,7 +142,7 @@ int fp_batchnorm_forward_train(float *y, float *save_mean, float *save_invstd, f
         scale[c] = (float)(gamma[c] * invstd);
         shift[c] = (float)(beta[c] - mean * gamma[c] * invstd);
     }
-    scale_shift(y, x, rows, C, scale, shift);
+    scale_shift_par(y, x, rows, C, scale, shift);
     free(s);
     return FP_OK;
 }
@@ -110,9 +168,44 @@ int fp_batchnorm_forward_eval(float *y, const float *x, fp_dims xd, const float 
         scale[c] = (float)(gamma[c] * invstd);
         shift[c] = (float)(beta[c] - running_mean[c] * (double)gamma[c] * invstd);
     }
-    scale_shift(y, x, rows, C, scale, shift);
+    scale_shift_par(y, x, rows, C, scale, shift);
     free(scale);
     return FP_OK;
+}
+
+/* Backward pass 1, channels [c0, c1): sums of dy and dy * (x - mean) (invstd applied afterwards). */
+static void bwd_sums(void *ctx, size_t c0, size_t c1)
+{
+    const bn_task *t = ctx;
+    double *restrict sdy = t->s1, *restrict sdyx = t->s2;
+    const float *restrict save_mean = t->mean;
+    const size_t C = (size_t)t->C;
+    for (size_t c = c0; c < c1; c++)
+        sdy[c] = sdyx[c] = 0.0;
+    for (size_t r = 0; r < t->rows; r++) {
+        const float *restrict dyr = t->dy + r * C;
+        const float *restrict xr = t->x + r * C;
+        for (size_t c = c0; c < c1; c++) {
+            double g = dyr[c];
+            sdy[c] += g;
+            sdyx[c] += g * ((double)xr[c] - (double)save_mean[c]);
+        }
+    }
+}
+
+/* Backward pass 2, rows [r0, r1): dx += k*dy + a*(x - mean) + b. */
+static void bwd_dx(void *ctx, size_t r0, size_t r1)
+{
+    const bn_task *t = ctx;
+    const float *restrict k = t->scale, *restrict a = t->a, *restrict b = t->b, *restrict save_mean = t->mean;
+    const size_t C = (size_t)t->C;
+    for (size_t r = r0; r < r1; r++) {
+        const float *restrict dyr = t->dy + r * C;
+        const float *restrict xr = t->x + r * C;
+        float *restrict dxr = t->y + r * C;
+        for (size_t c = 0; c < C; c++)
+            dxr[c] += k[c] * dyr[c] + a[c] * (xr[c] - save_mean[c]) + b[c];
+    }
 }
 
 /* With xhat = (x - mean) * invstd, M = n*h*w:
@@ -128,23 +221,20 @@ int fp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *d
     if (!dy || !x || !save_mean || !save_invstd || (dx && !gamma))
         return fp_fail(FP_EINVAL, "fp_batchnorm_backward: NULL argument");
     int C = xd.c;
-    double *sdy = malloc((size_t)C * (2 * sizeof(double) + 3 * sizeof(float)));
+    double *sdy = bn_scratch((size_t)C * (2 * sizeof(double) + 3 * sizeof(float)));
     if (!sdy)
         return fp_fail(FP_ENOMEM, "fp_batchnorm_backward: out of memory (%d channels)", C);
     double *sdyx = sdy + C;
     float *a = (float *)(sdyx + C), *b = a + C, *k = b + C;
-    for (int c = 0; c < C; c++)
-        sdy[c] = sdyx[c] = 0.0;
-    /* Pass 1: sums of dy and dy * (x - mean); invstd is applied per channel afterwards. */
-    for (size_t r = 0; r < rows; r++) {
-        const float *restrict dyr = dy + r * (size_t)C;
-        const float *restrict xr = x + r * (size_t)C;
-        for (int c = 0; c < C; c++) {
-            double g = dyr[c];
-            sdy[c] += g;
-            sdyx[c] += g * ((double)xr[c] - (double)save_mean[c]);
-        }
-    }
+    bn_task t = {0};
+    t.s1 = sdy;
+    t.s2 = sdyx;
+    t.dy = dy;
+    t.x = x;
+    t.mean = save_mean;
+    t.rows = rows;
+    t.C = C;
+    fp_parallel_for((size_t)C, BN_ALIGN, bn_min_channels(rows), bwd_sums, &t);
     for (int c = 0; c < C; c++) {
         double inv = save_invstd[c];
         double db = sdy[c], dg = sdyx[c] * inv;
@@ -162,13 +252,11 @@ int fp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *d
         }
     }
     if (dx) {
-        for (size_t r = 0; r < rows; r++) {
-            const float *restrict dyr = dy + r * (size_t)C;
-            const float *restrict xr = x + r * (size_t)C;
-            float *restrict dxr = dx + r * (size_t)C;
-            for (int c = 0; c < C; c++)
-                dxr[c] += k[c] * dyr[c] + a[c] * (xr[c] - save_mean[c]) + b[c];
-        }
+        t.y = dx;
+        t.scale = k;
+        t.a = a;
+        t.b = b;
+        fp_parallel_for(rows, 1, bn_min_rows(C), bwd_dx, &t);
     }
     free(sdy);
     return FP_OK;

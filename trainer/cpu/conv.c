@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <string.h>
 #include "error.h"
+#include "trainer/cpu/thread_pool.h"
 #include "trainer/layers.h"
 
 /* By default at most this many floats of im2col columns per chunk (32 MiB; ws->limit overrides):
@@ -134,6 +135,58 @@ static void col2im_add(float *restrict dx, const float *restrict cols, const con
     });
 }
 
+/* Below this many floats of columns per thread a copy loop stays on the caller (pool wake-up cost). */
+#define CONV_PAR_MIN_FLOATS ((size_t)1 << 15)
+
+typedef struct {
+    float *cols;
+    const float *x;
+    float *dx;
+    const conv_geom *g;
+    int r0, rows;            /* the chunk's first row and row count */
+} conv_task;
+
+/* Rows are independent: any split of im2col's rows writes the same columns. */
+static void im2col_range(void *ctx, size_t b, size_t e)
+{
+    const conv_task *t = ctx;
+    im2col(t->cols + b * (size_t)t->g->K, t->x, t->g, t->r0 + (int)b, (int)(e - b));
+}
+
+static void im2col_par(float *cols, const float *x, const conv_geom *g, int r0, int rows)
+{
+    conv_task t = {cols, x, NULL, g, r0, rows};
+    fp_parallel_for((size_t)rows, 1, CONV_PAR_MIN_FLOATS / (size_t)g->K + 1, im2col_range, &t);
+}
+
+/* col2im over whole images: rows of different images touch disjoint parts of dx, and the rows of
+ * one image are added in the same order as the serial loop, so the result is bit-identical. The
+ * range indexes images of the chunk (first and last possibly partial). */
+static void col2im_range(void *ctx, size_t b, size_t e)
+{
+    const conv_task *t = ctx;
+    const conv_geom *g = t->g;
+    int ohw = g->oh * g->ow;
+    int n0 = t->r0 / ohw;
+    int lo = (n0 + (int)b) * ohw, hi = (n0 + (int)e) * ohw;
+    int cend = t->r0 + t->rows;
+    if (lo < t->r0)
+        lo = t->r0;
+    if (hi > cend)
+        hi = cend;
+    if (hi > lo)
+        col2im_add(t->dx, t->cols + (size_t)(lo - t->r0) * g->K, g, lo, hi - lo);
+}
+
+static void col2im_par(float *dx, const float *cols, const conv_geom *g, int r0, int rows)
+{
+    int ohw = g->oh * g->ow;
+    int images = (r0 + rows - 1) / ohw - r0 / ohw + 1;
+    conv_task t = {(float *)cols, NULL, dx, g, r0, rows};
+    size_t per_image = (size_t)ohw * g->K;
+    fp_parallel_for((size_t)images, 1, CONV_PAR_MIN_FLOATS / per_image + 1, col2im_range, &t);
+}
+
 int fp_conv_forward(float *y, const float *x, fp_dims xd, const float *w, const fp_conv_params *p,
                     fp_workspace *ws)
 {
@@ -155,7 +208,7 @@ int fp_conv_forward(float *y, const float *x, fp_dims xd, const float *w, const 
         return rc;
     for (int r0 = 0; r0 < g.M; r0 += rows) {
         int nr = g.M - r0 < rows ? g.M - r0 : rows;
-        im2col(cols, x, &g, r0, nr);
+        im2col_par(cols, x, &g, r0, nr);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, g.cout, g.K, 1.0f, cols, g.K, w, g.K, 0.0f,
                     y + (size_t)r0 * g.cout, g.cout);
     }
@@ -186,7 +239,7 @@ int fp_conv_backward_data(float *dx, const float *dy, fp_dims xd, const float *w
         int nr = g.M - r0 < rows ? g.M - r0 : rows;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, g.K, g.cout, 1.0f, dy + (size_t)r0 * g.cout,
                     g.cout, w, g.K, 0.0f, cols, g.K);
-        col2im_add(dx, cols, &g, r0, nr);
+        col2im_par(dx, cols, &g, r0, nr);
     }
     fp_workspace_free(&tmp);
     return FP_OK;
@@ -213,7 +266,7 @@ int fp_conv_backward_weights(float *dw, const float *dy, const float *x, fp_dims
         return rc;
     for (int r0 = 0; r0 < g.M; r0 += rows) {
         int nr = g.M - r0 < rows ? g.M - r0 : rows;
-        im2col(cols, x, &g, r0, nr);
+        im2col_par(cols, x, &g, r0, nr);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g.cout, g.K, nr, 1.0f, dy + (size_t)r0 * g.cout, g.cout,
                     cols, g.K, 1.0f, dw, g.K);
     }

@@ -5,7 +5,19 @@
 #pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #include <limits.h>
 #include "error.h"
+#include "trainer/cpu/thread_pool.h"
 #include "trainer/layers.h"
+
+#define POOL_PAR_MIN ((size_t)1 << 15)   /* output elements per thread below which a pass stays serial */
+
+typedef struct {
+    float *y;
+    int *argmax;
+    const float *x;
+    const int *am;
+    fp_dims xd, yd;
+    const fp_pool_params *p;
+} pool_task;
 
 static int pool_geometry(const char *fn, fp_dims xd, const fp_pool_params *p, fp_dims *yd)
 {
@@ -38,6 +50,71 @@ fp_dims fp_pool_out_dims(fp_dims in, const fp_pool_params *p)
     return d;
 }
 
+/* Output rows [r0, r1) of all images (row = n*oh + oy): every output cell is computed alone. */
+static void maxpool_rows(void *ctx, size_t r0, size_t r1)
+{
+    const pool_task *t = ctx;
+    float *y = t->y;
+    int *argmax = t->argmax;
+    const float *x = t->x;
+    const fp_dims xd = t->xd, yd = t->yd;
+    const fp_pool_params *p = t->p;
+    const int C = xd.c;
+    for (size_t row = r0; row < r1; row++) {
+        int n = (int)(row / (size_t)yd.h), oy = (int)(row % (size_t)yd.h);
+        for (int ox = 0; ox < yd.w; ox++) {
+            size_t o = (((size_t)n * yd.h + oy) * yd.w + ox) * C;
+            float *restrict yo = y + o;
+            int *restrict ao = argmax ? argmax + o : NULL;
+            int first = 1;
+            for (int ky = 0; ky < p->k; ky++) {
+                int iy = oy * p->stride - p->pad + ky;
+                if (iy < 0 || iy >= xd.h)
+                    continue;
+                for (int kx = 0; kx < p->k; kx++) {
+                    int ix = ox * p->stride - p->pad + kx;
+                    if (ix < 0 || ix >= xd.w)
+                        continue;
+                    int base = (int)((((size_t)n * xd.h + iy) * xd.w + ix) * C);
+                    const float *restrict xi = x + base;
+                    if (first) {
+                        for (int c = 0; c < C; c++)
+                            yo[c] = xi[c];
+                        if (ao)
+                            for (int c = 0; c < C; c++)
+                                ao[c] = base + c;
+                        first = 0;
+                    } else if (ao) {
+                        for (int c = 0; c < C; c++) {
+                            float v = xi[c];
+                            int take = v > yo[c] || v != v;
+                            yo[c] = take ? v : yo[c];
+                            ao[c] = take ? base + c : ao[c];
+                        }
+                    } else {
+                        for (int c = 0; c < C; c++) {
+                            float v = xi[c];
+                            yo[c] = (v > yo[c] || v != v) ? v : yo[c];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Images [n0, n1): an image's outputs route only into that image's dx, in the serial order. */
+static void maxpool_bwd_images(void *ctx, size_t n0, size_t n1)
+{
+    const pool_task *t = ctx;
+    size_t per = (size_t)t->yd.h * t->yd.w * t->yd.c;
+    float *dx = t->y;
+    const float *dy = t->x;
+    const int *argmax = t->am;
+    for (size_t i = n0 * per; i < n1 * per; i++)
+        dx[argmax[i]] += dy[i];
+}
+
 int fp_maxpool_forward(float *y, int *argmax, const float *x, fp_dims xd, const fp_pool_params *p)
 {
     fp_dims yd = {0, 0, 0, 0};
@@ -46,47 +123,9 @@ int fp_maxpool_forward(float *y, int *argmax, const float *x, fp_dims xd, const 
         return rc;
     if (!y || !x)
         return fp_fail(FP_EINVAL, "fp_maxpool_forward: NULL tensor");
-    const int C = xd.c;
-    for (int n = 0; n < xd.n; n++)
-        for (int oy = 0; oy < yd.h; oy++)
-            for (int ox = 0; ox < yd.w; ox++) {
-                size_t o = (((size_t)n * yd.h + oy) * yd.w + ox) * C;
-                float *restrict yo = y + o;
-                int *restrict ao = argmax ? argmax + o : NULL;
-                int first = 1;
-                for (int ky = 0; ky < p->k; ky++) {
-                    int iy = oy * p->stride - p->pad + ky;
-                    if (iy < 0 || iy >= xd.h)
-                        continue;
-                    for (int kx = 0; kx < p->k; kx++) {
-                        int ix = ox * p->stride - p->pad + kx;
-                        if (ix < 0 || ix >= xd.w)
-                            continue;
-                        int base = (int)((((size_t)n * xd.h + iy) * xd.w + ix) * C);
-                        const float *restrict xi = x + base;
-                        if (first) {
-                            for (int c = 0; c < C; c++)
-                                yo[c] = xi[c];
-                            if (ao)
-                                for (int c = 0; c < C; c++)
-                                    ao[c] = base + c;
-                            first = 0;
-                        } else if (ao) {
-                            for (int c = 0; c < C; c++) {
-                                float v = xi[c];
-                                int take = v > yo[c] || v != v;
-                                yo[c] = take ? v : yo[c];
-                                ao[c] = take ? base + c : ao[c];
-                            }
-                        } else {
-                            for (int c = 0; c < C; c++) {
-                                float v = xi[c];
-                                yo[c] = (v > yo[c] || v != v) ? v : yo[c];
-                            }
-                        }
-                    }
-                }
-            }
+    pool_task t = {y, argmax, x, NULL, xd, yd, p};
+    size_t nrows = (size_t)yd.n * yd.h;
+    fp_parallel_for(nrows, 1, POOL_PAR_MIN / ((size_t)yd.w * yd.c) + 1, maxpool_rows, &t);
     return FP_OK;
 }
 
@@ -103,8 +142,16 @@ int fp_maxpool_backward(float *dx, const float *dy, const int *argmax, fp_dims x
     for (size_t i = 0; i < ny; i++)
         if (argmax[i] < 0 || (size_t)argmax[i] >= nx)
             return fp_fail(FP_EINVAL, "fp_maxpool_backward: argmax[%zu] = %d outside the input", i, argmax[i]);
-    for (size_t i = 0; i < ny; i++)
-        dx[argmax[i]] += dy[i];
+    /* Split by image only when every argmax stays in its own image (as the forward makes them). */
+    size_t per_image = ny / (size_t)yd.n, xper = nx / (size_t)xd.n;
+    int own = 1;
+    for (size_t i = 0; i < ny && own; i++)
+        own = (size_t)argmax[i] / xper == i / per_image;
+    pool_task t = {dx, NULL, dy, argmax, xd, yd, p};
+    if (own)
+        fp_parallel_for((size_t)yd.n, 1, POOL_PAR_MIN / per_image + 1, maxpool_bwd_images, &t);
+    else
+        maxpool_bwd_images(&t, 0, (size_t)yd.n);
     return FP_OK;
 }
 
