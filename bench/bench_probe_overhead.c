@@ -1,10 +1,14 @@
 /* bench_probe_overhead.c — step time with the probes off vs on, ResNet-50 at 64x64, batch 16, fp16
- * policy, CPU: configurations interleaved in alternating blocks of BLOCK steps to cancel drift; the
- * figure per configuration is the median over blocks of the block's mean step time (a median of
- * single steps would hide the sampling steps). "on" = per-layer CPU timers every step, histograms of
- * every layer's tensors every 10 steps, per-layer rounding error every 10 steps (the low-precision
- * forward plus the per-layer comparison, as the fp32 arm's step would carry it). Prints figures,
- * never fails on time. Run with OPENBLAS_NUM_THREADS=2. */
+ * policy, CPU: the configurations interleaved step by step (order rotating) to cancel the load of a
+ * shared machine; headline: the median over cycles of EVERY steps of the paired ratio (cycle time on
+ * / off; a median of single steps would hide the sampling steps), with its min..max. "on" = per-layer
+ * CPU timers every step, histograms of every layer's tensors (all roles, updates included) every 10
+ * steps, per-layer rounding error every 10 steps as trainer/compare.c runs it (fp_prec_err_compare
+ * against an fp32 model, on FP_PREC_ERR_DEFAULT_SUBBATCH images of the batch). The same run gives the
+ * parts, robust to load: the timers' per-step cost (median paired ratio of non-sampling steps), the
+ * sampling step's histogram extra and the precision-error call (medians); from them the overhead at
+ * every 10 and at the default periods of probe.h. Prints figures, never fails on time. Run with
+ * OPENBLAS_NUM_THREADS=2; BENCH_ROUNDS=N cycles (default 7). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,13 +20,11 @@
 
 #define BATCH 16
 #define SIZE 64
-#define BLOCK 10
-#define ROUNDS 3
+#define MAX_ROUNDS 64
 #define WARMUP 2
 #define EVERY 10
 
 enum { OFF, TIMERS, FULL, NCFG };
-static const char *const cfg_name[NCFG] = {"off", "timers", "full"};
 
 static double now_s(void)
 {
@@ -38,7 +40,7 @@ static int cmp_double(const void *a, const void *b)
 }
 
 typedef struct {
-    fp_model *m;
+    fp_model *m, *ref;   /* ref: the fp32 arm's model, for the precision error */
     fp_probe *p[NCFG];
     fp_cpu_timer *t[NCFG];
     fp_hist_probe *hp;
@@ -46,6 +48,7 @@ typedef struct {
     float *x, *old;
     int *labels;
     int64_t step[NCFG];
+    double prec_s, sampled_s;   /* the last step's precision-error call and whole time (FULL) */
 } bench_t;
 
 static int one_step(bench_t *b, int cfg)
@@ -54,10 +57,12 @@ static int one_step(bench_t *b, int cfg)
     fp_probe *p = b->p[cfg];
     int64_t step = b->step[cfg]++;
     int rc = FP_OK;
-    if (cfg == FULL && fp_probe_every(step, EVERY))   /* before the step, on its batch */
-        rc = fp_prec_err_run_lowp(b->pe, m, b->x, BATCH);
+    double t0 = now_s();
+    if (cfg == FULL && fp_probe_every(step, EVERY))   /* before the step, on its batch, as compare.c */
+        rc = fp_prec_err_compare(b->pe, b->ref, b->x, BATCH, step);
+    double t1 = now_s();
     fp_model_set_probe(m, p);
-    fp_probe_step_begin(p, step, 1.0f);
+    fp_probe_step_begin(p, step, 1024.0f);
     fp_model_zero_grad(m);
     float loss;
     rc = rc ? rc : fp_model_train_step(m, &loss, NULL, NULL, b->x, b->labels, BATCH);
@@ -68,10 +73,12 @@ static int one_step(bench_t *b, int cfg)
     float *w = fp_model_params(m);
     const float *g = fp_model_grads(m);
     for (size_t i = 0; i < np; i++)   /* SGD, tiny lr: the same work in every configuration */
-        w[i] -= 1e-6f * g[i];
+        w[i] -= 1e-9f * g[i];
     if (upd)
         fp_probe_sample_updates(p, m, b->old);
     fp_probe_step_end(p);
+    b->prec_s = t1 - t0;
+    b->sampled_s = now_s() - t0;
     return rc;
 }
 
@@ -90,10 +97,15 @@ int main(void)
     for (int i = 0; i < BATCH; i++)
         b.labels[i] = i % 10;
     fp_model_config mc = {"resnet50", 10, SIZE, 0, 1, 0};
-    if (fp_model_create(&b.m, &mc) || fp_model_set_policy(b.m, fp_policy_find("fp16"))) {
+    if (fp_model_create(&b.m, &mc) || fp_model_set_policy(b.m, fp_policy_find("fp16")) ||
+        fp_model_clone(&b.ref, b.m) || fp_model_copy_params(b.ref, b.m, 1)) {
         fprintf(stderr, "bench_probe_overhead: %s\n", fp_error_message());
         return 1;
     }
+    const char *re = getenv("BENCH_ROUNDS");
+    int rounds = re ? atoi(re) : 7;
+    if (rounds < 1 || rounds > MAX_ROUNDS)
+        rounds = 7;
     int L = fp_model_layer_count(b.m);
     b.old = malloc(fp_model_num_params(b.m) * sizeof(float));
     for (int c = 0; c < NCFG; c++) {
@@ -104,11 +116,10 @@ int main(void)
     }
     fp_hist_probe_create(&b.hp, L, EVERY, 0, NULL, 0);
     fp_hist_probe_attach(b.hp, b.p[FULL]);
-    if (fp_prec_err_create(&b.pe, b.m, fp_policy_find("fp16"))) {
+    if (fp_prec_err_create(&b.pe, b.ref, fp_policy_find("fp16"))) {
         fprintf(stderr, "bench_probe_overhead: %s\n", fp_error_message());
         return 1;
     }
-    fp_prec_err_attach(b.pe, b.p[FULL]);
     /* OFF runs with no probe at all: only the model's pointer check remains */
     fp_probe *off_probe = b.p[OFF];
     b.p[OFF] = NULL;
@@ -121,32 +132,80 @@ int main(void)
             }
     for (int c = 0; c < NCFG; c++)
         b.step[c] = 0;
-    double blocks[NCFG][ROUNDS];
-    for (int r = 0; r < ROUNDS; r++)
-        for (int k = 0; k < NCFG; k++) {
-            int c = (r % 2) ? NCFG - 1 - k : k;   /* alternate the order every round */
-            double t0 = now_s();
-            for (int i = 0; i < BLOCK; i++)
-                one_step(&b, c);
-            blocks[c][r] = (now_s() - t0) / BLOCK;
-            printf("round %d %-6s %.1f ms/step\n", r, cfg_name[c], 1e3 * blocks[c][r]);
-            fflush(stdout);
+    /* A cycle = EVERY step slots; in each slot one step of every configuration, the order rotating
+     * from slot to slot, so that all three see the same load within seconds. FULL's sampling step is
+     * slot 0 of every cycle. */
+    static double t[NCFG][MAX_ROUNDS][EVERY];
+    double cyc[NCFG][MAX_ROUNDS], hist_x[MAX_ROUNDS], prec_x[MAX_ROUNDS], slot_r[NCFG][MAX_ROUNDS * EVERY];
+    size_t nslot = 0;
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < EVERY; i++) {
+            for (int k = 0; k < NCFG; k++) {
+                int c = (k + i + r) % NCFG;
+                if (one_step(&b, c)) {
+                    fprintf(stderr, "bench_probe_overhead: %s\n", fp_error_message());
+                    return 1;
+                }
+                t[c][r][i] = b.sampled_s;
+                if (c == FULL && i == 0)
+                    prec_x[r] = b.prec_s;
+            }
+            if (i > 0) {   /* not a sampling slot: the per-step cost of the timers (and of nothing else) */
+                for (int c = 0; c < NCFG; c++)
+                    slot_r[c][nslot] = t[c][r][i] / t[OFF][r][i];
+                nslot++;
+            }
         }
-    double med[NCFG];
-    for (int c = 0; c < NCFG; c++) {
-        qsort(blocks[c], ROUNDS, sizeof(double), cmp_double);
-        med[c] = blocks[c][ROUNDS / 2];
+        double sum[NCFG] = {0};
+        for (int c = 0; c < NCFG; c++)
+            for (int i = 0; i < EVERY; i++)
+                sum[c] += t[c][r][i];
+        for (int c = 0; c < NCFG; c++)
+            cyc[c][r] = sum[c] / sum[OFF];
+        /* the sampling step's extra over the probes-off step of the same slot, less the timers' share */
+        hist_x[r] = t[FULL][r][0] - prec_x[r] - t[OFF][r][0];
+        printf("cycle %d: off %.1f ms/step, ratio timers %.4f full %.4f (sampling step: hist+updates extra %.0f ms, "
+               "precision error %.0f ms)\n", r, 1e3 * sum[OFF] / EVERY, cyc[TIMERS][r], cyc[FULL][r], 1e3 * hist_x[r],
+               1e3 * prec_x[r]);
+        fflush(stdout);
     }
-    double r_timers = med[TIMERS] / med[OFF], r_full = med[FULL] / med[OFF];
-    /* defaults: timers every step, sampling work (full - timers, paid once per EVERY steps) paid once
-     * per FP_PROBE_DEFAULT_HIST_EVERY steps (an upper bound: precision error runs half as often) */
-    double sampling = med[FULL] - med[TIMERS];
-    double r_def = (med[TIMERS] + sampling * EVERY / FP_PROBE_DEFAULT_HIST_EVERY) / med[OFF];
-    printf("bench: resnet50_fp16_64px_b16_step_probes_off=%.1f unit=ms\n", 1e3 * med[OFF]);
-    printf("bench: probe_overhead_timers=%.2f unit=%% ratio=%.4f\n", 100 * (r_timers - 1), r_timers);
-    printf("bench: probe_overhead_defaults_est=%.2f unit=%% ratio=%.4f (hist every %d, precision every %d)\n",
-           100 * (r_def - 1), r_def, FP_PROBE_DEFAULT_HIST_EVERY, FP_PROBE_DEFAULT_PRECISION_EVERY);
-    printf("bench: probe_overhead=%.2f unit=%% ratio=%.4f\n", 100 * (r_full - 1), r_full);
+    double med[NCFG], lo[NCFG], hi[NCFG], offs[MAX_ROUNDS];
+    for (int r = 0; r < rounds; r++) {
+        double so = 0;
+        for (int i = 0; i < EVERY; i++)
+            so += t[OFF][r][i];
+        offs[r] = so / EVERY;
+    }
+    for (int c = 0; c < NCFG; c++) {
+        qsort(cyc[c], (size_t)rounds, sizeof(double), cmp_double);
+        med[c] = cyc[c][rounds / 2];
+        lo[c] = cyc[c][0];
+        hi[c] = cyc[c][rounds - 1];
+        qsort(slot_r[c], nslot, sizeof(double), cmp_double);
+    }
+    qsort(hist_x, (size_t)rounds, sizeof(double), cmp_double);
+    qsort(prec_x, (size_t)rounds, sizeof(double), cmp_double);
+    qsort(offs, (size_t)rounds, sizeof(double), cmp_double);
+    double off = offs[rounds / 2], hx = hist_x[rounds / 2], px = prec_x[rounds / 2];
+    double r_tim = slot_r[TIMERS][nslot / 2];   /* median over non-sampling slots: the timers' cost per step */
+    /* from the parts (robust to the load): timers every step, a histogram step's extra once per period,
+     * a precision-error call once per period */
+    double r_10 = r_tim + (hx + px) / EVERY / off;
+    double r_def = r_tim + (hx / FP_PROBE_DEFAULT_HIST_EVERY + px / FP_PROBE_DEFAULT_PRECISION_EVERY) / off;
+    printf("bench: resnet50_fp16_64px_b16_step_probes_off=%.1f unit=ms\n", 1e3 * off);
+    printf("bench: sampled_step_extra_hist=%.1f unit=ms spread=%.1f..%.1f (all roles of every layer, updates included)\n",
+           1e3 * hx, 1e3 * hist_x[0], 1e3 * hist_x[rounds - 1]);
+    printf("bench: sampled_step_extra_precision=%.1f unit=ms spread=%.1f..%.1f (fp_prec_err_compare on %d of %d images)\n",
+           1e3 * px, 1e3 * prec_x[0], 1e3 * prec_x[rounds - 1], fp_prec_err_subbatch(b.pe, BATCH), BATCH);
+    printf("bench: probe_overhead_timers=%.2f unit=%% ratio=%.4f (median of %zu paired steps; quartiles %.4f..%.4f)\n",
+           100 * (r_tim - 1), r_tim, nslot, slot_r[TIMERS][nslot / 4], slot_r[TIMERS][3 * nslot / 4]);
+    printf("bench: probe_overhead_from_parts=%.2f unit=%% ratio=%.4f (hist + precision every %d)\n", 100 * (r_10 - 1),
+           r_10, EVERY);
+    printf("bench: probe_overhead_defaults=%.2f unit=%% ratio=%.4f (from parts: hist every %d, precision every %d, "
+           "timers every step)\n", 100 * (r_def - 1), r_def, FP_PROBE_DEFAULT_HIST_EVERY,
+           FP_PROBE_DEFAULT_PRECISION_EVERY);
+    printf("bench: probe_overhead=%.2f unit=%% ratio=%.4f spread=%.4f..%.4f cycles=%d (hist + precision every %d; "
+           "median of per-cycle paired ratios)\n", 100 * (med[FULL] - 1), med[FULL], lo[FULL], hi[FULL], rounds, EVERY);
 
     b.p[OFF] = off_probe;
     fp_model_set_probe(b.m, NULL);
@@ -157,6 +216,7 @@ int main(void)
         fp_cpu_timer_free(b.t[c]);
     }
     fp_model_free(b.m);
+    fp_model_free(b.ref);
     free(b.x);
     free(b.labels);
     free(b.old);

@@ -4,8 +4,10 @@
  * every class boundary comes from fp_format_info(), none is written here. */
 #include "hist.h"
 #include "error.h"
+#include "numfmt.h"
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -524,3 +526,204 @@ const char *fp_value_class_name(fp_value_class c)
     default: return "unknown";
     }
 }
+
+/* ---------------------------------------------------------------- 16-bit inputs
+ * A count per magnitude pattern q = bits & 0x7FFF (two interleaved tables: neighbouring equal values
+ * do not chain on one counter), then folded. Widening is monotonic on magnitude patterns, so each
+ * threshold T on fp32 bits becomes a first pattern q_T (widen(q) >= T  <=>  q >= q_T) and
+ * #{a < T} is a prefix count; binades are whole exponent fields (and, for subnormal patterns, the
+ * leading mantissa bit); sum |x| is, per exponent field e, an exact integer sum of count * significand
+ * scaled by 2^(e - bias - mbits). -Inf is told from +Inf by a second pass only when an Inf was seen. */
+
+#define H16_N       32768u
+#define H16_MIN_N   65536u                   /* below this the fold costs more than it saves */
+#define H16_BLOCK   ((size_t)1 << 30)        /* per fold: 32-bit counters cannot wrap */
+#define H16_CHUNK   2048u                    /* small path: widened chunk, a multiple of 16 */
+
+typedef struct {
+    int mbits, ebias;                        /* fp16: 10, 15; bf16: 7, 127 */
+    uint32_t inf;                            /* magnitude pattern of Inf */
+    int bf;
+} h16_fmt_t;
+
+static const h16_fmt_t H16_F16 = {10, 15, 0x7C00u, 0};
+static const h16_fmt_t H16_BF16 = {7, 127, 0x7F80u, 1};
+
+static _Thread_local uint32_t *h16_table;   /* [2][H16_N], all zero between calls */
+
+void fp_hist_thread_release(void)
+{
+    free(h16_table);
+    h16_table = NULL;
+}
+
+static uint32_t h16_bits(const h16_fmt_t *f, uint32_t q)
+{
+    return f->bf ? q << 16 : float_bits(fp_f16_to_f32((uint16_t)q));
+}
+
+static float h16_value(const h16_fmt_t *f, uint32_t q) { return bits_float(h16_bits(f, q)); }
+
+static void h16_count(uint32_t *t, const uint16_t *x, size_t n)
+{
+    uint32_t *t0 = t, *t1 = t + H16_N;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        uint64_t q;
+        memcpy(&q, x + i, sizeof q);
+        t0[q & 0x7FFF]++;
+        t1[(q >> 16) & 0x7FFF]++;
+        t0[(q >> 32) & 0x7FFF]++;
+        t1[(q >> 48) & 0x7FFF]++;
+    }
+    for (; i < n; i++)
+        t0[x[i] & 0x7FFF]++;
+}
+
+/* Folds the tables (n values, neg_inf of them -Inf) into h and clears them. */
+static void h16_fold(fp_hist_t *h, uint32_t *t, const h16_fmt_t *f, uint64_t n, uint64_t neg_inf)
+{
+    const uint32_t *t1 = t + H16_N;
+    const int mb = f->mbits;
+    const uint32_t per = 1u << mb, nfields = f->inf >> mb;   /* finite exponent fields 0 .. nfields-1 */
+    uint64_t field[256];
+    uint32_t amax_q = 0, min_q = 0;
+    double sum = 0;
+    for (uint32_t e = 0; e < nfields; e++) {
+        uint64_t c = 0, s = 0;
+        const uint32_t base = e << mb, lead = e ? per : 0;
+        for (uint32_t m = 0; m < per; m++) {
+            uint64_t k = (uint64_t)t[base + m] + t1[base + m];
+            c += k;
+            s += k * (lead + m);                              /* < 2^32 * 2^12 * 2^10: exact */
+        }
+        field[e] = c;
+        if (s)
+            sum += ldexp((double)s, (e ? (int)e : 1) - f->ebias - mb);
+    }
+    /* amax, min_nonzero: the highest / lowest nonzero finite pattern above 0 */
+    const uint64_t zero = (uint64_t)t[0] + t1[0];
+    for (uint32_t e = nfields; e-- > 0 && !amax_q;)
+        if (field[e] > (e ? 0 : zero))
+            for (uint32_t q = (e << mb) + per - 1; q >= (e ? e << mb : 1); q--)
+                if (t[q] || t1[q]) {
+                    amax_q = q;
+                    break;
+                }
+    for (uint32_t e = 0; e < nfields && amax_q && !min_q; e++)
+        if (field[e] > (e ? 0 : zero))
+            for (uint32_t q = e ? e << mb : 1; q < (e << mb) + per; q++)
+                if (t[q] || t1[q]) {
+                    min_q = q;
+                    break;
+                }
+    uint64_t inf = (uint64_t)t[f->inf] + t1[f->inf], nan = 0;
+    for (uint32_t q = f->inf + 1; q < H16_N; q++)
+        nan += (uint64_t)t[q] + t1[q];
+    /* binades */
+    for (uint32_t e = 1; e < nfields; e++)
+        h->binade[(int)e - f->ebias - FP_HIST_EXP_MIN] += field[e];
+    for (uint32_t m = 1; m < per; m++)
+        h->binade[(31 - __builtin_clz(m)) - mb - f->ebias + 1 - FP_HIST_EXP_MIN] += (uint64_t)t[m] + t1[m];
+    /* classes: #{a < T} as prefix counts up to q_T */
+    thresholds_t th;
+    make_thresholds(&th);
+    uint64_t lt[NTHR];
+    for (int k = 0; k < NTHR; k++) {
+        uint32_t lo = 0, hi = f->inf;                        /* widen(inf) = INF_BITS >= every T */
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (h16_bits(f, mid) >= th.t[k])
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        uint32_t e = lo >> mb;
+        uint64_t c = 0;
+        for (uint32_t j = 0; j < e; j++)
+            c += field[j];
+        for (uint32_t q = e << mb; q < lo; q++)
+            c += (uint64_t)t[q] + t1[q];
+        lt[k] = c;
+    }
+    uint64_t finite = n - nan - inf;
+    h->count += n;
+    h->zero += zero;
+    h->nan += nan;
+    h->pos_inf += inf - neg_inf;
+    h->neg_inf += neg_inf;
+    for (int fm = 0; fm < FP_FMT_COUNT; fm++) {
+        const uint64_t *l = &lt[4 * fm];
+        h->cls[fm][FP_CLASS_UNDERFLOW] += l[0] - zero;
+        h->cls[fm][FP_CLASS_SUBNORMAL] += l[1] - l[0];
+        h->cls[fm][FP_CLASS_NORMAL] += l[2] - l[1];
+        h->cls[fm][FP_CLASS_ROUND_TO_MAX] += l[3] - l[2];
+        h->cls[fm][FP_CLASS_OVERFLOW] += finite - l[3];
+    }
+    if (amax_q) {
+        float a = h16_value(f, amax_q), mn = h16_value(f, min_q);
+        if (a > h->amax)
+            h->amax = a;
+        if (h->min_nonzero == 0.0f || mn < h->min_nonzero)
+            h->min_nonzero = mn;
+    }
+    h->sum_abs += sum;
+    memset(t, 0, 2 * H16_N * sizeof *t);
+}
+
+/* Small n: widened in chunks through the fp32 kernels, one finish for the whole call. */
+static void h16_small(fp_hist_t *h, const uint16_t *x, size_t n, const h16_fmt_t *f)
+{
+    thresholds_t th;
+    raw_t r;
+    make_thresholds(&th);
+    memset(&r, 0, sizeof r);
+    r.min_m1 = UINT32_MAX;
+    kernel_fn vec = n < VEC_MIN_N ? kernel_scalar : kernel_get(KERNEL_BEST);
+    float buf[H16_CHUNK];
+    for (size_t done = 0; done < n;) {
+        size_t len = n - done < H16_CHUNK ? n - done : H16_CHUNK;
+        if (f->bf)
+            fp_bf16_to_f32_array(buf, x + done, len);
+        else
+            fp_f16_to_f32_array(buf, x + done, len);
+        size_t nv = vec == kernel_scalar ? 0 : len & ~(size_t)15;
+        if (nv)
+            vec(&r, &th, buf, nv);
+        if (len > nv)
+            kernel_scalar(&r, &th, buf + nv, len - nv);
+        done += len;
+    }
+    finish(h, &r, n);
+}
+
+static int hist_add16(fp_hist_t *h, const uint16_t *x, size_t n, const h16_fmt_t *f)
+{
+    if (!h || (!x && n > 0))
+        return fp_fail(FP_EINVAL, "fp_hist_add_%s: %s is NULL", f->bf ? "bf16" : "f16", h ? "array" : "histogram");
+    if (n == 0)
+        return FP_OK;
+    if (n < H16_MIN_N) {
+        h16_small(h, x, n, f);
+        return FP_OK;
+    }
+    if (!h16_table && !(h16_table = calloc(2 * H16_N, sizeof *h16_table)))
+        return fp_fail(FP_ENOMEM, "fp_hist_add_%s: out of memory for the count table", f->bf ? "bf16" : "f16");
+    uint32_t *t = h16_table;
+    for (size_t done = 0; done < n;) {
+        size_t len = n - done < H16_BLOCK ? n - done : H16_BLOCK;
+        h16_count(t, x + done, len);
+        uint64_t neg_inf = 0;
+        if (t[f->inf] || t[H16_N + f->inf]) {
+            const uint16_t ninf = (uint16_t)(0x8000u | f->inf);
+            for (size_t i = 0; i < len; i++)
+                neg_inf += x[done + i] == ninf;
+        }
+        h16_fold(h, t, f, len, neg_inf);
+        done += len;
+    }
+    return FP_OK;
+}
+
+int fp_hist_add_f16(fp_hist_t *h, const uint16_t *x, size_t n) { return hist_add16(h, x, n, &H16_F16); }
+int fp_hist_add_bf16(fp_hist_t *h, const uint16_t *x, size_t n) { return hist_add16(h, x, n, &H16_BF16); }

@@ -47,6 +47,17 @@ int    fp_hist_add(fp_hist_t *h, const float *x, size_t n);
  * (FP_EUNAVAIL when the CPU lacks it). Every kernel gives bit-identical histograms; tests and
  * benchmarks use this to compare them. */
 int    fp_hist_add_kernel(fp_hist_t *h, const float *x, size_t n, int kernel);
+/* The same histogram as widening x (n 16-bit values, fp16 or bf16 bit patterns) to fp32 and calling
+ * fp_hist_add: every count, amax and min_nonzero identical; sum_abs equal up to rounding (it is
+ * summed from exact per-binade integer sums in double: relative difference <= 1e-12 in practice,
+ * tests allow 1e-9). Large n: a count per 16-bit pattern (sign folded; a thread-local 256 KiB table,
+ * allocated at first use and kept) folded into the histogram exactly; small n: widened in
+ * chunks. FP_EINVAL when h is NULL or x is NULL with n > 0; FP_ENOMEM when the table cannot be
+ * allocated. */
+int    fp_hist_add_f16(fp_hist_t *h, const uint16_t *x, size_t n);
+int    fp_hist_add_bf16(fp_hist_t *h, const uint16_t *x, size_t n);
+/* Frees the calling thread's 16-bit count table (optional; for leak checkers at thread exit). */
+void   fp_hist_thread_release(void);
 /* dst += src (counts add, amax/min combine, sums add). */
 void   fp_hist_merge(fp_hist_t *dst, const fp_hist_t *src);
 /* Mean of finite |x| (0 when there is none). */

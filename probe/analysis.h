@@ -31,7 +31,20 @@ typedef struct {
  *    backend attached (fp_prec_err_attach) to the fp32 arm's probe set; during that step's forward
  *    each layer is compared as it is produced; at step_end the rows are ready (and stored when
  *    fp_prec_err_set_store was called).
- * The low-precision outputs are captured in their storage format (16 bits under fp16 / bf16). */
+ * The low-precision outputs are captured in their storage format (16 bits under fp16 / bf16).
+ *
+ * Sub-batch (cost): fp_prec_err_compare measures on the FIRST k images of the batch only, k =
+ * FP_PREC_ERR_DEFAULT_SUBBATCH unless fp_prec_err_set_subbatch says otherwise (0: the whole batch;
+ * a batch of at most k images is used whole). Both forwards (low precision and reference) run on
+ * those same k images in TRAIN mode, so batchnorm normalises both with the statistics of those k
+ * images and the comparison stays like for like; the figure is the rounding error of a k-image
+ * batch, which for per-element rounding (rel_l2 ~ 2^-11 under fp16) matches the full batch's to
+ * within sampling noise. With k < n the reference forward runs on a clone of the reference model
+ * (made once, parameters and running statistics copied in each time): the reference model itself is
+ * not run, and keeps its state. This costs about 2 * k / n of a training forward instead of two whole
+ * forwards (bench/bench_probe_overhead.c). The riding path (fp_prec_err_run_lowp + attach) needs the
+ * step's own batch and always uses all of it. */
+#define FP_PREC_ERR_DEFAULT_SUBBATCH 4
 typedef struct fp_prec_err fp_prec_err;
 int fp_prec_err_create(fp_prec_err **out, const fp_model *ref, const fp_policy *policy);
 void fp_prec_err_free(fp_prec_err *pe);
@@ -40,6 +53,8 @@ void fp_prec_err_set_store(fp_prec_err *pe, fp_store_t *store, int64_t run, int6
 int fp_prec_err_run_lowp(fp_prec_err *pe, fp_model *ref, const float *x, int n);
 int fp_prec_err_attach(fp_prec_err *pe, fp_probe *p);
 int fp_prec_err_compare(fp_prec_err *pe, fp_model *ref, const float *x, int n, int64_t step);
+void fp_prec_err_set_subbatch(fp_prec_err *pe, int k);   /* k <= 0: the whole batch */
+int fp_prec_err_subbatch(const fp_prec_err *pe, int n);  /* images fp_prec_err_compare uses of a batch of n */
 /* Per-layer rows of the last comparison (count = layers), NULL before one. */
 const fp_layer_err_t *fp_prec_err_rows(const fp_prec_err *pe, int *count);
 int64_t fp_prec_err_last_step(const fp_prec_err *pe);   /* -1 before one */

@@ -1,13 +1,35 @@
 /* hist_probe.c — exponent histograms of every layer's tensors at sampling steps (lib/hist.h: fp16,
  * bf16, E4M3, E5M2 at once), written to the store at step_end. Promises: one histogram per (layer,
  * role) per sampling step, weight gradients unscaled, nothing done at other steps, no allocation
- * per step. */
+ * per step; 16-bit tensors are counted as stored (lib/hist.h fp_hist_add_f16 / _bf16), not widened;
+ * a large tensor is split into up to SPLIT_MAX chunks that this thread and one helper thread (made
+ * at the first large tensor, when the machine has two CPUs or more) take in turn, each chunk into
+ * its own histogram merged in chunk order: the counts are those of one pass, and sum_abs does not
+ * depend on which thread took which chunk. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "error.h"
+#include "hist.h"
 #include "probe/probe.h"
 
-#define UNSCALE_CHUNK 4096
+#define UNSCALE_CHUNK 16384             /* floats: in L2, and few enough fp_hist_add calls per tensor */
+#define SPLIT_MIN ((size_t)1 << 18)     /* fp32 values per chunk at least: a hand-over costs ~10-50 us */
+#define SPLIT_MIN16 ((size_t)1 << 19)   /* 16-bit: each chunk pays a count-table fold (~30 us) too */
+#define SPLIT_MAX 4
+#define SPLIT_MAX16 2
+
+enum { K_F32, K_F32_SCALED, K_F16, K_BF16 };
+
+typedef struct {
+    int kind;
+    const void *x;
+    size_t n, chunk;
+    int nchunks;
+    int next;                  /* the next chunk to take (atomic) */
+    float inv;                 /* K_F32_SCALED */
+} job_t;
 
 struct fp_hist_probe {
     int nlayers, every;
@@ -20,15 +42,151 @@ struct fp_hist_probe {
     int64_t step, last_step;
     int sampling;
     int status;
-    float tmp[UNSCALE_CHUNK];
+    /* the helper thread: state under mu */
+    int helper;                /* 0 not tried, 1 running, -1 unavailable */
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv, done;
+    unsigned gen, seen;        /* job generation posted / taken (or cancelled) */
+    int busy, quit, helper_rc;
+    job_t job;
+    fp_hist_t part[SPLIT_MAX];
+    float tmp[UNSCALE_CHUNK];  /* this thread's; the helper's below */
+    float htmp[UNSCALE_CHUNK];
 };
+
+/* Values [off, off + len) of a job's kind into dst. */
+static int add_range(fp_hist_t *dst, const job_t *j, size_t off, size_t len, float *tmp)
+{
+    switch (j->kind) {
+    case K_F16:
+        return fp_hist_add_f16(dst, (const uint16_t *)j->x + off, len);
+    case K_BF16:
+        return fp_hist_add_bf16(dst, (const uint16_t *)j->x + off, len);
+    case K_F32_SCALED: {
+        const float *x = (const float *)j->x + off;
+        for (size_t i = 0; i < len; i += UNSCALE_CHUNK) {
+            size_t c = len - i < UNSCALE_CHUNK ? len - i : UNSCALE_CHUNK;
+            for (size_t k = 0; k < c; k++)
+                tmp[k] = x[i + k] * j->inv;
+            fp_hist_add(dst, tmp, c);
+        }
+        return FP_OK;
+    }
+    default:
+        return fp_hist_add(dst, (const float *)j->x + off, len);
+    }
+}
+
+/* Takes chunks of the job until none is left; returns the first error. */
+static int take_chunks(fp_hist_probe *h, float *tmp)
+{
+    job_t *j = &h->job;
+    int rc = FP_OK;
+    for (;;) {
+        int c = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (c >= j->nchunks)
+            return rc;
+        size_t off = (size_t)c * j->chunk, len = j->n - off < j->chunk ? j->n - off : j->chunk;
+        fp_hist_init(&h->part[c]);
+        int r = add_range(&h->part[c], j, off, len, tmp);
+        if (r && !rc)
+            rc = r;
+    }
+}
+
+static void *helper_main(void *arg)
+{
+    fp_hist_probe *h = arg;
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        while (!h->quit && h->seen == h->gen)
+            pthread_cond_wait(&h->cv, &h->mu);
+        if (h->quit)
+            break;
+        h->seen = h->gen;
+        h->busy = 1;
+        pthread_mutex_unlock(&h->mu);
+        int rc = take_chunks(h, h->htmp);
+        pthread_mutex_lock(&h->mu);
+        h->helper_rc = rc;
+        h->busy = 0;
+        pthread_cond_signal(&h->done);
+    }
+    pthread_mutex_unlock(&h->mu);
+    fp_hist_thread_release();
+    return NULL;
+}
+
+static int helper_ready(fp_hist_probe *h)
+{
+    if (h->helper)
+        return h->helper > 0;
+    h->helper = -1;
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        return 0;
+    if (pthread_mutex_init(&h->mu, NULL))
+        return 0;
+    if (pthread_cond_init(&h->cv, NULL)) {
+        pthread_mutex_destroy(&h->mu);
+        return 0;
+    }
+    if (pthread_cond_init(&h->done, NULL)) {
+        pthread_cond_destroy(&h->cv);
+        pthread_mutex_destroy(&h->mu);
+        return 0;
+    }
+    if (pthread_create(&h->th, NULL, helper_main, h)) {
+        pthread_cond_destroy(&h->done);
+        pthread_cond_destroy(&h->cv);
+        pthread_mutex_destroy(&h->mu);
+        return 0;
+    }
+    h->helper = 1;
+    return 1;
+}
+
+/* One tensor into hh: split between this thread and the helper when large. */
+static void hist_job(fp_hist_probe *h, fp_hist_t *hh, int kind, const void *x, size_t n, float inv)
+{
+    job_t j = {kind, x, n, n, 1, 0, inv};
+    int is16 = kind == K_F16 || kind == K_BF16, most = is16 ? SPLIT_MAX16 : SPLIT_MAX;
+    size_t least = is16 ? SPLIT_MIN16 : SPLIT_MIN;
+    int nch = n >= (size_t)most * least ? most : (int)(n / least);
+    int rc;
+    if (nch < 2 || !helper_ready(h)) {
+        rc = add_range(hh, &j, 0, n, h->tmp);
+    } else {
+        j.chunk = ((n + (size_t)nch - 1) / (size_t)nch + 63) & ~(size_t)63;
+        j.nchunks = (int)((n + j.chunk - 1) / j.chunk);
+        pthread_mutex_lock(&h->mu);
+        h->job = j;
+        h->helper_rc = FP_OK;
+        h->gen++;
+        pthread_cond_signal(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+        rc = take_chunks(h, h->tmp);
+        pthread_mutex_lock(&h->mu);
+        if (h->seen != h->gen)
+            h->seen = h->gen;   /* the helper never woke for it: nothing left to take, cancel */
+        while (h->busy)
+            pthread_cond_wait(&h->done, &h->mu);
+        if (h->helper_rc && !rc)
+            rc = h->helper_rc;
+        pthread_mutex_unlock(&h->mu);
+        for (int c = 0; c < h->job.nchunks; c++)
+            fp_hist_merge(hh, &h->part[c]);
+    }
+    if (rc && !h->status)
+        h->status = rc;
+}
 
 int fp_hist_probe_create(fp_hist_probe **out, int nlayers, int every, unsigned roles, fp_store_t *store, int64_t run)
 {
     *out = NULL;
     if (nlayers < 1)
         return fp_fail(FP_EINVAL, "hist probe: %d layers", nlayers);
-    fp_hist_probe *h = calloc(1, sizeof *h);
+    fp_hist_probe *h = calloc(1, sizeof *h);   /* tmp, htmp: 64 KiB each, in the object */
     size_t cells = (size_t)nlayers * FP_ROLE_COUNT;
     if (!h || !(h->h = malloc(cells * sizeof *h->h)) || !(h->taken = calloc(cells, 1)) ||
         !(h->valid = calloc(cells, 1))) {
@@ -49,6 +207,16 @@ void fp_hist_probe_free(fp_hist_probe *h)
 {
     if (!h)
         return;
+    if (h->helper > 0) {
+        pthread_mutex_lock(&h->mu);
+        h->quit = 1;
+        pthread_cond_signal(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+        pthread_join(h->th, NULL);
+        pthread_cond_destroy(&h->done);
+        pthread_cond_destroy(&h->cv);
+        pthread_mutex_destroy(&h->mu);
+    }
     free(h->h);
     free(h->taken);
     free(h->valid);
@@ -67,28 +235,53 @@ static unsigned hp_step_begin(void *self, int64_t step, float loss_scale)
     return h->roles;
 }
 
+/* The histogram of (layer, role) at this sampling step, initialised at its first tensor; NULL when
+ * not sampling or out of range. */
+static fp_hist_t *hp_cell(fp_hist_probe *h, int layer, fp_tensor_role role)
+{
+    if (!h->sampling || layer < 0 || layer >= h->nlayers)
+        return NULL;
+    size_t k = (size_t)layer * FP_ROLE_COUNT + role;
+    if (!h->taken[k]) {
+        fp_hist_init(&h->h[k]);
+        h->taken[k] = 1;
+    }
+    return &h->h[k];
+}
+
 static void hp_tensor(void *self, int layer, fp_tensor_role role, const float *x, size_t n, float loss_scale)
 {
     fp_hist_probe *h = self;
-    if (!h->sampling || layer < 0 || layer >= h->nlayers)
+    fp_hist_t *hh = hp_cell(h, layer, role);
+    if (!hh)
         return;
-    size_t k = (size_t)layer * FP_ROLE_COUNT + role;
-    fp_hist_t *hh = &h->h[k];
-    if (!h->taken[k]) {
-        fp_hist_init(hh);
-        h->taken[k] = 1;
-    }
+    if (role == FP_ROLE_WEIGHT_GRAD && loss_scale != 1.0f && loss_scale > 0)
+        hist_job(h, hh, K_F32_SCALED, x, n, 1.0f / loss_scale);
+    else
+        hist_job(h, hh, K_F32, x, n, 1.0f);
+}
+
+/* 16-bit tensors as stored: counted per bit pattern (fp_hist_add_f16 / _bf16), no widening; a
+ * scaled 16-bit weight gradient (no policy stores one today) is widened and unscaled in chunks. */
+static void hp_tensor16(void *self, int layer, fp_tensor_role role, const uint16_t *x, fp_dtype dt, size_t n,
+                        float loss_scale)
+{
+    fp_hist_probe *h = self;
+    fp_hist_t *hh = hp_cell(h, layer, role);
+    if (!hh)
+        return;
     if (role == FP_ROLE_WEIGHT_GRAD && loss_scale != 1.0f && loss_scale > 0) {
         float inv = 1.0f / loss_scale;
         for (size_t i = 0; i < n; i += UNSCALE_CHUNK) {
             size_t c = n - i < UNSCALE_CHUNK ? n - i : UNSCALE_CHUNK;
+            fp_widen_array(h->tmp, x + i, c, dt);
             for (size_t j = 0; j < c; j++)
-                h->tmp[j] = x[i + j] * inv;
+                h->tmp[j] *= inv;
             fp_hist_add(hh, h->tmp, c);
         }
         return;
     }
-    fp_hist_add(hh, x, n);
+    hist_job(h, hh, dt == FP_DT_BF16 ? K_BF16 : K_F16, x, n, 1.0f);
 }
 
 static void hp_step_end(void *self, int64_t step)
@@ -114,7 +307,7 @@ static void hp_step_end(void *self, int64_t step)
 
 static const fp_probe_ops hist_ops = {"hist", hp_step_begin, hp_step_end, NULL, NULL, hp_tensor};
 
-int fp_hist_probe_attach(fp_hist_probe *h, fp_probe *p) { return fp_probe_add(p, &hist_ops, h); }
+int fp_hist_probe_attach(fp_hist_probe *h, fp_probe *p) { return fp_probe_add16(p, &hist_ops, hp_tensor16, h); }
 
 const fp_hist_t *fp_hist_probe_get(const fp_hist_probe *h, int layer, fp_tensor_role role)
 {

@@ -1,7 +1,8 @@
 /* precision_analysis.c — analysis.h: per-layer rounding error of a low-precision forward against the
  * fp32 one (same weights, same batch), lost updates, update tensors, skipped-step post-mortem.
  * Promises: the fp32 model is left as it was (running statistics restored by fp_prec_err_compare);
- * the captures are sized once per batch size; errors are summed in double. */
+ * the captures are sized once per batch size; the scratch clones are made once and reused; 16-bit
+ * outputs are captured as stored; errors are summed in double. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,25 +20,47 @@ typedef struct {
     int nonfinite;
 } err_acc;
 
+/* SUM_LANES independent partial sums (lane = index mod SUM_LANES, then a fixed tree), so the loop
+ * vectorises; a non-finite input shows as a non-finite sum of squares (finite squares of floats
+ * cannot overflow a double sum). */
+#define SUM_LANES 8
 static void acc_add(err_acc *a, const float *ref, const float *x, size_t n)
 {
-    double dd = 0, rr = 0, xx = 0, xr = 0, mx = a->maxabs;
-    for (size_t i = 0; i < n; i++) {
-        double r = ref[i], v = x[i], d = v - r;
-        if (!isfinite(v) || !isfinite(r))
-            a->nonfinite = 1;
-        dd += d * d;
-        rr += r * r;
-        xx += v * v;
-        xr += v * r;
-        if (fabs(d) > mx)
-            mx = fabs(d);
+    double dd[SUM_LANES] = {0}, rr[SUM_LANES] = {0}, xx[SUM_LANES] = {0}, xr[SUM_LANES] = {0}, mx[SUM_LANES] = {0};
+    size_t i = 0;
+    for (; i + SUM_LANES <= n; i += SUM_LANES)
+        for (int j = 0; j < SUM_LANES; j++) {
+            double r = ref[i + j], v = x[i + j], d = v - r, ad = fabs(d);
+            dd[j] += d * d;
+            rr[j] += r * r;
+            xx[j] += v * v;
+            xr[j] += v * r;
+            mx[j] = ad > mx[j] ? ad : mx[j];
+        }
+    for (int j = 0; i < n; i++, j++) {
+        double r = ref[i], v = x[i], d = v - r, ad = fabs(d);
+        dd[j] += d * d;
+        rr[j] += r * r;
+        xx[j] += v * v;
+        xr[j] += v * r;
+        mx[j] = ad > mx[j] ? ad : mx[j];
     }
-    a->dd += dd;
-    a->rr += rr;
-    a->xx += xx;
-    a->xr += xr;
-    a->maxabs = mx;
+    for (int w = SUM_LANES / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) {
+            dd[j] += dd[j + w];
+            rr[j] += rr[j + w];
+            xx[j] += xx[j + w];
+            xr[j] += xr[j + w];
+            mx[j] = mx[j + w] > mx[j] ? mx[j + w] : mx[j];
+        }
+    if (!isfinite(rr[0]) || !isfinite(xx[0]))
+        a->nonfinite = 1;
+    a->dd += dd[0];
+    a->rr += rr[0];
+    a->xx += xx[0];
+    a->xr += xr[0];
+    if (mx[0] > a->maxabs)
+        a->maxabs = mx[0];
 }
 
 static void acc_finish(const err_acc *a, double *rel_l2, double *max_abs, double *cosine)
@@ -74,6 +97,8 @@ void fp_layer_error(const float *ref, const float *x, size_t n, double *rel_l2, 
 
 struct fp_prec_err {
     fp_model *scratch;
+    fp_model *ref_scratch; /* fp_prec_err_compare on a sub-batch: the reference's clone (its policy) */
+    int sub;               /* fp_prec_err_set_subbatch */
     fp_probe *sp;          /* on the scratch: the capture backend */
     fp_probe *rp;          /* for fp_prec_err_compare: the compare backend alone */
     int nlayers;
@@ -115,6 +140,27 @@ static void cap_tensor(void *self, int layer, fp_tensor_role role, const float *
         fp_narrow_array(dst, x, n, pe->dt[layer]);   /* exact: the values are of that format */
     else
         memcpy(dst, x, n * sizeof(float));
+}
+
+/* 16-bit outputs as stored: copied, no widening and narrowing back. */
+static void cap_tensor16(void *self, int layer, fp_tensor_role role, const uint16_t *x, fp_dtype dt, size_t n,
+                         float loss_scale)
+{
+    (void)loss_scale;
+    fp_prec_err *pe = self;
+    if (role != FP_ROLE_ACTIVATION || layer < 0 || layer >= pe->nlayers)
+        return;
+    if (n != pe->cnt[layer]) {
+        pe->capture_ok = 0;
+        return;
+    }
+    void *dst = pe->cap + pe->off[layer];
+    if (pe->dt[layer] == dt)
+        memcpy(dst, x, n * sizeof *x);
+    else if (pe->dt[layer] == FP_DT_F32)
+        fp_widen_array(dst, x, n, dt);
+    else
+        pe->capture_ok = 0;
 }
 
 static const fp_probe_ops capture_ops = {"precision_capture", cap_step_begin, NULL, NULL, NULL, cap_tensor};
@@ -201,7 +247,8 @@ int fp_prec_err_create(fp_prec_err **out, const fp_model *ref, const fp_policy *
         fp_prec_err_free(pe);
         return fp_fail(FP_ENOMEM, "precision error: out of memory");
     }
-    fp_probe_add(pe->sp, &capture_ops, pe);
+    pe->sub = FP_PREC_ERR_DEFAULT_SUBBATCH;
+    fp_probe_add16(pe->sp, &capture_ops, cap_tensor16, pe);
     fp_probe_add(pe->rp, &compare_ops, pe);
     fp_model_set_probe(pe->scratch, pe->sp);
     pe->last_step = -1;
@@ -214,6 +261,7 @@ void fp_prec_err_free(fp_prec_err *pe)
     if (!pe)
         return;
     fp_model_free(pe->scratch);
+    fp_model_free(pe->ref_scratch);
     fp_probe_free(pe->sp);
     fp_probe_free(pe->rp);
     free(pe->off);
@@ -278,11 +326,53 @@ int fp_prec_err_run_lowp(fp_prec_err *pe, fp_model *ref, const float *x, int n)
 
 int fp_prec_err_attach(fp_prec_err *pe, fp_probe *p) { return fp_probe_add(p, &compare_ops, pe); }
 
+void fp_prec_err_set_subbatch(fp_prec_err *pe, int k)
+{
+    if (pe)
+        pe->sub = k > 0 ? k : 0;
+}
+
+int fp_prec_err_subbatch(const fp_prec_err *pe, int n)
+{
+    return pe && pe->sub > 0 && pe->sub < n ? pe->sub : n;
+}
+
+/* The reference forward on the first k < n images: on a clone of ref (made once, ref's policy, its
+ * parameters and running statistics copied in each time), so that ref keeps its plan for n and its
+ * state untouched. */
+static int ref_forward_sub(fp_prec_err *pe, fp_model *ref, const float *x, int k, int64_t step)
+{
+    int rc = FP_OK;
+    if (!pe->ref_scratch) {
+        rc = fp_model_clone(&pe->ref_scratch, ref);
+        rc = rc ? rc : fp_model_set_policy(pe->ref_scratch, fp_model_policy(ref));
+        if (rc) {
+            fp_model_free(pe->ref_scratch);
+            pe->ref_scratch = NULL;
+            return rc;
+        }
+    }
+    if ((rc = fp_model_copy_params(pe->ref_scratch, ref, 1)))
+        return rc;
+    fp_model_set_probe(pe->ref_scratch, pe->rp);
+    fp_probe_step_begin(pe->rp, step, 1.0f);
+    rc = fp_model_forward(pe->ref_scratch, NULL, x, k, FP_MODE_TRAIN);
+    fp_probe_step_end(pe->rp);
+    fp_model_set_probe(pe->ref_scratch, NULL);
+    return rc;
+}
+
 int fp_prec_err_compare(fp_prec_err *pe, fp_model *ref, const float *x, int n, int64_t step)
 {
-    int rc = fp_prec_err_run_lowp(pe, ref, x, n);
+    int k = fp_prec_err_subbatch(pe, n);
+    int rc = fp_prec_err_run_lowp(pe, ref, x, k);
     if (rc)
         return rc;
+    if (k < n) {
+        rc = ref_forward_sub(pe, ref, x, k, step);
+        pe->armed = 0;
+        return rc;
+    }
     size_t nb = fp_model_num_buffers(ref);
     float *saved = malloc((nb ? nb : 1) * sizeof(float));
     if (!saved)

@@ -1,13 +1,16 @@
 /* probe.c — the probe set: fans the trainer's step / layer / tensor calls out to its backends.
  * Promises: calls reach backends in the order they were added; layer and tensor calls outside a
- * step are ignored; a tensor reaches only the backends that asked for its role this step. */
+ * step are ignored; a tensor reaches only the backends that asked for its role this step; a 16-bit
+ * tensor is widened at most once per call, and only for backends that cannot take it as stored. */
 #include <stdlib.h>
 #include "error.h"
 #include "probe/probe.h"
+#include "trainer/precision.h"
 
 typedef struct {
     const fp_probe_ops *ops;
     void *self;
+    fp_probe_tensor16_fn tensor16;   /* fp_probe_add16; NULL otherwise */
     unsigned wants;   /* roles asked for at this step */
 } backend_t;
 
@@ -21,6 +24,8 @@ struct fp_probe {
     int64_t step;
     float loss_scale;
     unsigned wants;
+    float *wide;      /* fp_probe_tensor_dt: 16-bit tensors widened for backends without tensor16 */
+    size_t wide_cap;
 };
 
 int fp_probe_create(fp_probe **out)
@@ -33,9 +38,16 @@ int fp_probe_create(fp_probe **out)
     return FP_OK;
 }
 
-void fp_probe_free(fp_probe *p) { free(p); }
+void fp_probe_free(fp_probe *p)
+{
+    if (p)
+        free(p->wide);
+    free(p);
+}
 
-int fp_probe_add(fp_probe *p, const fp_probe_ops *ops, void *self)
+int fp_probe_add(fp_probe *p, const fp_probe_ops *ops, void *self) { return fp_probe_add16(p, ops, NULL, self); }
+
+int fp_probe_add16(fp_probe *p, const fp_probe_ops *ops, fp_probe_tensor16_fn tensor16, void *self)
 {
     if (!p || !ops)
         return fp_fail(FP_EINVAL, "probe: add with a NULL %s", p ? "ops table" : "probe");
@@ -44,6 +56,7 @@ int fp_probe_add(fp_probe *p, const fp_probe_ops *ops, void *self)
     backend_t *b = &p->b[p->nb++];
     b->ops = ops;
     b->self = self;
+    b->tensor16 = tensor16;
     b->wants = 0;
     if (ops->layer_begin)
         p->lb[p->nlb++] = b;
@@ -67,7 +80,7 @@ void fp_probe_step_begin(fp_probe *p, int64_t step, float loss_scale)
     for (int i = 0; i < p->nb; i++) {
         backend_t *b = &p->b[i];
         b->wants = b->ops->step_begin ? b->ops->step_begin(b->self, step, loss_scale) & FP_PROBE_ALL_ROLES : 0;
-        if (!b->ops->tensor)
+        if (!b->ops->tensor && !b->tensor16)
             b->wants = 0;
         p->wants |= b->wants;
     }
@@ -117,6 +130,46 @@ void fp_probe_tensor(fp_probe *p, int layer, fp_tensor_role role, const float *x
     if (!p || !p->in_step || (unsigned)role >= FP_ROLE_COUNT || !(p->wants & FP_PROBE_ROLE_BIT(role)))
         return;
     for (int i = 0; i < p->nb; i++)
-        if (p->b[i].wants & FP_PROBE_ROLE_BIT(role))
+        if ((p->b[i].wants & FP_PROBE_ROLE_BIT(role)) && p->b[i].ops->tensor)
             p->b[i].ops->tensor(p->b[i].self, layer, role, x, n, p->loss_scale);
+}
+
+int fp_probe_tensor_dt(fp_probe *p, int layer, fp_tensor_role role, const void *x, fp_dtype dt, size_t n)
+{
+    if (dt == FP_DT_F32) {
+        fp_probe_tensor(p, layer, role, x, n);
+        return FP_OK;
+    }
+    if (dt != FP_DT_F16 && dt != FP_DT_BF16)
+        return fp_fail(FP_EINVAL, "probe: tensor of storage type %d", (int)dt);
+    if (!p || !p->in_step || (unsigned)role >= FP_ROLE_COUNT || !(p->wants & FP_PROBE_ROLE_BIT(role)))
+        return FP_OK;
+    unsigned bit = FP_PROBE_ROLE_BIT(role);
+    int widened = 0, rc = FP_OK;
+    for (int i = 0; i < p->nb; i++) {
+        backend_t *b = &p->b[i];
+        if (!(b->wants & bit))
+            continue;
+        if (b->tensor16) {
+            b->tensor16(b->self, layer, role, x, dt, n, p->loss_scale);
+            continue;
+        }
+        if (!b->ops->tensor)
+            continue;
+        if (!widened) {
+            if (n > p->wide_cap) {
+                float *w = realloc(p->wide, n * sizeof *w);
+                if (!w) {
+                    rc = fp_fail(FP_ENOMEM, "probe: out of memory widening a tensor of %zu values", n);
+                    continue;
+                }
+                p->wide = w;
+                p->wide_cap = n;
+            }
+            fp_widen_array(p->wide, x, n, dt);
+            widened = 1;
+        }
+        b->ops->tensor(b->self, layer, role, p->wide, n, p->loss_scale);
+    }
+    return rc;
 }

@@ -1,14 +1,17 @@
 /* test_hist.c — TAP tests of the exponent histogram (hist.h, hist.c): every class of every format at
  * its exact boundaries and their float neighbours, binade placement, specials, amax/min/mean, merge,
- * chunking, bad arguments, and every vectorised kernel bit-identical to the scalar one. */
+ * chunking, bad arguments, every vectorised kernel bit-identical to the scalar one, and the 16-bit
+ * inputs (fp_hist_add_f16 / _bf16) identical to widening + fp_hist_add. */
 #include "hist.h"
 #include "error.h"
 #include "formats.h"
+#include "numfmt.h"
 #include "tap.h"
 #include "testutil.h"
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -521,6 +524,84 @@ static void test_long_array(void)
     free(v);
 }
 
+/* fp_hist_add_f16 / _bf16 against widening + fp_hist_add: every count, amax and min exact, sum_abs
+ * within 1e-9 relative (the 16-bit path sums exact per-binade integer sums; fp_hist_add sums in
+ * double lanes), on both paths (count table for n >= 65536, widened chunks below), with every bit
+ * pattern, ReLU-like data (half zeros), Inf of either sign alone, and accumulation into a non-empty
+ * histogram. */
+static void check16(int bf, const uint16_t *x, size_t n, const char *what)
+{
+    float *w = malloc((n ? n : 1) * sizeof *w);
+    for (size_t i = 0; i < n; i++)
+        w[i] = bf ? fp_bf16_to_f32(x[i]) : fp_f16_to_f32(x[i]);
+    fp_hist_t got, want;
+    fp_hist_init(&got);
+    fp_hist_init(&want);
+    int rc = bf ? fp_hist_add_bf16(&got, x, n) : fp_hist_add_f16(&got, x, n);
+    fp_hist_add(&want, w, n);
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s: %s, n=%zu, rc %d", bf ? "bf16" : "f16", what, n, rc);
+    same_hist(&got, &want, 1e-9, msg);
+    free(w);
+}
+
+static void test_16bit(void)
+{
+    size_t big = 3 * 65536 + 5;
+    uint16_t *x = malloc(big * sizeof *x);
+    for (int bf = 0; bf <= 1; bf++) {
+        for (size_t i = 0; i < big; i++)                    /* every pattern, three times and a bit */
+            x[i] = (uint16_t)(i * 40503u);
+        check16(bf, x, big, "every bit pattern");
+        check16(bf, x, 4099, "random patterns (small path)");
+        for (size_t i = 0; i < big; i++) {                  /* ReLU-like, finite, no specials */
+            uint64_t r = rng_next();
+            float v = (float)((double)(int32_t)(r >> 32) * 0x1p-31) * ldexpf(1.0f, (int)((r >> 8) % 40) - 20);
+            uint16_t q = bf ? fp_f32_to_bf16(v) : fp_f32_to_f16(v);
+            x[i] = (r & 1) ? q : 0;
+            if ((x[i] & 0x7FFF) >= (bf ? 0x7F80 : 0x7C00))
+                x[i] = 0;
+        }
+        check16(bf, x, big, "ReLU-like values");
+        check16(bf, x, 65536, "ReLU-like values at the path threshold");
+        check16(bf, x, 65535, "ReLU-like values just below it");
+        check16(bf, x, 3, "three values");
+        uint16_t ninf = bf ? 0xFF80 : 0xFC00, pinf = bf ? 0x7F80 : 0x7C00;
+        x[77] = ninf;
+        check16(bf, x, big, "with one -Inf");
+        x[77] = pinf;
+        x[78] = bf ? 0x7FC1 : 0xFE01;                       /* a NaN */
+        check16(bf, x, big, "with +Inf and a NaN");
+        for (size_t i = 0; i < big; i++)
+            x[i] = 0x8000;                                   /* only -0 */
+        check16(bf, x, big, "all -0");
+        /* accumulating into a non-empty histogram: amax / min combine */
+        fp_hist_t a, b;
+        fp_hist_init(&a);
+        fp_hist_init(&b);
+        float one = 3.0f;
+        fp_hist_add(&a, &one, 1);
+        fp_hist_add(&b, &one, 1);
+        for (size_t i = 0; i < big; i++)
+            x[i] = (uint16_t)(bf ? 0x3C00 + (i % 7) : 0x2C00 + (i % 7));
+        float *w = malloc(big * sizeof *w);
+        for (size_t i = 0; i < big; i++)
+            w[i] = bf ? fp_bf16_to_f32(x[i]) : fp_f16_to_f32(x[i]);
+        (bf ? fp_hist_add_bf16 : fp_hist_add_f16)(&a, x, big);
+        fp_hist_add(&b, w, big);
+        same_hist(&a, &b, 1e-12, bf ? "bf16: added to a non-empty histogram" : "f16: added to a non-empty histogram");
+        free(w);
+    }
+    fp_hist_t h;
+    fp_hist_init(&h);
+    tap_is_int(fp_hist_add_f16(NULL, x, 1), FP_EINVAL, "f16: NULL histogram");
+    tap_is_int(fp_hist_add_bf16(&h, NULL, 1), FP_EINVAL, "bf16: NULL array with n > 0");
+    tap_is_int(fp_hist_add_f16(&h, NULL, 0), FP_OK, "f16: n == 0 is a no-op");
+    tap_ok(h.count == 0, "... nothing counted");
+    free(x);
+    fp_hist_thread_release();
+}
+
 int main(void)
 {
     test_boundaries();
@@ -533,5 +614,6 @@ int main(void)
     test_merge_and_chunks();
     test_kernels_identical();
     test_long_array();
+    test_16bit();
     return tap_done();
 }

@@ -1,11 +1,14 @@
 /* test_probe_hist.c — histograms at sampling steps: every (layer, role) of tinynet sampled at the
  * steps of the period and none between, weight gradients unscaled, rows in a temporary store whose
- * per-format class columns agree with the blob, and the update role. */
+ * per-format class columns agree with the blob, the update role, and large tensors (split between
+ * two threads; 16-bit ones counted as stored) giving the counts of one fp_hist_add pass. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "error.h"
+#include "hist.h"
+#include "numfmt.h"
 #include "probe/analysis.h"
 #include "probe/probe.h"
 #include "store_reader.h"
@@ -18,8 +21,64 @@
 #define HW 32
 #define NC 10
 
+/* counts, amax, min equal; sum_abs to 1e-9 relative */
+static int same_counts(const fp_hist_t *a, const fp_hist_t *b)
+{
+    return a->count == b->count && a->zero == b->zero && a->nan == b->nan && a->pos_inf == b->pos_inf &&
+           a->neg_inf == b->neg_inf && memcmp(a->binade, b->binade, sizeof a->binade) == 0 &&
+           memcmp(a->cls, b->cls, sizeof a->cls) == 0 && a->amax == b->amax && a->min_nonzero == b->min_nonzero &&
+           fabs(a->sum_abs - b->sum_abs) <= 1e-9 * fabs(b->sum_abs);
+}
+
+static void test_large_tensors(void)
+{
+    size_t n = ((size_t)1 << 21) + 77;   /* four chunks */
+    float *f = malloc(n * sizeof *f), *w = malloc(n * sizeof *w);
+    uint16_t *h16 = malloc(n * sizeof *h16);
+    uint64_t s = 11;
+    for (size_t i = 0; i < n; i++) {
+        f[i] = tu_uniform_pm1(&s) * ldexpf(1.0f, (int)(i % 37) - 20);
+        h16[i] = fp_f32_to_f16(i % 3 ? f[i] : 0.0f);
+        w[i] = fp_f16_to_f32(h16[i]);
+    }
+    fp_hist_probe *hp = NULL;
+    fp_probe *p = NULL;
+    fp_hist_probe_create(&hp, 2, 1, 0, NULL, 0);
+    fp_probe_create(&p);
+    fp_hist_probe_attach(hp, p);
+    for (int rep = 0; rep < 3; rep++) {   /* the helper thread made once, reused */
+        fp_probe_step_begin(p, rep, 256.0f);
+        fp_probe_tensor(p, 0, FP_ROLE_WEIGHT, f, n);
+        fp_probe_tensor(p, 0, FP_ROLE_WEIGHT_GRAD, f, n);
+        tap_is_int(fp_probe_tensor_dt(p, 1, FP_ROLE_ACTIVATION, h16, FP_DT_F16, n), FP_OK, "16-bit tensor handed over");
+        fp_probe_step_end(p);
+        fp_hist_t want, want_g, want16;
+        fp_hist_init(&want);
+        fp_hist_init(&want_g);
+        fp_hist_init(&want16);
+        fp_hist_add(&want, f, n);
+        float *g = malloc(n * sizeof *g);
+        for (size_t i = 0; i < n; i++)
+            g[i] = f[i] / 256.0f;
+        fp_hist_add(&want_g, g, n);
+        free(g);
+        fp_hist_add(&want16, w, n);
+        tap_ok(same_counts(fp_hist_probe_get(hp, 0, FP_ROLE_WEIGHT), &want), "large fp32 tensor: one pass's histogram");
+        tap_ok(same_counts(fp_hist_probe_get(hp, 0, FP_ROLE_WEIGHT_GRAD), &want_g), "large weight gradient: unscaled");
+        tap_ok(same_counts(fp_hist_probe_get(hp, 1, FP_ROLE_ACTIVATION), &want16),
+               "large fp16 tensor: as widened + fp_hist_add");
+    }
+    tap_is_int(fp_hist_probe_status(hp), FP_OK, "no error");
+    fp_hist_probe_free(hp);
+    fp_probe_free(p);
+    free(f);
+    free(w);
+    free(h16);
+}
+
 int main(void)
 {
+    test_large_tensors();
     static float x[NB * HW * HW * 3];
     int labels[NB];
     uint64_t s = 5;

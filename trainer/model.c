@@ -987,15 +987,11 @@ static size_t vfloats(const fp_model *m, int v, int n) { return dims_floats(m->v
 void fp_model_set_probe(fp_model *m, fp_probe *p) { m->probe = p; }
 fp_probe *fp_model_probe(const fp_model *m) { return m->probe; }
 
-/* Value v (16-bit storage widened into the cast scratch S[0], free between layers) to the probe. */
+/* Value v to the probe in its storage format (16-bit tensors as stored: the probe widens them only
+ * for backends that cannot take the bit patterns). */
 static void probe_value(fp_model *m, const void *p, fp_dtype d, size_t cnt, int layer, fp_tensor_role role)
 {
-    const float *x = p;
-    if (is16(d)) {
-        fp_widen_array(m->cs[0], p, cnt, d);
-        x = m->cs[0];
-    }
-    fp_probe_tensor(m->probe, layer, role, x, cnt);
+    fp_probe_tensor_dt(m->probe, layer, role, p, is16(d) ? d : FP_DT_F32, cnt);
 }
 
 /* After layer nd's forward at a sampling step: its output (activation) and its parameters (weight:

@@ -192,8 +192,8 @@ int fp_model_layer_output(fp_model *m, int layer, float *dst, size_t cap, fp_dty
  * With a probe set, every layer's work is bracketed by fp_probe_layer_begin / end: forward; in
  * backward, conv and linear as backward_weights then backward_data (none for a layer whose input
  * needs no gradient), every other layer as backward_data. At a sampling step (fp_probe_wants != 0,
- * TRAIN forwards only) the tensor hook receives, per layer: its output (activation, 16-bit storage
- * widened to fp32 in the cast scratch) and its parameters (weight: the fp32 master values of all
+ * TRAIN forwards only) the tensor hook receives, per layer: its output (activation; 16-bit storage
+ * handed over as stored through fp_probe_tensor_dt) and its parameters (weight: the fp32 master values of all
  * the layer's parameters, in parameter order) after its forward; the gradient of its output
  * (activation_grad, as scaled) before its backward, and its accumulated parameter gradient
  * (weight_grad, fp32 buffer, as scaled) after it. NULL removes the probe (one pointer check left). */
