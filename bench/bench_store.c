@@ -7,8 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
+#include "bench/common.h"
 #include "error.h"
 #include "store.h"
 #include "store_reader.h"
@@ -17,29 +16,6 @@
 #define KERNELS_PER_STEP 10
 #define LAYERS 50
 #define TIMED_STEPS 2000
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void remove_db(const char *path)
-{
-    char side[4200];
-    remove(path);
-    snprintf(side, sizeof side, "%s-wal", path);
-    remove(side);
-    snprintf(side, sizeof side, "%s-shm", path);
-    remove(side);
-}
 
 static int die(const char *what)
 {
@@ -56,6 +32,20 @@ static int begin(fp_store_t *s, int64_t *run)
     fp_run_info_t ri = {.session = session, .model = "resnet50", .policy = "fp16", .batch_size = 64,
                         .image_size = 224};
     return fp_store_begin_run(s, &ri, run);
+}
+
+/* Interns the 8 kernel names fill_kernels cycles through; returns the first one's id. */
+static int64_t intern_names(fp_store_t *s)
+{
+    int64_t name = 0;
+    for (int i = 0; i < 8; i++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "kernel_%d_sgemm_128x64_nn", i);
+        int64_t id = fp_store_intern(s, nm);
+        if (i == 0)
+            name = id;
+    }
+    return name;
 }
 
 static void fill_kernels(fp_kernel_rec_t *k, size_t n, int64_t run, int64_t first, int64_t name)
@@ -83,15 +73,15 @@ static double median_ms(int reps, int (*fn)(fp_reader_t *, int64_t), fp_reader_t
 {
     double *t = malloc((size_t)reps * sizeof *t);
     for (int i = 0; i < reps; i++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         if (fn(r, run) != FP_OK) {
             die("query");
             free(t);
             return NAN;
         }
-        t[i] = (now_s() - t0) * 1e3;
+        t[i] = (bench_now_s() - t0) * 1e3;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_d);
+    qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
     double m = t[reps / 2];
     free(t);
     return m;
@@ -136,10 +126,9 @@ static int q_runs(fp_reader_t *r, int64_t run)
 
 int main(void)
 {
-    const char *tmp = getenv("TMPDIR");
     char path[4096];
-    snprintf(path, sizeof path, "%s/bench_store_%d.db", tmp && *tmp ? tmp : "/tmp", (int)getpid());
-    remove_db(path);
+    bench_db_path(path, sizeof path, "bench_store");
+    bench_remove_db(path);
 
     /* (a) sustained inserts, end to end */
     enum { N = 2000000, CHUNK = 256 };
@@ -147,29 +136,22 @@ int main(void)
     int64_t run;
     if (fp_store_open(&s, path) != FP_OK || begin(s, &run) != FP_OK)
         return die("open");
-    int64_t name = 0;
-    for (int i = 0; i < 8; i++) {
-        char nm[64];
-        snprintf(nm, sizeof nm, "kernel_%d_sgemm_128x64_nn", i);
-        int64_t id = fp_store_intern(s, nm);
-        if (i == 0)
-            name = id;
-    }
+    int64_t name = intern_names(s);
     fp_kernel_rec_t k[CHUNK];
-    double t0 = now_s(), produce = 0;
+    double t0 = bench_now_s(), produce = 0;
     for (int64_t i = 0; i < N; i += CHUNK) {
         fill_kernels(k, CHUNK, run, i, name);
         if (fp_store_kernels(s, k, CHUNK) != FP_OK)
             return die("kernels");
     }
-    produce = now_s() - t0;
+    produce = bench_now_s() - t0;
     if (fp_store_flush(s) != FP_OK)
         return die("flush");
-    double total = now_s() - t0;
+    double total = bench_now_s() - t0;
     fp_store_stats_t st;
     fp_store_get_stats(s, &st);
     fp_store_close(s, FP_RUN_FINISHED, NULL);
-    remove_db(path);
+    bench_remove_db(path);
     printf("inserts: %d kernel rows from one producer thread: queued in %.3f s (%.0f ns/record on the producer),"
            " all committed after %.3f s; %llu commits, queue grew to %zu records, %llu dropped\n",
            N, produce, produce / N * 1e9, total, (unsigned long long)st.commits, st.queue_capacity,
@@ -177,16 +159,10 @@ int main(void)
     printf("bench: store_kernel_insert=%.0f unit=rows/s\n", N / total);
 
     /* (b) the big file */
-    t0 = now_s();
+    t0 = bench_now_s();
     if (fp_store_open(&s, path) != FP_OK || begin(s, &run) != FP_OK)
         return die("open");
-    for (int i = 0; i < 8; i++) {
-        char nm[64];
-        snprintf(nm, sizeof nm, "kernel_%d_sgemm_128x64_nn", i);
-        int64_t id = fp_store_intern(s, nm);
-        if (i == 0)
-            name = id;
-    }
+    name = intern_names(s);
     fp_layer_time_t lt[LAYERS * 3];
     fp_kernel_rec_t kk[KERNELS_PER_STEP];
     for (int64_t step = 0; step < STEPS; step++) {
@@ -207,7 +183,7 @@ int main(void)
         return die("close");
     printf("file: 1 run x %d steps, %d kernel rows, %d layer-time rows (%d layers x 3 phases, last %d steps):"
            " written in %.1f s\n", STEPS, STEPS * KERNELS_PER_STEP, TIMED_STEPS * LAYERS * 3, LAYERS, TIMED_STEPS,
-           now_s() - t0);
+           bench_now_s() - t0);
     fp_reader_t *r;
     if (fp_reader_open(&r, path) != FP_OK)
         return die("reader");
@@ -215,14 +191,14 @@ int main(void)
     double m_layers = median_ms(101, q_layer_summary, r, run);
     double m_kern = median_ms(101, q_kernel_summary, r, run);
     double m_runs = median_ms(51, q_runs, r, run);
-    t0 = now_s();
+    t0 = bench_now_s();
     fp_kernel_sum_t *ks;
     size_t nk;
     int rc = fp_reader_kernel_summary(r, run, 0, INT64_MAX, &ks, &nk);
-    double all_kern = (now_s() - t0) * 1e3;
+    double all_kern = (bench_now_s() - t0) * 1e3;
     free(ks);
     fp_reader_close(r);
-    remove_db(path);
+    bench_remove_db(path);
     if (rc != FP_OK)
         return die("kernel summary");
     printf("queries (median): steps since k (last 100 steps) %.3f ms; per-layer summary over 100 steps"

@@ -6,8 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
+#include "bench/common.h"
 #include "error.h"
 #include "store.h"
 #include "tui/tui_internal.h"
@@ -19,25 +18,7 @@
 
 static double now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void remove_db(const char *path)
-{
-    char side[4200];
-    remove(path);
-    snprintf(side, sizeof side, "%s-wal", path);
-    remove(side);
-    snprintf(side, sizeof side, "%s-shm", path);
-    remove(side);
+    return bench_now_s() * 1e3;
 }
 
 static int die(const char *what)
@@ -81,10 +62,9 @@ static int step(fp_store_t *s, const int64_t runs[2], int64_t k, int64_t name)
 
 int main(void)
 {
-    const char *tmp = getenv("TMPDIR");
     char path[4096];
-    snprintf(path, sizeof path, "%s/bench_tui_%d.db", tmp && *tmp ? tmp : "/tmp", (int)getpid());
-    remove_db(path);
+    bench_db_path(path, sizeof path, "bench_tui");
+    bench_remove_db(path);
     double t0 = now_ms();
     fp_store_t *s;
     int64_t session, runs[2];
@@ -147,11 +127,11 @@ int main(void)
     fp_grid_free(&g);
     fp_tui_model_close(&m);
     fp_store_close(s, FP_RUN_FINISHED, NULL);
-    remove_db(path);
+    bench_remove_db(path);
     if (!ok)
         return fprintf(stderr, "bench_tui: the model missed steps\n"), 1;
-    qsort(idle, N, sizeof idle[0], cmp_d);
-    qsort(live, N, sizeof live[0], cmp_d);
+    qsort(idle, N, sizeof idle[0], bench_cmp_double);
+    qsort(live, N, sizeof live[0], bench_cmp_double);
     printf("frames 200x50 (update + render), median of %d: idle %.3f ms, live (1 new step per arm) %.3f ms"
            " (max %.3f ms); first frame (reads all 200,000 steps) %.1f ms\n", N, idle[N / 2], live[N / 2],
            live[N - 1], first);

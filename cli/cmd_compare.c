@@ -87,23 +87,17 @@ static void progress(const fp_compare_progress *p, void *user)
     progress_ctx *pc = user;
     if (atomic_load(&pc->quiet))
         return;
-    char eta[32];
     if (p->failed) {
         printf("%-*s  FAILED after step %" PRId64 ": %s\n", pc->width, p->policy, p->step, p->message);
     } else if (p->is_eval) {
         printf("%-*s  eval step %" PRId64 ": val loss %.4f  top-1 %.2f%%  top-5 %.2f%%\n", pc->width, p->policy,
                p->step, p->val_loss, 100 * p->val_top1, 100 * p->val_top5);
     } else {
-        fp_cli_fmt_time(eta, sizeof eta, p->eta_s);
         printf("%-*s  step %" PRId64 "/%" PRId64 "  loss %.4f  %.1f img/s", pc->width, p->policy, p->step, p->steps,
                p->loss, p->images_per_s);
         if (isfinite(p->speedup))
             printf("  speedup %.2fx", p->speedup);
-        if (p->scale != 1.0)
-            printf("  scale %g", p->scale);
-        if (p->skipped)
-            printf("  skipped %" PRId64, p->skipped);
-        printf("  eta %s\n", eta);
+        fp_cli_print_progress_tail(p->scale, p->skipped, p->eta_s);
     }
     fflush(stdout);
 }
@@ -280,15 +274,11 @@ int cmd_compare(int argc, char **argv)
     }
     for (int i = first; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        int rc = fp_train_options_parse(&o, argc, argv, &i), m = 0;
-        if (rc == 2)
-            return 2;
+        int rc = fp_train_options_next(&o, argc, argv, &i, usage), m = 0;
         if (rc == 1)
             continue;
+        if (rc > 1)
+            return rc == 2 ? 2 : 0;
 #define OPT(name) ((m = cli_option(argc, argv, &i, name, &v)) != 0)
         if (strcmp(a, "--no-tui") == 0)
             no_tui = 1;

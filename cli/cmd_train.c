@@ -67,15 +67,9 @@ static void progress(const fp_train_progress *p, void *user)
         printf("eval  step %" PRId64 ": val loss %.4f  top-1 %.2f%%  top-5 %.2f%%\n", p->step, p->val_loss,
                100 * p->val_top1, 100 * p->val_top5);
     } else {
-        char eta[32];
-        fp_cli_fmt_time(eta, sizeof eta, p->eta_s);
         printf("step %" PRId64 "/%" PRId64 "  loss %.4f  %.1f img/s  lr %.4g", p->step, p->steps, p->loss,
                p->images_per_s, p->lr);
-        if (p->scale != 1.0)
-            printf("  scale %g", p->scale);
-        if (p->skipped)
-            printf("  skipped %" PRId64, p->skipped);
-        printf("  eta %s\n", eta);
+        fp_cli_print_progress_tail(p->scale, p->skipped, p->eta_s);
     }
     fflush(stdout);
 }
@@ -89,15 +83,11 @@ int cmd_train(int argc, char **argv)
     fp_train_options_init(&o, "train");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        int rc = fp_train_options_parse(&o, argc, argv, &i), m = 0;
-        if (rc == 2)
-            return 2;
+        int rc = fp_train_options_next(&o, argc, argv, &i, usage), m = 0;
         if (rc == 1)
             continue;
+        if (rc > 1)
+            return rc == 2 ? 2 : 0;
 #define OPT(name) ((m = cli_option(argc, argv, &i, name, &v)) != 0)
         if (OPT("--precision"))
             c.arm.policy = v;

@@ -53,6 +53,15 @@ int fp_cli_parse_int(const char *cmd, const char *opt, const char *s, int lo, in
     return rc;
 }
 
+int fp_train_options_next(fp_train_options *o, int argc, char **argv, int *i, void (*usage)(FILE *to))
+{
+    if (strcmp(argv[*i], "--help") == 0 || strcmp(argv[*i], "-h") == 0) {
+        usage(stdout);
+        return 3;
+    }
+    return fp_train_options_parse(o, argc, argv, i);
+}
+
 static int parse_double(const char *cmd, const char *opt, const char *s, double *out)
 {
     char *end;
@@ -180,4 +189,15 @@ void fp_cli_fmt_time(char *buf, size_t size, double s)
         snprintf(buf, size, "%d:%02d:%02d", (int)(s / 3600), (int)fmod(s / 60, 60), (int)fmod(s, 60));
     else
         snprintf(buf, size, "%d:%02d", (int)(s / 60), (int)fmod(s, 60));
+}
+
+void fp_cli_print_progress_tail(double scale, int64_t skipped, double eta_s)
+{
+    char eta[32];
+    fp_cli_fmt_time(eta, sizeof eta, eta_s);
+    if (scale != 1.0)
+        printf("  scale %g", scale);
+    if (skipped)
+        printf("  skipped %" PRId64, skipped);
+    printf("  eta %s\n", eta);
 }

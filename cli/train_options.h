@@ -5,6 +5,7 @@
 #define FP_CLI_TRAIN_OPTIONS_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include "trainer/train.h"
 
 typedef struct {
@@ -25,6 +26,10 @@ void fp_train_options_init(fp_train_options *o, const char *cmd);
  * it is another argument; 2 on an error (printed). */
 int fp_train_options_parse(fp_train_options *o, int argc, char **argv, int *i);
 
+/* The head of `train` / `compare`'s argument loop for argv[*i]: -h / --help prints usage(stdout) and gives
+ * 3 (the command exits 0); otherwise as fp_train_options_parse (1 taken, 0 the command's own, 2 error). */
+int fp_train_options_next(fp_train_options *o, int argc, char **argv, int *i, void (*usage)(FILE *to));
+
 /* Integer / number parsing with the command's error line (2 on error, printed). */
 int fp_cli_parse_i64(const char *cmd, const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out);
 int fp_cli_parse_int(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out);
@@ -40,5 +45,8 @@ int fp_train_options_gpu_note(const fp_train_options *o);
 
 /* "m:ss" / "h:mm:ss", "?" when unknown. */
 void fp_cli_fmt_time(char *buf, size_t size, double s);
+
+/* The end of a training progress line: "  scale S" when S != 1, "  skipped N" when N != 0, "  eta T\n". */
+void fp_cli_print_progress_tail(double scale, int64_t skipped, double eta_s);
 
 #endif

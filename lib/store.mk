@@ -26,6 +26,7 @@ tests_test_store_fixture_SOURCES = tests/test_store_fixture.c $(STORE_TEST_UTIL)
 tests_test_store_fixture_LDADD = $(TEST_LDADD)
 
 BENCHMARKS += bench/bench_store
+bench_bench_store_SOURCES = bench/bench_store.c $(BENCH_COMMON)
 bench_bench_store_LDADD = $(FP_LDADD)
 
 EXTRA_DIST += docs/schema.md

@@ -125,17 +125,26 @@ static unsigned cap_step_begin(void *self, int64_t step, float loss_scale)
     return FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION);
 }
 
+/* Where layer's activation of n values goes in the capture; NULL for another tensor, or when n is not the
+ * count the capture was laid out for (the capture is then marked unusable). */
+static void *cap_slot(fp_prec_err *pe, int layer, fp_tensor_role role, size_t n)
+{
+    if (role != FP_ROLE_ACTIVATION || layer < 0 || layer >= pe->nlayers)
+        return NULL;
+    if (n != pe->cnt[layer]) {
+        pe->capture_ok = 0;
+        return NULL;
+    }
+    return pe->cap + pe->off[layer];
+}
+
 static void cap_tensor(void *self, int layer, fp_tensor_role role, const float *x, size_t n, float loss_scale)
 {
     (void)loss_scale;
     fp_prec_err *pe = self;
-    if (role != FP_ROLE_ACTIVATION || layer < 0 || layer >= pe->nlayers)
+    void *dst = cap_slot(pe, layer, role, n);
+    if (!dst)
         return;
-    if (n != pe->cnt[layer]) {
-        pe->capture_ok = 0;
-        return;
-    }
-    void *dst = pe->cap + pe->off[layer];
     if (pe->dt[layer] == FP_DT_F16 || pe->dt[layer] == FP_DT_BF16)
         fp_narrow_array(dst, x, n, pe->dt[layer]);   /* exact: the values are of that format */
     else
@@ -148,13 +157,9 @@ static void cap_tensor16(void *self, int layer, fp_tensor_role role, const uint1
 {
     (void)loss_scale;
     fp_prec_err *pe = self;
-    if (role != FP_ROLE_ACTIVATION || layer < 0 || layer >= pe->nlayers)
+    void *dst = cap_slot(pe, layer, role, n);
+    if (!dst)
         return;
-    if (n != pe->cnt[layer]) {
-        pe->capture_ok = 0;
-        return;
-    }
-    void *dst = pe->cap + pe->off[layer];
     if (pe->dt[layer] == dt)
         memcpy(dst, x, n * sizeof *x);
     else if (pe->dt[layer] == FP_DT_F32)

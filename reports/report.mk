@@ -28,5 +28,5 @@ dist_check_SCRIPTS += tests/test_report_cli.sh
 TESTS += tests/test_report_cli.sh
 
 BENCHMARKS += bench/bench_report
-bench_bench_report_SOURCES = bench/bench_report.c $(REPORT_TEST_UTIL)
+bench_bench_report_SOURCES = bench/bench_report.c $(BENCH_COMMON) $(REPORT_TEST_UTIL)
 bench_bench_report_LDADD = $(REPORT_LDADD)

@@ -276,17 +276,12 @@ static int v_kernels(FILE *f, fp_reader_t *r, const fp_summary_t *s)
     int rc = FP_OK;
     for (size_t i = 0; rc == FP_OK && i < s->narms; i++) {
         const fp_arm_t *a = &s->arms[i];
-        fp_kernel_sum_t *k = NULL;
-        fp_kernel_flag_t *fl = NULL;
-        size_t n = 0, nf = 0;
-        rc = fp_reader_kernel_summary(r, a->run.id, 0, INT64_MAX, &k, &n);
-        if (rc == FP_OK)
-            rc = fp_reader_kernel_flags(r, a->run.id, &fl, &nf);
+        fp_kernel_sum_t *k;
+        fp_kernel_flag_t *fl;
+        size_t n, nf;
+        rc = fp_summary_run_kernels(r, a->run.id, &k, &n, &fl, &nf);
         for (size_t j = 0; rc == FP_OK && j < n; j++) {
-            int tc = -1;
-            for (size_t q = 0; q < nf; q++)
-                if (strcmp(fl[q].name, k[j].name) == 0)
-                    tc = fl[q].tensor_core;
+            int tc = fp_kernel_flag_of(fl, nf, k[j].name);
             arm_cols(f, a);
             real(f, k[j].time_pct);
             integer(f, k[j].total_ns, 0);

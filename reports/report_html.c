@@ -676,12 +676,10 @@ static int kernels_section(FILE *f, fp_reader_t *r, const fp_summary_t *s)
     int rc = FP_OK;
     for (size_t i = 0; rc == FP_OK && i < s->narms; i++) {
         const fp_arm_t *a = &s->arms[i];
-        fp_kernel_sum_t *k = NULL;
-        fp_kernel_flag_t *fl = NULL;
-        size_t n = 0, nf = 0;
-        rc = fp_reader_kernel_summary(r, a->run.id, 0, INT64_MAX, &k, &n);
-        if (rc == FP_OK)
-            rc = fp_reader_kernel_flags(r, a->run.id, &fl, &nf);
+        fp_kernel_sum_t *k;
+        fp_kernel_flag_t *fl;
+        size_t n, nf;
+        rc = fp_summary_run_kernels(r, a->run.id, &k, &n, &fl, &nf);
         if (rc == FP_OK) {
             fputs("<h3>", f);
             fp_html_textf(f, "%s (run %lld): top kernels", arm_label(a), (long long)a->run.id);
@@ -695,10 +693,7 @@ static int kernels_section(FILE *f, fp_reader_t *r, const fp_summary_t *s)
                            "<th>Min (ns)</th><th>Max (ns)</th><th>StdDev (ns)</th><th>Tensor cores</th><th>Name</th>"
                            "</tr></thead><tbody>\n", i);
                 for (size_t j = 0; j < n && j < TOP_KERNELS; j++) {
-                    int tc = -1;
-                    for (size_t q = 0; q < nf; q++)
-                        if (strcmp(fl[q].name, k[j].name) == 0)
-                            tc = fl[q].tensor_core;
+                    int tc = fp_kernel_flag_of(fl, nf, k[j].name);
                     fprintf(f, "<tr><td class=\"n\">%.1f</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td>"
                                "<td class=\"n\">%.1f</td><td class=\"n\">%.1f</td><td class=\"n\">%lld</td>"
                                "<td class=\"n\">%lld</td><td class=\"n\">%.1f</td><td>%s</td>",

@@ -303,3 +303,24 @@ int fp_summary_load(fp_reader_t *r, int64_t session, int64_t warmup, fp_summary_
     }
     return FP_OK;
 }
+
+int fp_summary_run_kernels(fp_reader_t *r, int64_t run, fp_kernel_sum_t **k, size_t *n, fp_kernel_flag_t **fl,
+                           size_t *nf)
+{
+    *k = NULL;
+    *fl = NULL;
+    *n = *nf = 0;
+    int rc = fp_reader_kernel_summary(r, run, 0, INT64_MAX, k, n);
+    if (rc == FP_OK)
+        rc = fp_reader_kernel_flags(r, run, fl, nf);
+    return rc;
+}
+
+int fp_kernel_flag_of(const fp_kernel_flag_t *fl, size_t nf, const char *name)
+{
+    int tc = -1;
+    for (size_t q = 0; q < nf; q++)
+        if (strcmp(fl[q].name, name) == 0)
+            tc = fl[q].tensor_core;
+    return tc;
+}

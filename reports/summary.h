@@ -78,6 +78,13 @@ int fp_summary_load(fp_reader_t *r, int64_t session, int64_t warmup, fp_summary_
 void fp_summary_free(fp_summary_t *s);
 /* The arm whose policy is `policy` (first match), or NULL. */
 const fp_arm_t *fp_summary_arm(const fp_summary_t *s, const char *policy);
+/* A run's kernels over all its steps (fp_reader_kernel_summary) and their tensor-core flags
+ * (fp_reader_kernel_flags), as both reports list them; the arrays start NULL and are the caller's to free,
+ * also on error. */
+int fp_summary_run_kernels(fp_reader_t *r, int64_t run, fp_kernel_sum_t **k, size_t *n, fp_kernel_flag_t **fl,
+                           size_t *nf);
+/* The tensor-core flag of the kernel called name (the last such row): 1, 0, or -1 when unknown. */
+int fp_kernel_flag_of(const fp_kernel_flag_t *fl, size_t nf, const char *name);
 /* Median of n values (copied and sorted; NaN when n == 0). */
 double fp_median(const double *x, size_t n);
 

@@ -2,11 +2,7 @@
 # test_cli.sh — the fp16probe binary as a user meets it: --help, --version, unknown commands and
 # arguments give one line and a non-zero status, and a CUDA build still starts without a GPU.
 bin="${top_builddir:-.}/fp16probe"
-n=0; fail=0
-check() { # check DESCRIPTION COMMAND... : ok when the command succeeds
-    n=$((n + 1)); d=$1; shift
-    if "$@" >/dev/null 2>&1; then echo "ok $n - $d"; else echo "not ok $n - $d"; fail=1; fi
-}
+. "$(dirname "$0")/tap.sh"
 echo "1..9"
 check "--help exits 0 and lists the commands" sh -c "'$bin' --help | grep -q 'devices'"
 check "--version prints the version" sh -c "'$bin' --version | grep -q '^fp16probe [0-9]'"

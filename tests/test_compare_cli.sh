@@ -4,18 +4,12 @@
 # ones listed, no database), a failing arm (exit 1, the other finishes, the summary says why), Ctrl-C
 # (exit 130, runs interrupted, the summary so far printed).
 bin="${top_builddir:-.}/fp16probe"
+. "$(dirname "$0")/tap.sh"
 if ! "$bin" compare --help >/dev/null 2>&1; then
     echo "1..0 # SKIP fp16probe has no 'compare' command"; exit 0
 fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/fp16probe-compare-XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
+tap_workdir compare
 O="--data synthetic:100 --batch 8 --image-size 32 --threads 1 --eval-batches 2 --no-tui"
-n=0; fail=0
-check() { # check DESCRIPTION COMMAND...
-    n=$((n + 1)); d=$1; shift
-    if "$@" >/dev/null 2>&1; then echo "ok $n - $d"; else echo "not ok $n - $d"; fail=1; fi
-}
 usage_error() { # usage_error PATTERN ARGS...: exit 2, one stderr line matching PATTERN, no database
     pat=$1; shift
     rm -f bad.db

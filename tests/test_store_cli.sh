@@ -3,6 +3,7 @@
 # tests/test_store_fixture writes: one line per session and run, RFC 4180 CSV, one-line errors with
 # status 1 (runtime) or 2 (usage), and bad files refused without being created or modified.
 bin="${top_builddir:-.}/fp16probe"
+. "$(dirname "$0")/tap.sh"
 fixture="${top_builddir:-.}/tests/test_store_fixture"
 if ! "$bin" ls --help >/dev/null 2>&1; then
     echo "1..0 # SKIP fp16probe has no 'ls' command (cli/store_cli.mk not included)"; exit 0
@@ -11,11 +12,6 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/fp16probe-cli-XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 db="$tmp/runs.db"
 "$fixture" "$db" || { echo "1..0 # SKIP cannot write the fixture"; exit 0; }
-n=0; fail=0
-check() { # check DESCRIPTION COMMAND... : ok when the command succeeds
-    n=$((n + 1)); d=$1; shift
-    if "$@" >/dev/null 2>&1; then echo "ok $n - $d"; else echo "not ok $n - $d"; fail=1; fi
-}
 # one_line_error STATUS WORD COMMAND...: exit status STATUS, exactly one stderr line mentioning WORD
 one_line_error() {
     want=$1; word=$2; shift 2

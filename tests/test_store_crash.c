@@ -69,6 +69,31 @@ static long read_long(int fd)
     return got == (ssize_t)sizeof v ? v : -1;
 }
 
+/* A pipe (fds) and a child process, stdout flushed first so the child does not repeat buffered TAP lines:
+ * fork's result, or -1 (nothing left open) when the pipe or the fork failed. */
+static pid_t fork_with_pipe(int fds[2])
+{
+    if (pipe(fds) != 0)
+        return -1;
+    fflush(stdout);
+    pid_t child = fork();
+    if (child < 0) {
+        close(fds[0]);
+        close(fds[1]);
+    }
+    return child;
+}
+
+/* Waits for the child and closes the pipe; the child's wait status. */
+static int reap(pid_t child, int fds[2])
+{
+    int status;
+    waitpid(child, &status, 0);
+    close(fds[0]);
+    close(fds[1]);
+    return status;
+}
+
 /* Steps whose per-layer rows are not all there (must be 0). */
 static long long half_steps(const char *path)
 {
@@ -80,10 +105,9 @@ static void test_kill9(void)
 {
     char *p = tu_path(dir, "killed.db");
     int fds[2];
-    if (pipe(fds) != 0)
+    pid_t child = fork_with_pipe(fds);
+    if (child < 0)
         return;
-    fflush(stdout);
-    pid_t child = fork();
     if (child == 0) {
         fp_store_t *s;
         int64_t run;
@@ -94,10 +118,7 @@ static void test_kill9(void)
     long told = read_long(fds[0]);
     usleep(200000);
     kill(child, SIGKILL);
-    int status;
-    waitpid(child, &status, 0);
-    close(fds[0]);
-    close(fds[1]);
+    int status = reap(child, fds);
     tap_ok(told == 50 && WIFSIGNALED(status), "the writing child was killed with SIGKILL after step 50 was committed");
     fp_reader_t *r;
     int rc = fp_reader_open(&r, p);
@@ -130,10 +151,9 @@ static void test_sigint(void)
 {
     char *p = tu_path(dir, "sigint.db");
     int fds[2];
-    if (pipe(fds) != 0)
+    pid_t child = fork_with_pipe(fds);
+    if (child < 0)
         return;
-    fflush(stdout);
-    pid_t child = fork();
     if (child == 0) {
         fp_store_t *s;
         int64_t run;
@@ -152,10 +172,7 @@ static void test_sigint(void)
     usleep(100000);
     kill(child, SIGINT);
     long steps = read_long(fds[0]);
-    int status;
-    waitpid(child, &status, 0);
-    close(fds[0]);
-    close(fds[1]);
+    int status = reap(child, fds);
     tap_ok(told == 20 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
            "SIGINT: the child stopped cleanly and closed its store");
     char sql[200];
@@ -171,10 +188,9 @@ static void test_write_failure(void)
 {
     char *p = tu_path(dir, "full.db");
     int fds[2];
-    if (pipe(fds) != 0)
+    pid_t child = fork_with_pipe(fds);
+    if (child < 0)
         return;
-    fflush(stdout);
-    pid_t child = fork();
     if (child == 0) {
         signal(SIGXFSZ, SIG_IGN);
         fp_store_t *s;
@@ -198,10 +214,7 @@ static void test_write_failure(void)
     char msg[512] = "";
     ssize_t got = read(fds[0], msg, sizeof msg);
     (void)got;
-    int status;
-    waitpid(child, &status, 0);
-    close(fds[0]);
-    close(fds[1]);
+    int status = reap(child, fds);
     tap_ok(told == 10 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
            "file-size limit: the producer got an error after %ld steps and close returned it", steps);
     tap_ok(strstr(msg, p) && (strstr(msg, "disk is full") || strstr(msg, "I/O error")) && !strchr(msg, '\n'),

@@ -4,18 +4,12 @@
 # database), bad files (exit 1, one line naming file and tensor or record, only the failed run recorded),
 # NaN loss without a scaler (failed run + nan event), a bit-identical resume, Ctrl-C, --device cuda.
 bin="${top_builddir:-.}/fp16probe"
+. "$(dirname "$0")/tap.sh"
 if ! "$bin" train --help >/dev/null 2>&1; then
     echo "1..0 # SKIP fp16probe has no 'train' command"; exit 0
 fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/fp16probe-train-XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
+tap_workdir train
 T="$bin train --model tinynet --data synthetic:100 --batch 8 --threads 1 --eval-batches 2"
-n=0; fail=0
-check() { # check DESCRIPTION COMMAND...
-    n=$((n + 1)); d=$1; shift
-    if "$@" >/dev/null 2>&1; then echo "ok $n - $d"; else echo "not ok $n - $d"; fail=1; fi
-}
 # one_line_error STATUS PATTERN COMMAND...: exit status STATUS, exactly one stderr line matching PATTERN
 one_line_error() {
     want=$1; pat=$2; shift 2

@@ -3,3 +3,5 @@
 check_LIBRARIES = tests/libtap.a
 tests_libtap_a_SOURCES = tests/tap.c tests/tap.h tests/testutil.c tests/testutil.h
 TEST_LDADD = tests/libtap.a $(FP_LDADD)
+# sourced by the shell tests (check, tap_workdir)
+EXTRA_DIST += tests/tap.sh

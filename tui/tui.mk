@@ -28,5 +28,5 @@ TESTS += tests/test_tui_tmux.sh tests/test_tui_cli.sh
 EXTRA_DIST += tests/fixtures/tui/screen_80x24.txt
 
 BENCHMARKS += bench/bench_tui
-bench_bench_tui_SOURCES = bench/bench_tui.c
+bench_bench_tui_SOURCES = bench/bench_tui.c $(BENCH_COMMON)
 bench_bench_tui_LDADD = $(FP_LDADD)

@@ -187,18 +187,31 @@ static void col2im_par(float *dx, const float *cols, const conv_geom *g, int r0,
     fp_parallel_for((size_t)images, 1, CONV_PAR_MIN_FLOATS / per_image + 1, col2im_range, &t);
 }
 
-int fp_conv_forward(float *y, const float *x, fp_dims xd, const float *w, const fp_conv_params *p,
-                    fp_workspace *ws)
+/* The three passes share the checks, the direct (1x1) shortcut and the im2col chunk loop; they differ
+ * in their GEMMs and in whether a chunk of columns is gathered from x first (forward, weights) or
+ * scattered into dx after (data). Tensors: forward out = y, a = x, b = w; data out = dx, a = dy, b = w;
+ * weights out = dw, a = dy, b = x. */
+typedef enum { CONV_FORWARD, CONV_BACKWARD_DATA, CONV_BACKWARD_WEIGHTS } conv_pass_kind;
+
+static int conv_pass(conv_pass_kind kind, const char *fn, float *out, const float *a, const float *b, fp_dims xd,
+                     const fp_conv_params *p, fp_workspace *ws)
 {
     conv_geom g = {0};
-    int rc = conv_geometry("fp_conv_forward", xd, p, &g);
+    int rc = conv_geometry(fn, xd, p, &g);
     if (rc)
         return rc;
-    if (!y || !x || !w)
-        return fp_fail(FP_EINVAL, "fp_conv_forward: NULL tensor");
+    if (!out || !a || !b)
+        return fp_fail(FP_EINVAL, "%s: NULL tensor", fn);
     if (g.direct) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.M, g.cout, g.K, 1.0f, x, g.K, w, g.K, 0.0f, y,
-                    g.cout);
+        if (kind == CONV_FORWARD)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.M, g.cout, g.K, 1.0f, a, g.K, b, g.K, 0.0f, out,
+                        g.cout);
+        else if (kind == CONV_BACKWARD_DATA) /* dx[M, cin] += dy[M, cout] * W[cout, cin] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.M, g.K, g.cout, 1.0f, a, g.cout, b, g.K, 1.0f,
+                        out, g.K);
+        else /* dW[cout, cin] += dy^T[cout, M] * x[M, cin] */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g.cout, g.K, g.M, 1.0f, a, g.cout, b, g.K, 1.0f,
+                        out, g.K);
         return FP_OK;
     }
     fp_workspace tmp = {0};
@@ -208,68 +221,38 @@ int fp_conv_forward(float *y, const float *x, fp_dims xd, const float *w, const 
         return rc;
     for (int r0 = 0; r0 < g.M; r0 += rows) {
         int nr = g.M - r0 < rows ? g.M - r0 : rows;
-        im2col_par(cols, x, &g, r0, nr);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, g.cout, g.K, 1.0f, cols, g.K, w, g.K, 0.0f,
-                    y + (size_t)r0 * g.cout, g.cout);
+        if (kind == CONV_FORWARD) {
+            im2col_par(cols, a, &g, r0, nr);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, g.cout, g.K, 1.0f, cols, g.K, b, g.K, 0.0f,
+                        out + (size_t)r0 * g.cout, g.cout);
+        } else if (kind == CONV_BACKWARD_DATA) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, g.K, g.cout, 1.0f, a + (size_t)r0 * g.cout,
+                        g.cout, b, g.K, 0.0f, cols, g.K);
+            col2im_par(out, cols, &g, r0, nr);
+        } else {
+            im2col_par(cols, b, &g, r0, nr);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g.cout, g.K, nr, 1.0f, a + (size_t)r0 * g.cout,
+                        g.cout, cols, g.K, 1.0f, out, g.K);
+        }
     }
     fp_workspace_free(&tmp);
     return FP_OK;
+}
+
+int fp_conv_forward(float *y, const float *x, fp_dims xd, const float *w, const fp_conv_params *p,
+                    fp_workspace *ws)
+{
+    return conv_pass(CONV_FORWARD, "fp_conv_forward", y, x, w, xd, p, ws);
 }
 
 int fp_conv_backward_data(float *dx, const float *dy, fp_dims xd, const float *w, const fp_conv_params *p,
                           fp_workspace *ws)
 {
-    conv_geom g = {0};
-    int rc = conv_geometry("fp_conv_backward_data", xd, p, &g);
-    if (rc)
-        return rc;
-    if (!dx || !dy || !w)
-        return fp_fail(FP_EINVAL, "fp_conv_backward_data: NULL tensor");
-    if (g.direct) { /* dx[M, cin] += dy[M, cout] * W[cout, cin] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.M, g.K, g.cout, 1.0f, dy, g.cout, w, g.K, 1.0f, dx,
-                    g.K);
-        return FP_OK;
-    }
-    fp_workspace tmp = {0};
-    int rows;
-    float *cols = conv_cols(&g, ws, &tmp, &rows, &rc);
-    if (!cols)
-        return rc;
-    for (int r0 = 0; r0 < g.M; r0 += rows) {
-        int nr = g.M - r0 < rows ? g.M - r0 : rows;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, g.K, g.cout, 1.0f, dy + (size_t)r0 * g.cout,
-                    g.cout, w, g.K, 0.0f, cols, g.K);
-        col2im_par(dx, cols, &g, r0, nr);
-    }
-    fp_workspace_free(&tmp);
-    return FP_OK;
+    return conv_pass(CONV_BACKWARD_DATA, "fp_conv_backward_data", dx, dy, w, xd, p, ws);
 }
 
 int fp_conv_backward_weights(float *dw, const float *dy, const float *x, fp_dims xd, const fp_conv_params *p,
                              fp_workspace *ws)
 {
-    conv_geom g = {0};
-    int rc = conv_geometry("fp_conv_backward_weights", xd, p, &g);
-    if (rc)
-        return rc;
-    if (!dw || !dy || !x)
-        return fp_fail(FP_EINVAL, "fp_conv_backward_weights: NULL tensor");
-    if (g.direct) { /* dW[cout, cin] += dy^T[cout, M] * x[M, cin] */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g.cout, g.K, g.M, 1.0f, dy, g.cout, x, g.K, 1.0f, dw,
-                    g.K);
-        return FP_OK;
-    }
-    fp_workspace tmp = {0};
-    int rows;
-    float *cols = conv_cols(&g, ws, &tmp, &rows, &rc);
-    if (!cols)
-        return rc;
-    for (int r0 = 0; r0 < g.M; r0 += rows) {
-        int nr = g.M - r0 < rows ? g.M - r0 : rows;
-        im2col_par(cols, x, &g, r0, nr);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g.cout, g.K, nr, 1.0f, dy + (size_t)r0 * g.cout, g.cout,
-                    cols, g.K, 1.0f, dw, g.K);
-    }
-    fp_workspace_free(&tmp);
-    return FP_OK;
+    return conv_pass(CONV_BACKWARD_WEIGHTS, "fp_conv_backward_weights", dw, dy, x, xd, p, ws);
 }
