@@ -96,6 +96,86 @@ int fp_reader_tui_run_status(fp_reader_t *r, int64_t run, fp_run_status_t *out)
     return fp_reader_end(r, rc);
 }
 
+static int64_t col_i64(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, i);
+}
+
+static void col_text(sqlite3_stmt *st, int i, char *dst, size_t cap)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    snprintf(dst, cap, "%s", t ? (const char *)t : "");
+}
+
+int fp_reader_tui_runs(fp_reader_t *r, int64_t session, fp_run_row_t **rows, size_t *n)
+{
+    *rows = NULL;
+    *n = 0;
+    size_t cap = 0;
+    int rc = fp_reader_begin(r);
+    if (rc != FP_OK)
+        return rc;
+    sqlite3_stmt *st = NULL;
+    int src = sqlite3_prepare_v2(fp_reader_db(r), "SELECT id, session, ref_run, arm, model, policy, device, host,"
+                                 " dataset, optimizer, batch_size, image_size, seed, start, end, heartbeat, status,"
+                                 " failure, writer_pid, writer_host FROM runs WHERE session = ?1 ORDER BY id",
+                                 -1, &st, NULL);
+    if (src == SQLITE_OK)
+        sqlite3_bind_int64(st, 1, session);
+    while ((src == SQLITE_OK || src == SQLITE_ROW) && (src = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            size_t nc = cap ? cap * 2 : 8;
+            fp_run_row_t *a = realloc(*rows, nc * sizeof *a);
+            if (!a) {
+                rc = fp_fail(FP_ENOMEM, "reader: out of memory");
+                break;
+            }
+            *rows = a;
+            cap = nc;
+        }
+        fp_run_row_t *row = &(*rows)[(*n)++];
+        memset(row, 0, sizeof *row);
+        row->id = sqlite3_column_int64(st, 0);
+        row->session = sqlite3_column_int64(st, 1);
+        row->ref_run = col_i64(st, 2);
+        char *texts[] = {row->arm, row->model, row->policy, row->device, row->host, row->dataset, row->optimizer};
+        size_t caps[] = {sizeof row->arm, sizeof row->model, sizeof row->policy, sizeof row->device,
+                         sizeof row->host, sizeof row->dataset, sizeof row->optimizer};
+        for (int i = 0; i < 7; i++)
+            col_text(st, 3 + i, texts[i], caps[i]);
+        row->batch_size = col_i64(st, 10);
+        row->image_size = col_i64(st, 11);
+        row->seed = sqlite3_column_int64(st, 12);
+        row->start = col_i64(st, 13);
+        row->end = col_i64(st, 14);
+        row->heartbeat = col_i64(st, 15);
+        col_text(st, 16, row->status, sizeof row->status);
+        col_text(st, 17, row->failure, sizeof row->failure);
+        if (strcmp(row->status, "running") == 0) {
+            if (fp_store_writer_gone(sqlite3_column_int64(st, 18), (const char *)sqlite3_column_text(st, 19))) {
+                snprintf(row->status, sizeof row->status, "interrupted");
+                snprintf(row->failure, sizeof row->failure, "writer process %lld is gone",
+                         (long long)sqlite3_column_int64(st, 18));
+                row->stale = 1;
+            } else if (row->heartbeat >= 0 && fp_store_now_ns() - row->heartbeat > FP_STORE_STALE_NS) {
+                row->stale = 1;
+            }
+        }
+        row->steps = row->last_step = -1;
+        row->last_loss = NAN;
+    }
+    if (rc == FP_OK && src != SQLITE_DONE)
+        rc = fail(r, src, "listing runs");
+    sqlite3_finalize(st);
+    rc = fp_reader_end(r, rc);
+    if (rc != FP_OK) {
+        free(*rows);
+        *rows = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
 int fp_reader_tui_events_since(fp_reader_t *r, int64_t run, int64_t after_id, size_t limit, fp_tui_event_t **rows,
                                size_t *n)
 {

@@ -9,6 +9,7 @@
 #include "store_testutil.h"
 #include "tap.h"
 #include "tui/tui.h"
+#include "tui/tui_internal.h"
 #include "tui_testutil.h"
 
 static char *screen(const char *db, int w, int h, const char *keys, int ascii)
@@ -71,7 +72,7 @@ static char *slurp(const char *path)
 
 int main(void)
 {
-    tap_plan(30);
+    tap_plan(33);
     char *dir = tu_mkdir();
     char *db = tu_path(dir, "fixture.db");
     if (tt_write_fixture(db, NULL) != FP_OK) {
@@ -160,6 +161,39 @@ int main(void)
     tap_ok(lines(t) == 20 && has(t, "terminal too small: 60x20") && has(t, "need 80x24"),
            "too small: a clear message");
     free(t);
+    /* A history longer than one frame reads: read over several updates (each bounded), in order, the
+     * same model and screen in the end as a one-shot read (the headless path settles). */
+    char *big = tu_path(dir, "long.db");
+    tt_opts_t lo = {.arms = 2, .steps = 3 * FP_TUI_CHUNK + 7, .status = FP_RUN_FINISHED};
+    if (tt_write_fixture(big, &lo) != FP_OK) {
+        tap_diag("fixture: %s", fp_error_message());
+        return 1;
+    }
+    fp_tui_model_t m;
+    fp_tui_ui_t ui;
+    fp_tui_ui_init(&ui);
+    int updates = 0, rc = fp_tui_model_open(&m, big, 0);
+    m.budget_ms = 0;   /* one chunk per arm per update */
+    do
+        rc = rc == FP_OK ? fp_tui_model_update(&m, ui.role) : rc;
+    while (rc == FP_OK && m.loading && ++updates < 1000);
+    tap_ok(rc == FP_OK && !m.loading && m.narms == 2 && m.arm[0].nsteps == lo.steps && m.arm[1].nsteps == lo.steps &&
+               m.arm[0].loss.total == lo.steps && m.arm[1].lsum != NULL,
+           "a long history is read whole over %d updates (4 expected)", updates + 1);
+    tap_is_int(updates + 1, 4, "one chunk per arm per update at budget 0");
+    fp_grid_t g;
+    fp_layout_t l;
+    fp_grid_init(&g, 200, 50, 0);
+    fp_tui_layout(&l, 200, 50);
+    fp_tui_render(&g, &m, &ui, &l, FP_TUI_CHART_BRAILLE, 0);
+    char *mine = fp_grid_to_text(&g);
+    t = screen(big, 200, 50, "", 0);
+    tap_ok(mine && strcmp(mine, t) == 0 && has(t, "step 3007"), "read over several updates: the same screen");
+    free(mine);
+    free(t);
+    fp_grid_free(&g);
+    fp_tui_model_close(&m);
+    free(big);
     free(db);
     tu_rmdir(dir);
     return tap_done();

@@ -37,7 +37,8 @@ int fp_tui_render_text(const fp_tui_options *o, int w, int h, const char *keys, 
     int chart = o->ascii ? FP_TUI_CHART_ASCII : o->chart == FP_TUI_CHART_AUTO ? FP_TUI_CHART_BRAILLE : (int)o->chart;
     fp_grid_t g;
     fp_layout_t l;
-    if ((rc = fp_tui_model_update(&m, ui.role)) != FP_OK || (rc = fp_grid_init(&g, w, h, o->ascii)) != FP_OK) {
+    if ((rc = fp_tui_model_update(&m, ui.role)) != FP_OK || (rc = fp_tui_model_settle(&m, ui.role)) != FP_OK ||
+        (rc = fp_grid_init(&g, w, h, o->ascii)) != FP_OK) {
         fp_tui_model_close(&m);
         return rc;
     }
@@ -59,7 +60,7 @@ int fp_tui_render_text(const fp_tui_options *o, int w, int h, const char *keys, 
         int act = fp_tui_key(&ui, key, fp_tui_any_running(&m));
         if (act == FP_ACT_QUIT || act == FP_ACT_STOP)
             break;
-        if ((rc = fp_tui_model_update(&m, ui.role)) != FP_OK)
+        if ((rc = fp_tui_model_update(&m, ui.role)) != FP_OK || (rc = fp_tui_model_settle(&m, ui.role)) != FP_OK)
             break;
         fp_tui_render(&g, &m, &ui, &l, chart, o->ascii);
     }

@@ -230,7 +230,7 @@ int fp_tui_run(const fp_tui_options *o)
     fp_layout_t l;
     int whole = -1;
     int need_layout = 1, stopped = 0;
-    int64_t next_poll = mono_ms() + refresh;
+    int64_t next_poll = m.loading ? mono_ms() : mono_ms() + refresh;
     for (;;) {
         if (winch_flag) {
             winch_flag = 0;
@@ -287,6 +287,8 @@ int fp_tui_run(const fp_tui_options *o)
             if (mono_ms() >= next_poll)
                 next_poll = mono_ms() + refresh;
         }
+        if (m.loading)
+            next_poll = mono_ms();   /* a long history: read on at once, a bounded piece per frame */
     }
     drop_windows(&t);
     delwin(t.input);

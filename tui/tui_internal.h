@@ -69,6 +69,8 @@ void fp_ds_ratio(fp_ds_t *dst, const fp_ds_t *a, const fp_ds_t *b);
 #define FP_TUI_EVENTS 64
 #define FP_TUI_RING 256
 #define FP_TUI_WINDOW 50     /* layer table: the last this many steps */
+#define FP_TUI_BUDGET_MS 8.0 /* an update reads steps for about this long, then leaves the rest to the next */
+#define FP_TUI_CHUNK 1000    /* steps per read */
 
 typedef struct {
     int64_t step;
@@ -114,6 +116,8 @@ typedef struct {
     fp_tui_ev_t events[FP_TUI_EVENTS];   /* ring, newest at (nev - 1) % FP_TUI_EVENTS */
     int64_t nev;
     int frames;
+    int loading;                 /* 1: some arm's steps are not all read yet (the next update goes on) */
+    double budget_ms;            /* steps read per update for about this long (FP_TUI_BUDGET_MS; tests: 0) */
     char note[160];              /* "no sessions in FILE" etc.; "" when showing a session */
 } fp_tui_model_t;
 
@@ -121,6 +125,8 @@ int fp_tui_model_open(fp_tui_model_t *m, const char *path, int64_t session);
 void fp_tui_model_close(fp_tui_model_t *m);
 /* Read what is new since the last call (role: the tensor role the histograms are wanted for). */
 int fp_tui_model_update(fp_tui_model_t *m, int role);
+/* Update until the history is read (m->loading == 0): for one-shot output. */
+int fp_tui_model_settle(fp_tui_model_t *m, int role);
 /* The arm whose numerics the table shows (the last low-precision arm, or the only one). */
 int fp_tui_model_low(const fp_tui_model_t *m);
 /* Median wall ns of an arm's recent steps (NaN: none). */

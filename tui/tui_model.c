@@ -1,14 +1,25 @@
 /* tui_model.c — the dashboard's data: one session of a database, read incrementally. Promise: each
  * update reads only what is new since the previous one (steps after the last seen, events after the
  * last id, histograms and precision only when their marks move, the layer table over a bounded
- * window) with short read transactions; long series are kept downsampled, O(buckets) to draw. */
+ * window) with short read transactions; long series are kept downsampled, O(buckets) to draw. Every
+ * frame is bounded, the first included: a history longer than one frame can read in FP_TUI_BUDGET_MS
+ * is read over several frames (in order, FP_TUI_CHUNK steps at a time; m->loading meanwhile), so the
+ * figures shown once it is read are those of a single full read. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "error.h"
 #include "store.h"
 #include "tui_internal.h"
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
 
 /* ---------------------------------------------------------------- downsampled series */
 
@@ -197,7 +208,7 @@ static int attach(fp_tui_model_t *m, int64_t session)
     detach(m);
     fp_run_row_t *runs;
     size_t n;
-    int rc = fp_reader_runs(m->reader, session, &runs, &n);
+    int rc = fp_reader_tui_runs(m->reader, session, &runs, &n);
     if (rc != FP_OK)
         return rc;
     m->session = session;
@@ -238,6 +249,7 @@ int fp_tui_model_open(fp_tui_model_t *m, const char *path, int64_t session)
 {
     memset(m, 0, sizeof *m);
     m->session_req = session;
+    m->budget_ms = FP_TUI_BUDGET_MS;
     m->marks.max_session = m->marks.max_run = m->marks.max_hist_id = m->marks.max_event_id = -1;
     return fp_reader_open(&m->reader, path);
 }
@@ -300,7 +312,7 @@ static void add_event(fp_tui_model_t *m, int arm, const fp_tui_event_t *e)
     snprintf(v->text, sizeof v->text, "%s", e->text);
 }
 
-static int update_arm(fp_tui_model_t *m, int i, int role, int hist_moved)
+static int update_arm(fp_tui_model_t *m, int i, int role, int hist_moved, double deadline)
 {
     fp_tui_arm_t *a = &m->arm[i];
     fp_reader_t *r = m->reader;
@@ -308,10 +320,12 @@ static int update_arm(fp_tui_model_t *m, int i, int role, int hist_moved)
     if (rc != FP_OK)
         return rc;
     int moved = 0;
-    while (a->status.last_step > a->last_step) {   /* only the new steps, in chunks */
+    while (a->status.last_step > a->last_step) {   /* only the new steps, in chunks, within the budget */
+        if (moved && mono_ms() >= deadline)
+            break;   /* the rest next frame (one chunk per arm per frame at least: progress) */
         fp_step_row_t *rows;
         size_t n;
-        if ((rc = fp_reader_steps_since(r, a->run.id, a->last_step, 20000, &rows, &n)) != FP_OK)
+        if ((rc = fp_reader_steps_since(r, a->run.id, a->last_step, FP_TUI_CHUNK, &rows, &n)) != FP_OK)
             return rc;
         ingest(a, rows, n);
         free(rows);
@@ -319,6 +333,8 @@ static int update_arm(fp_tui_model_t *m, int i, int role, int hist_moved)
         if (n == 0)
             break;
     }
+    int behind = a->status.last_step > a->last_step;
+    m->loading |= behind;
     if (moved || m->frames == 0) {
         fp_eval_row_t *ev;
         size_t ne;
@@ -333,7 +349,7 @@ static int update_arm(fp_tui_model_t *m, int i, int role, int hist_moved)
         a->eval_seen = (int64_t)ne;
         free(ev);
     }
-    if (m->nlayers > 0 && a->last_step >= 0 && a->lsum_step != a->last_step) {
+    if (m->nlayers > 0 && a->last_step >= 0 && a->lsum_step != a->last_step && !behind) {   /* read once caught up */
         free(a->lsum);
         a->lsum = NULL;
         a->nlsum = 0;
@@ -357,6 +373,8 @@ static int update_arm(fp_tui_model_t *m, int i, int role, int hist_moved)
 
 int fp_tui_model_update(fp_tui_model_t *m, int role)
 {
+    double t0 = mono_ms();
+    m->loading = 0;
     fp_tui_marks_t mk;
     int rc = fp_reader_tui_marks(m->reader, &mk);
     if (rc != FP_OK)
@@ -379,7 +397,7 @@ int fp_tui_model_update(fp_tui_model_t *m, int role)
     if (m->narms > 0 && m->narms < FP_TUI_MAX_ARMS && mk.max_run != m->marks.max_run) {   /* an arm appeared */
         fp_run_row_t *runs;
         size_t n;
-        if ((rc = fp_reader_runs(m->reader, m->session, &runs, &n)) != FP_OK)
+        if ((rc = fp_reader_tui_runs(m->reader, m->session, &runs, &n)) != FP_OK)
             return rc;
         free(runs);
         if ((int)n > m->narms) {
@@ -391,7 +409,7 @@ int fp_tui_model_update(fp_tui_model_t *m, int role)
     if (m->narms == 0) {   /* a session whose runs are not there yet */
         fp_run_row_t *runs;
         size_t n;
-        if ((rc = fp_reader_runs(m->reader, m->session, &runs, &n)) != FP_OK)
+        if ((rc = fp_reader_tui_runs(m->reader, m->session, &runs, &n)) != FP_OK)
             return rc;
         free(runs);
         if (n > 0 && (rc = attach(m, m->session)) != FP_OK)
@@ -407,9 +425,10 @@ int fp_tui_model_update(fp_tui_model_t *m, int role)
         return rc;
     int hist_moved = mk.max_hist_id != m->marks.max_hist_id;
     int ev_moved = mk.max_event_id != m->marks.max_event_id;
+    double deadline = t0 + m->budget_ms;
     for (int i = 0; i < m->narms; i++) {   /* the reference first */
         int k = i == 0 ? m->ref : (i <= m->ref ? i - 1 : i);
-        if ((rc = update_arm(m, k, role, hist_moved)) != FP_OK)
+        if ((rc = update_arm(m, k, role, hist_moved, deadline)) != FP_OK)
             return rc;
     }
     if (ev_moved) {
@@ -480,4 +499,12 @@ int fp_tui_any_running(const fp_tui_model_t *m)
         if (strcmp(m->arm[i].status.status, "running") == 0 && !m->arm[i].status.stale)
             return 1;
     return 0;
+}
+
+int fp_tui_model_settle(fp_tui_model_t *m, int role)
+{
+    int rc = FP_OK;
+    while (rc == FP_OK && m->loading)
+        rc = fp_tui_model_update(m, role);
+    return rc;
 }
