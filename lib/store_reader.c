@@ -208,7 +208,7 @@ int fp_reader_sessions(fp_reader_t *r, fp_session_row_t **rows, size_t *n)
     "SELECT id, session, ref_run, arm, model, policy, device, host, dataset, optimizer, batch_size,"       \
     " image_size, seed, start, end, heartbeat, status, failure, writer_pid, writer_host FROM runs"
 
-static int fill_run(fp_reader_t *r, sqlite3_stmt *st, fp_run_row_t *row)
+static int fill_run(fp_reader_t *r, sqlite3_stmt *st, fp_run_row_t *row, int with_steps)
 {
     memset(row, 0, sizeof *row);
     row->id = sqlite3_column_int64(st, 0);
@@ -237,6 +237,11 @@ static int fill_run(fp_reader_t *r, sqlite3_stmt *st, fp_run_row_t *row)
             row->stale = 1;
         }
     }
+    if (!with_steps) {   /* metadata only: no pass over the run's steps */
+        row->steps = row->last_step = -1;
+        row->last_loss = NAN;
+        return FP_OK;
+    }
     sqlite3_stmt *q;
     int rc = cached(r, Q_RUN_STEPS, &q);
     if (rc != FP_OK)
@@ -259,7 +264,7 @@ static int fill_run(fp_reader_t *r, sqlite3_stmt *st, fp_run_row_t *row)
     return FP_OK;
 }
 
-static int query_runs(fp_reader_t *r, const char *sql, int64_t arg, fp_run_row_t **rows, size_t *n)
+static int query_runs(fp_reader_t *r, const char *sql, int64_t arg, int with_steps, fp_run_row_t **rows, size_t *n)
 {
     *rows = NULL;
     *n = 0;
@@ -274,7 +279,7 @@ static int query_runs(fp_reader_t *r, const char *sql, int64_t arg, fp_run_row_t
     while ((src == SQLITE_OK || src == SQLITE_ROW) && (src = sqlite3_step(st)) == SQLITE_ROW) {
         if ((rc = reserve((void **)rows, &cap, *n, sizeof **rows)) != FP_OK)
             break;
-        if ((rc = fill_run(r, st, &(*rows)[*n])) != FP_OK)
+        if ((rc = fill_run(r, st, &(*rows)[*n], with_steps)) != FP_OK)
             break;
         (*n)++;
     }
@@ -290,18 +295,28 @@ static int query_runs(fp_reader_t *r, const char *sql, int64_t arg, fp_run_row_t
     return rc;
 }
 
-int fp_reader_runs(fp_reader_t *r, int64_t session, fp_run_row_t **rows, size_t *n)
+static int runs_of(fp_reader_t *r, int64_t session, int with_steps, fp_run_row_t **rows, size_t *n)
 {
     if (session > 0)
-        return query_runs(r, RUN_COLUMNS " WHERE session = ?1 ORDER BY id", session, rows, n);
-    return query_runs(r, RUN_COLUMNS " WHERE ?1 = ?1 ORDER BY id", 0, rows, n);
+        return query_runs(r, RUN_COLUMNS " WHERE session = ?1 ORDER BY id", session, with_steps, rows, n);
+    return query_runs(r, RUN_COLUMNS " WHERE ?1 = ?1 ORDER BY id", 0, with_steps, rows, n);
+}
+
+int fp_reader_runs(fp_reader_t *r, int64_t session, fp_run_row_t **rows, size_t *n)
+{
+    return runs_of(r, session, 1, rows, n);
+}
+
+int fp_reader_runs_meta(fp_reader_t *r, int64_t session, fp_run_row_t **rows, size_t *n)
+{
+    return runs_of(r, session, 0, rows, n);
 }
 
 int fp_reader_run(fp_reader_t *r, int64_t run, fp_run_row_t *row)
 {
     fp_run_row_t *rows;
     size_t n;
-    int rc = query_runs(r, RUN_COLUMNS " WHERE id = ?1", run, &rows, &n);
+    int rc = query_runs(r, RUN_COLUMNS " WHERE id = ?1", run, 1, &rows, &n);
     if (rc != FP_OK)
         return rc;
     if (n == 0)

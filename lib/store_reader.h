@@ -46,6 +46,9 @@ typedef struct {
 int fp_reader_sessions(fp_reader_t *r, fp_session_row_t **rows, size_t *n);
 /* Runs of one session (session <= 0: all), by id. */
 int fp_reader_runs(fp_reader_t *r, int64_t session, fp_run_row_t **rows, size_t *n);
+/* As fp_reader_runs without reading the runs' steps (cheap, for attaching to a long session): steps and
+ * last_step are -1, last_loss NaN. */
+int fp_reader_runs_meta(fp_reader_t *r, int64_t session, fp_run_row_t **rows, size_t *n);
 /* One run; FP_EINVAL with "FILE: no run ID" when there is none. */
 int fp_reader_run(fp_reader_t *r, int64_t run, fp_run_row_t *row);
 

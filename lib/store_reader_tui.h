@@ -27,10 +27,6 @@ typedef struct {
 } fp_run_status_t;
 int fp_reader_tui_run_status(fp_reader_t *r, int64_t run, fp_run_status_t *st);
 
-/* Runs of one session, by id, as fp_reader_runs gives them but without reading their steps (cheap, for
- * attach): steps and last_step are -1, last_loss NaN. */
-int fp_reader_tui_runs(fp_reader_t *r, int64_t session, fp_run_row_t **rows, size_t *n);
-
 /* Events of a run with id > after_id, in id order (at most limit; 0: all). */
 typedef struct {
     int64_t id, start, step;     /* step < 0: none */

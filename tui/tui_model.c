@@ -208,7 +208,7 @@ static int attach(fp_tui_model_t *m, int64_t session)
     detach(m);
     fp_run_row_t *runs;
     size_t n;
-    int rc = fp_reader_tui_runs(m->reader, session, &runs, &n);
+    int rc = fp_reader_runs_meta(m->reader, session, &runs, &n);
     if (rc != FP_OK)
         return rc;
     m->session = session;
@@ -397,7 +397,7 @@ int fp_tui_model_update(fp_tui_model_t *m, int role)
     if (m->narms > 0 && m->narms < FP_TUI_MAX_ARMS && mk.max_run != m->marks.max_run) {   /* an arm appeared */
         fp_run_row_t *runs;
         size_t n;
-        if ((rc = fp_reader_tui_runs(m->reader, m->session, &runs, &n)) != FP_OK)
+        if ((rc = fp_reader_runs_meta(m->reader, m->session, &runs, &n)) != FP_OK)
             return rc;
         free(runs);
         if ((int)n > m->narms) {
@@ -409,7 +409,7 @@ int fp_tui_model_update(fp_tui_model_t *m, int role)
     if (m->narms == 0) {   /* a session whose runs are not there yet */
         fp_run_row_t *runs;
         size_t n;
-        if ((rc = fp_reader_tui_runs(m->reader, m->session, &runs, &n)) != FP_OK)
+        if ((rc = fp_reader_runs_meta(m->reader, m->session, &runs, &n)) != FP_OK)
             return rc;
         free(runs);
         if (n > 0 && (rc = attach(m, m->session)) != FP_OK)
