@@ -180,9 +180,14 @@ check "gate --junit to an unwritable path: exit 3, no file" sh -c "'$bin' gate -
 
 # ---- headless Chromium (Debian package `chromium`): optional
 CHROME=$(command -v chromium || command -v chromium-browser || true)
+chrome_started=0
 if [ -n "$CHROME" ] && [ -n "$PY" ]; then
+    # A browser that cannot start at all in this environment (no /dev/shm, missing libraries) is a
+    # skip with its reason; once it runs, a blank screenshot or a DOM without the charts is a failure.
     "$CHROME" --headless --no-sandbox --disable-gpu --window-size=1280,4000 --screenshot="$tmp/shot.png" \
-        "file://$tmp/r.html" >/dev/null 2>&1
+        "file://$tmp/r.html" >/dev/null 2>"$tmp/chrome.err" && [ -s "$tmp/shot.png" ] && chrome_started=1
+fi
+if [ "$chrome_started" -eq 1 ]; then
     "$PY" -c "
 import sys, zlib, struct
 b = open('$tmp/shot.png', 'rb').read(); assert b[:8] == b'\x89PNG\r\n\x1a\n'
@@ -195,7 +200,12 @@ sys.exit(0 if len(set(raw[i:i + 3] for i in range(1, min(len(raw), 4000000), 997
     "$CHROME" --headless --no-sandbox --disable-gpu --dump-dom "file://$tmp/r.html" 2>/dev/null >"$tmp/dom.html"
     check "headless chromium: the DOM holds the charts" sh -c "grep -q 'id=\"chart-loss\"' '$tmp/dom.html' && test \$(grep -o '<svg' '$tmp/dom.html' | wc -l) -ge 17"
 else
-    skip "chromium not installed (Debian package 'chromium'): headless render"
-    skip "chromium not installed (Debian package 'chromium'): rendered DOM"
+    if [ -z "$CHROME" ] || [ -z "$PY" ]; then
+        why="chromium or python3 not installed (Debian packages 'chromium', 'python3')"
+    else
+        why="chromium could not start here: $(grep -v '^$' "$tmp/chrome.err" | tail -1 | cut -c1-120)"
+    fi
+    skip "$why: headless render"
+    skip "$why: rendered DOM"
 fi
 exit $fail
