@@ -69,18 +69,7 @@ static size_t edge_values(float *out)
                              0x007FFFFFu, 0x7F7F8000u, 0x7F7FFFFFu, 0x3F808000u, 0x3F818000u,
                              0x7F800001u, 0x7F801000u, 0x7F80FFFFu, 0x7F810000u, 0x7FBFFFFFu,
                              0x7FC00000u, 0x7FFFFFFFu, 0x7F800100u};
-    size_t n = 0;
-    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++) {
-        float v[3] = {base[i], nextafterf(base[i], -INFINITY), nextafterf(base[i], INFINITY)};
-        for (int j = 0; j < 3; j++) {
-            out[n++] = v[j];
-            out[n++] = -v[j];
-        }
-    }
-    for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++) {
-        out[n++] = tu_u2f(bits[i]);
-        out[n++] = tu_u2f(bits[i] | 0x80000000u);
-    }
+    size_t n = tu_edge_expand(out, base, sizeof base / sizeof base[0], bits, sizeof bits / sizeof bits[0]);
     return n;
 }
 

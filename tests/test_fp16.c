@@ -159,18 +159,7 @@ static size_t edge_values(float *out)
                           1.0f, 0.0f, INFINITY};
     const uint32_t nans[] = {0x7F800001u, 0x7F801FFFu, 0x7F802000u, 0x7FBFFFFFu, 0x7FC00000u,
                              0x7FC00001u, 0x7FFFE000u, 0x7FFFFFFFu};
-    size_t n = 0;
-    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++) {
-        float v[3] = {base[i], nextafterf(base[i], -INFINITY), nextafterf(base[i], INFINITY)};
-        for (int j = 0; j < 3; j++) {
-            out[n++] = v[j];
-            out[n++] = -v[j];
-        }
-    }
-    for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) {
-        out[n++] = tu_u2f(nans[i]);
-        out[n++] = tu_u2f(nans[i] | 0x80000000u);
-    }
+    size_t n = tu_edge_expand(out, base, sizeof base / sizeof base[0], nans, sizeof nans / sizeof nans[0]);
     while (n % 8)
         out[n++] = 0.0f;
     return n;

@@ -2,6 +2,7 @@
  * Promise: failures are reported by return value (NULL / -1), never by exiting. */
 #include "testutil.h"
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -106,5 +107,22 @@ int tu_count_entries(const char *dir)
     for (struct dirent *e; (e = readdir(d));)
         n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
     closedir(d);
+    return n;
+}
+
+size_t tu_edge_expand(float *out, const float *base, size_t nbase, const uint32_t *bits, size_t nbits)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < nbase; i++) {
+        float v[3] = {base[i], nextafterf(base[i], -INFINITY), nextafterf(base[i], INFINITY)};
+        for (int j = 0; j < 3; j++) {
+            out[n++] = v[j];
+            out[n++] = -v[j];
+        }
+    }
+    for (size_t i = 0; i < nbits; i++) {
+        out[n++] = tu_u2f(bits[i]);
+        out[n++] = tu_u2f(bits[i] | 0x80000000u);
+    }
     return n;
 }

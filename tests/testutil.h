@@ -38,6 +38,11 @@ static inline float tu_uniform_pm1(uint64_t *s)
     return (float)((double)(*s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
+/* Edge-value sets for conversion tests: appends to out each base value and its two float neighbours,
+ * each with both signs, then each bit pattern with both signs; returns how many were written
+ * (6 * nbase + 2 * nbits). */
+size_t tu_edge_expand(float *out, const float *base, size_t nbase, const uint32_t *bits, size_t nbits);
+
 /* A fresh scratch directory under $TMPDIR (or /tmp), mode 0755; removed by tu_rmdir. */
 char *tu_mkdir(void);
 void tu_rmdir(char *dir);                 /* removes it and its files (and one sub-level); frees */
