@@ -75,7 +75,7 @@ static int one_step(bench_t *b, int cfg)
     for (size_t i = 0; i < np; i++)   /* SGD, tiny lr: the same work in every configuration */
         w[i] -= 1e-9f * g[i];
     if (upd)
-        fp_probe_sample_updates(p, m, b->old);
+        fp_probe_sample_updates(p, m, b->old, g, NULL);
     fp_probe_step_end(p);
     b->prec_s = t1 - t0;
     b->sampled_s = now_s() - t0;

@@ -1,7 +1,8 @@
 /* precision_analysis.c — analysis.h: per-layer rounding error of a low-precision forward against the
  * fp32 one (same weights, same batch), lost updates, update tensors, skipped-step post-mortem.
  * Promises: the fp32 model is left as it was (running statistics restored by fp_prec_err_compare);
- * the captures are sized once per batch size; the scratch clones are made once and reused; 16-bit
+ * the captures are sized once per batch size; the scratch clones are made once and reused and read
+ * the reference's fp32 parameters in place (fp_model_share_params; `half` gets a rounded copy); 16-bit
  * outputs are captured as stored; errors are summed in double. */
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +25,9 @@ typedef struct {
  * vectorises; a non-finite input shows as a non-finite sum of squares (finite squares of floats
  * cannot overflow a double sum). */
 #define SUM_LANES 8
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+__attribute__((target_clones("arch=haswell", "default")))   /* 4-wide doubles with FMA where the CPU has them */
+#endif
 static void acc_add(err_acc *a, const float *ref, const float *x, size_t n)
 {
     double dd[SUM_LANES] = {0}, rr[SUM_LANES] = {0}, xx[SUM_LANES] = {0}, xr[SUM_LANES] = {0}, mx[SUM_LANES] = {0};
@@ -307,14 +311,19 @@ static int size_capture(fp_prec_err *pe, int n)
 
 int fp_prec_err_run_lowp(fp_prec_err *pe, fp_model *ref, const float *x, int n)
 {
-    int rc = fp_model_copy_params(pe->scratch, ref, 1);
+    const fp_policy *pol = fp_model_policy(pe->scratch);
+    int rc;
+    if (pol->master == FP_DT_F32) {   /* read ref's fp32 weights in place: the forward only reads them */
+        rc = fp_model_share_params(pe->scratch, ref);
+    } else {                          /* `half`: its parameters are fp16 values, a rounded copy */
+        rc = fp_model_copy_params(pe->scratch, ref, 1);
+        if (!rc) {
+            fp_round_to_dtype(fp_model_params(pe->scratch), fp_model_num_params(pe->scratch), pol->master);
+            fp_round_to_dtype(fp_model_buffers(pe->scratch), fp_model_num_buffers(pe->scratch), pol->master);
+        }
+    }
     if (rc)
         return rc;
-    const fp_policy *pol = fp_model_policy(pe->scratch);
-    if (pol->master != FP_DT_F32) {   /* `half`: its parameters are fp16 values */
-        fp_round_to_dtype(fp_model_params(pe->scratch), fp_model_num_params(pe->scratch), pol->master);
-        fp_round_to_dtype(fp_model_buffers(pe->scratch), fp_model_num_buffers(pe->scratch), pol->master);
-    }
     if ((rc = size_capture(pe, n)))
         return rc;
     pe->capture_ok = 1;
@@ -343,7 +352,7 @@ int fp_prec_err_subbatch(const fp_prec_err *pe, int n)
 }
 
 /* The reference forward on the first k < n images: on a clone of ref (made once, ref's policy, its
- * parameters and running statistics copied in each time), so that ref keeps its plan for n and its
+ * parameters read in place, running statistics copied in each time), so that ref keeps its plan for n and its
  * state untouched. */
 static int ref_forward_sub(fp_prec_err *pe, fp_model *ref, const float *x, int k, int64_t step)
 {
@@ -357,7 +366,11 @@ static int ref_forward_sub(fp_prec_err *pe, fp_model *ref, const float *x, int k
             return rc;
         }
     }
-    if ((rc = fp_model_copy_params(pe->ref_scratch, ref, 1)))
+    if (fp_model_policy(pe->ref_scratch)->master == FP_DT_F32)
+        rc = fp_model_share_params(pe->ref_scratch, ref);
+    else
+        rc = fp_model_copy_params(pe->ref_scratch, ref, 1);
+    if (rc)
         return rc;
     fp_model_set_probe(pe->ref_scratch, pe->rp);
     fp_probe_step_begin(pe->rp, step, 1.0f);
@@ -441,32 +454,48 @@ double fp_model_lost_updates(const fp_model *m, const float *old_params, const f
     return moved ? (double)lost / (double)moved : NAN;
 }
 
-int fp_probe_sample_updates(fp_probe *p, fp_model *m, const float *old_params)
+/* One layer's parameters [0, n): the update in UPDATE_CHUNK pieces (each read once from memory and
+ * handed on while in L1), with the counts of lost / moved weights. */
+#define UPDATE_CHUNK 4096
+static void layer_updates(fp_probe *p, int layer, const float *nw, const float *old, const float *g, size_t n,
+                          size_t *lost, size_t *moved)
 {
-    if (!(fp_probe_wants(p) & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE)))
-        return FP_OK;
-    size_t maxc = 0;
-    for (int l = 0; l < fp_model_layer_count(m); l++) {
-        size_t cnt;
-        fp_model_layer_params(m, l, NULL, &cnt);
-        if (cnt > maxc)
-            maxc = cnt;
+    float d[UPDATE_CHUNK];
+    size_t lo = 0, mv = 0;
+    for (size_t i = 0; i < n; i += UPDATE_CHUNK) {
+        size_t c = n - i < UPDATE_CHUNK ? n - i : UPDATE_CHUNK;
+        for (size_t k = 0; k < c; k++) {
+            uint32_t gb;
+            memcpy(&gb, &g[i + k], sizeof gb);
+            int m = (gb & 0x7FFFFFFFu) - 1u < 0x7F7FFFFFu;   /* finite and nonzero */
+            mv += (size_t)m;
+            lo += (size_t)(m & (nw[i + k] == old[i + k]));
+            d[k] = nw[i + k] - old[i + k];
+        }
+        if (p)
+            fp_probe_tensor(p, layer, FP_ROLE_UPDATE, d, c);
     }
-    float *d = malloc((maxc ? maxc : 1) * sizeof(float));
-    if (!d)
-        return fp_fail(FP_ENOMEM, "updates: out of memory");
+    *lost += lo;
+    *moved += mv;
+}
+
+double fp_probe_sample_updates(fp_probe *p, fp_model *m, const float *old_params, const float *grads, double *per_layer)
+{
+    if (p && !(fp_probe_wants(p) & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE)))
+        p = NULL;
     const float *nw = fp_model_params(m);
+    size_t lost = 0, moved = 0;
     for (int l = 0; l < fp_model_layer_count(m); l++) {
-        size_t off, cnt;
+        size_t off, cnt, ll = 0, lm = 0;
         fp_model_layer_params(m, l, &off, &cnt);
-        if (!cnt)
-            continue;
-        for (size_t i = 0; i < cnt; i++)
-            d[i] = nw[off + i] - old_params[off + i];
-        fp_probe_tensor(p, l, FP_ROLE_UPDATE, d, cnt);
+        if (cnt)
+            layer_updates(p, l, nw + off, old_params + off, grads + off, cnt, &ll, &lm);
+        lost += ll;
+        moved += lm;
+        if (per_layer)
+            per_layer[l] = lm ? (double)ll / (double)lm : NAN;
     }
-    free(d);
-    return FP_OK;
+    return moved ? (double)lost / (double)moved : NAN;
 }
 
 /* ---------------------------------------------------------------- skipped step */

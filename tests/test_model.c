@@ -407,6 +407,45 @@ static void test_bad_input(void)
     fp_model_free(b);
 }
 
+/* fp_model_share_params: forward on the source's parameters without a copy; a later copy_params
+ * goes back to the model's own storage; a policy that rounds parameters refuses, and `half` set on a
+ * sharing model rounds its own copy, never the source. */
+static void test_share_params(void)
+{
+    fp_model *src = make("tinynet", 3, 32, 8, 7), *cp = make("tinynet", 3, 32, 8, 1), *sh = make("tinynet", 3, 32, 8, 2);
+    enum { N = 2, NX = N * 32 * 32 * 3 };
+    float x[NX];
+    for (int i = 0; i < NX; i++)
+        x[i] = urand();
+    const float *l1, *l2;
+    int rc = fp_model_copy_params(cp, src, 1) || fp_model_share_params(sh, src);
+    float a[N * 3], b[N * 3];
+    rc = rc || fp_model_forward(cp, &l1, x, N, FP_MODE_TRAIN);
+    memcpy(a, l1, sizeof a);
+    rc = rc || fp_model_forward(sh, &l2, x, N, FP_MODE_TRAIN);
+    memcpy(b, l2, sizeof b);
+    tap_ok(!rc && fp_model_params(sh) == fp_model_params(src) && memcmp(a, b, sizeof a) == 0,
+           "shared parameters: same pointer, logits bit-identical to a copy's");
+    float keep = fp_model_params(src)[0];
+    fp_model_params(src)[0] = keep + 1.0f;
+    tap_ok(fp_model_params(sh)[0] == keep + 1.0f, "a change in the source is seen, not copied");
+    tap_ok(fp_model_copy_params(sh, cp, 1) == FP_OK && fp_model_params(sh) != fp_model_params(src) &&
+               fp_model_params(sh)[0] == fp_model_params(cp)[0] && fp_model_params(src)[0] == keep + 1.0f,
+           "copy_params after sharing writes the model's own storage, the source untouched");
+    fp_model_params(src)[0] = 1.0f + 0x1p-20f;   /* not an fp16 value */
+    tap_ok(fp_model_share_params(sh, src) == FP_OK && fp_model_set_policy(sh, fp_policy_find("half")) == FP_OK &&
+               fp_model_params(src)[0] == 1.0f + 0x1p-20f && fp_model_params(sh)[0] == 1.0f,
+           "half on a sharing model rounds its own copy, not the source");
+    tap_ok(fp_model_share_params(sh, src) == FP_EINVAL && strstr(fp_error_message(), "half"),
+           "a half model cannot share (%s)", fp_error_message());
+    fp_model *other = make("resnet18", 3, 32, 8, 1);
+    tap_ok(fp_model_share_params(other, src) == FP_EINVAL, "different architectures -> FP_EINVAL");
+    fp_model_free(other);
+    fp_model_free(sh);
+    fp_model_free(cp);
+    fp_model_free(src);
+}
+
 int main(void)
 {
     test_counts();
@@ -419,5 +458,6 @@ int main(void)
     test_eval_and_memory();
     test_init();
     test_bad_input();
+    test_share_params();
     return tap_done();
 }

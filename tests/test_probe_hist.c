@@ -128,7 +128,7 @@ int main(void)
         float *w = fp_model_params(m), *g = fp_model_grads(m);
         for (size_t i = 0; i < fp_model_num_params(m); i++)   /* plain SGD, lr 0.01 */
             w[i] -= 0.01f * g[i];
-        fp_probe_sample_updates(p, m, old);
+        fp_probe_sample_updates(p, m, old, fp_model_grads(m), NULL);
         if (step == 3) {   /* compare the unscaled weight-gradient histogram with the real gradient */
             fp_hist_t ref;
             fp_hist_init(&ref);

@@ -324,10 +324,9 @@ static const char *skip_detail(arm_state *a, const fp_arm_step_result *r, char *
 
 /* At a histogram step: the fraction of weights whose update vanished in rounding, as an event naming the
  * layers that lost the most. */
-static void lost_updates_event(fp_compare *c, arm_state *a, int64_t step)
+static void lost_updates_event(fp_compare *c, arm_state *a, int64_t step, double all)
 {
     fp_model *m = fp_arm_model(a->arm);
-    double all = fp_model_lost_updates(m, a->old_params, fp_model_grads(m), a->per_layer);
     if (!c->store || isnan(all))
         return;
     char text[512];
@@ -602,8 +601,9 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
     int64_t w0 = wall_ns();
     rc = fp_arm_step(a->arm, b, &r);
     int64_t w1 = wall_ns();
-    if (!rc && sampled && (fp_probe_wants(a->probe) & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE)))
-        rc = fp_probe_sample_updates(a->probe, m, a->old_params);
+    double lost_all = NAN;   /* the update tensor and the lost updates, one pass */
+    if (!rc && sampled)
+        lost_all = fp_probe_sample_updates(a->probe, m, a->old_params, fp_model_grads(m), a->per_layer);
     fp_probe_step_end(a->probe);
     if (rc) {
         char msg[512];
@@ -630,7 +630,7 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
     if (c->store && (rc = fp_train_record_step_ex(c->store, a->run, a->arm, &r, w0, w1, &x)))
         return rc;
     if (sampled && !r.skipped && !r.diverged)
-        lost_updates_event(c, a, step_no);
+        lost_updates_event(c, a, step_no, lost_all);
     if (a->hist && (rc = fp_hist_probe_status(a->hist)))
         return rc;
     if (r.diverged) {

@@ -71,6 +71,7 @@ struct fp_model {
     size_t ntensors, cap_tensors;
     size_t nparams, nbuffers;
     float *params, *grads, *buffers;
+    float *own_params;            /* params' allocation; params points elsewhere while shared */
     int build_err, finished;
     int num_classes;
     plan_t plan[2];               /* indexed by fp_mode */
@@ -433,7 +434,7 @@ int fp_model_build_finish(fp_model *m)
         return m->build_err;
     if (m->nnodes == 0)
         return m->build_err = fp_fail(FP_EINVAL, "model %s: no layers", m->name);
-    m->params = calloc(m->nparams ? m->nparams : 1, sizeof(float));
+    m->params = m->own_params = calloc(m->nparams ? m->nparams : 1, sizeof(float));
     m->grads = calloc(m->nparams ? m->nparams : 1, sizeof(float));
     m->buffers = calloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
     m->vgrad = malloc((size_t)m->nvalues * sizeof(int));
@@ -475,7 +476,7 @@ void fp_model_free(fp_model *m)
     free(m->values);
     free(m->storages);
     free(m->tensors);
-    free(m->params);
+    free(m->own_params);
     free(m->grads);
     free(m->buffers);
     free(m->name);
@@ -838,7 +839,11 @@ int fp_model_set_policy(fp_model *m, const fp_policy *p)
     plan_free(&m->plan[0]);
     plan_free(&m->plan[1]);
     m->fwd_ok = 0;
-    if (p->master != FP_DT_F32) {   /* model.half(): parameters and buffers converted */
+    if (p->master != FP_DT_F32) {   /* model.half(): parameters and buffers converted (own copy) */
+        if (m->params != m->own_params) {
+            memcpy(m->own_params, m->params, m->nparams * sizeof(float));
+            m->params = m->own_params;
+        }
         fp_round_to_dtype(m->params, m->nparams, p->master);
         fp_round_to_dtype(m->buffers, m->nbuffers, p->master);
     }
@@ -1225,9 +1230,22 @@ int fp_model_copy_params(fp_model *dst, const fp_model *m, int with_buffers)
 {
     if (!dst || !m || dst->nparams != m->nparams || dst->nbuffers != m->nbuffers || dst->nnodes != m->nnodes)
         return fp_fail(FP_EINVAL, "model: copy_params between different architectures");
+    dst->params = dst->own_params;
     memcpy(dst->params, m->params, m->nparams * sizeof(float));
     if (with_buffers)
         memcpy(dst->buffers, m->buffers, m->nbuffers * sizeof(float));
+    return FP_OK;
+}
+
+int fp_model_share_params(fp_model *dst, fp_model *src)
+{
+    if (!dst || !src || dst->nparams != src->nparams || dst->nbuffers != src->nbuffers || dst->nnodes != src->nnodes)
+        return fp_fail(FP_EINVAL, "model: share_params between different architectures");
+    if (dst->pol.master != FP_DT_F32)
+        return fp_fail(FP_EINVAL, "model %s: policy %s rounds its parameters and cannot share another model's",
+                       dst->name, dst->pol.name);
+    dst->params = src->params;
+    memcpy(dst->buffers, src->buffers, src->nbuffers * sizeof(float));
     return FP_OK;
 }
 

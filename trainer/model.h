@@ -212,6 +212,11 @@ int fp_model_clone(fp_model **out, const fp_model *m);
 /* Copies m's parameters (and running statistics) into dst, a model of the same architecture
  * (FP_EINVAL otherwise). */
 int fp_model_copy_params(fp_model *dst, const fp_model *m, int with_buffers);
+/* dst reads src's parameters in place (no copy) until the next fp_model_copy_params into dst, and
+ * gets a copy of src's buffers (running statistics). For forward passes only: dst must not be trained
+ * or have its parameters written while sharing, and src must outlive the sharing. FP_EINVAL when the
+ * architectures differ or dst's policy rounds its parameters (`half`). */
+int fp_model_share_params(fp_model *dst, fp_model *src);
 
 /* Scratch threads hint passed to the kernels' workspace (>= 1). */
 void fp_model_set_threads(fp_model *m, int threads);
