@@ -1,0 +1,156 @@
+/* cudnn_bn.c — batch normalisation (spatial: per channel over N*H*W) on cuDNN, NHWC tensors in fp32 /
+ * fp16 / bf16 with fp32 parameters and statistics, the semantics of layers.h. Conventions checked:
+ * cuDNN updates the running variance with the UNBIASED batch variance (Bessel's correction, as PyTorch and
+ * layers.h) and normalises with the biased one; its "saved inverse variance" is 1/sqrt(var + eps), i.e.
+ * layers.h's save_invstd; exponentialAverageFactor is PyTorch's momentum. So nothing is compensated here;
+ * tests/gpu/test_cudnn_ops.c compares running_var against the CPU kernel to hold cuDNN to it.
+ * Training uses CUDNN_BATCHNORM_SPATIAL_PERSISTENT for fp32 / fp16 when configured (PyTorch's choice for
+ * channels-last): faster, but cuDNN documents that very large finite inputs may overflow to Inf / NaN where
+ * SPATIAL stays finite. bf16 and evaluation use SPATIAL; a NOT_SUPPORTED answer in persistent mode
+ * switches the context to SPATIAL for good. */
+#include "config.h"
+#include <string.h>
+#include "error.h"
+#include "trainer/cuda/cudnn_internal.h"
+
+static cudnnBatchNormMode_t train_mode(const fp_cudnn *d, fp_dtype dt)
+{
+    if (d->cfg.bn_persistent && !d->bn_persistent_broken && (dt == FP_DT_F32 || dt == FP_DT_F16))
+        return CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+    return CUDNN_BATCHNORM_SPATIAL;
+}
+
+/* x / y descriptors in td[0] / td[1], the derived parameter descriptor (1xCx1x1 fp32) in td[2]. */
+static int set_descs(fp_cudnn *d, const fp_dtensor *x, const fp_dtensor *y, cudnnBatchNormMode_t mode,
+                     const char *op)
+{
+    int rc;
+    if ((rc = fpc_set_nhwc(d, d->td[0], x->dims, x->dtype, op)) != FP_OK ||
+        (rc = fpc_set_nhwc(d, d->td[1], y->dims, y->dtype, op)) != FP_OK)
+        return rc;
+    FPC_DNN(d, cudnnDeriveBNTensorDescriptor(d->td[2], d->td[0], mode), op);
+    return FP_OK;
+}
+
+static int check_pair(fp_cudnn *d, const char *op, const fp_dtensor *a, const char *an, const fp_dtensor *b,
+                      const char *bn)
+{
+    int rc;
+    if ((rc = fpc_check_tensor(d, a, op, an)) != FP_OK || (rc = fpc_check_tensor(d, b, op, bn)) != FP_OK ||
+        (rc = fpc_same_dtype(d, op, a, b)) != FP_OK || (rc = fpc_same_dims(d, op, a->dims, b->dims, bn)) != FP_OK)
+        return rc;
+    return FP_OK;
+}
+
+static int is_not_supported(cudnnStatus_t s)
+{
+    return CUDNN_STATUS_CATEGORY(s) == CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+int fp_cudnn_bn_forward_train(fp_cudnn *d, const fp_dtensor *y, float *save_mean, float *save_invstd,
+                              float *running_mean, float *running_var, const fp_dtensor *x, const float *gamma,
+                              const float *beta, const fp_bn_params *p)
+{
+    const char *op = "batchnorm forward train";
+    int rc = check_pair(d, op, x, "x", y, "y");
+    if (rc != FP_OK)
+        return rc;
+    if (!gamma || !beta || !p)
+        return fpc_fail_arg(d, op, "gamma, beta and params must not be NULL");
+    if (fpc_elems(x->dims) / (size_t)x->dims.c <= 1)
+        return fpc_fail_arg(d, op, "training needs more than one value per channel (N*H*W > 1)");
+    /* cuDNN takes both running pointers or neither, both saved pointers or neither: a lone NULL gets
+     * scratch. */
+    size_t c = (size_t)x->dims.c;
+    if ((!running_mean) != (!running_var) || (!save_mean) != (!save_invstd)) {
+        if ((rc = fpc_scratch(d, 2 * c, op)) != FP_OK)
+            return rc;
+        if (!running_mean && running_var)
+            running_mean = d->scratch;
+        if (!running_var && running_mean)
+            running_var = d->scratch;
+        if (!save_mean && save_invstd)
+            save_mean = d->scratch + c;
+        if (!save_invstd && save_mean)
+            save_invstd = d->scratch + c;
+    }
+    const float one = 1.0f, zero = 0.0f;
+    for (;;) {
+        cudnnBatchNormMode_t mode = train_mode(d, x->dtype);
+        if ((rc = set_descs(d, x, y, mode, op)) != FP_OK)
+            return rc;
+        cudnnStatus_t s = cudnnBatchNormalizationForwardTraining(
+            d->dnn, mode, &one, &zero, d->td[0], x->data, d->td[1], y->data, d->td[2], gamma, beta,
+            (double)p->momentum, running_mean, running_var, (double)p->eps, save_mean, save_invstd);
+        if (s == CUDNN_STATUS_SUCCESS)
+            return FP_OK;
+        if (mode == CUDNN_BATCHNORM_SPATIAL_PERSISTENT && is_not_supported(s)) {
+            d->bn_persistent_broken = 1;
+            continue;
+        }
+        return fpc_fail_cudnn(d, s, op);
+    }
+}
+
+int fp_cudnn_bn_forward_eval(fp_cudnn *d, const fp_dtensor *y, const fp_dtensor *x, const float *gamma,
+                             const float *beta, const float *running_mean, const float *running_var,
+                             const fp_bn_params *p)
+{
+    const char *op = "batchnorm forward eval";
+    int rc = check_pair(d, op, x, "x", y, "y");
+    if (rc != FP_OK)
+        return rc;
+    if (!gamma || !beta || !running_mean || !running_var || !p)
+        return fpc_fail_arg(d, op, "gamma, beta, running statistics and params must not be NULL");
+    if ((rc = set_descs(d, x, y, CUDNN_BATCHNORM_SPATIAL, op)) != FP_OK)
+        return rc;
+    const float one = 1.0f, zero = 0.0f;
+    FPC_DNN(d, cudnnBatchNormalizationForwardInference(d->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d->td[0],
+                                                       x->data, d->td[1], y->data, d->td[2], gamma, beta,
+                                                       running_mean, running_var, (double)p->eps), op);
+    return FP_OK;
+}
+
+int fp_cudnn_bn_backward(fp_cudnn *d, const fp_dtensor *dx, float *dgamma, float *dbeta, const fp_dtensor *dy,
+                         const fp_dtensor *x, const float *gamma, const float *save_mean,
+                         const float *save_invstd, const fp_bn_params *p)
+{
+    const char *op = "batchnorm backward";
+    int rc;
+    if ((rc = check_pair(d, op, x, "x", dy, "dy")) != FP_OK || (rc = check_pair(d, op, x, "x", dx, "dx")) != FP_OK)
+        return rc;
+    if (!gamma || !save_mean || !save_invstd || !p)
+        return fpc_fail_arg(d, op, "gamma, saved mean / invstd and params must not be NULL");
+    size_t c = (size_t)x->dims.c;
+    if (!dgamma || !dbeta) {
+        /* cuDNN always writes both parameter gradients: a skipped one lands in zeroed scratch. */
+        if ((rc = fpc_scratch(d, 2 * c, op)) != FP_OK)
+            return rc;
+        cudaError_t e = cudaMemsetAsync(d->scratch, 0, 2 * c * sizeof(float), d->stream);
+        if (e != cudaSuccess)
+            return fpc_fail_cuda(d, e, op);
+        if (!dgamma)
+            dgamma = d->scratch;
+        if (!dbeta)
+            dbeta = d->scratch + c;
+    }
+    /* beta = 1 everywhere: dx, dgamma, dbeta accumulate (layers.h). */
+    const float one = 1.0f;
+    for (;;) {
+        cudnnBatchNormMode_t mode = train_mode(d, x->dtype);
+        if ((rc = set_descs(d, x, dy, mode, op)) != FP_OK)
+            return rc;
+        if ((rc = fpc_set_nhwc(d, d->td[3], dx->dims, dx->dtype, op)) != FP_OK)
+            return rc;
+        cudnnStatus_t s = cudnnBatchNormalizationBackward(d->dnn, mode, &one, &one, &one, &one, d->td[0], x->data,
+                                                          d->td[1], dy->data, d->td[3], dx->data, d->td[2], gamma,
+                                                          dgamma, dbeta, (double)p->eps, save_mean, save_invstd);
+        if (s == CUDNN_STATUS_SUCCESS)
+            return FP_OK;
+        if (mode == CUDNN_BATCHNORM_SPATIAL_PERSISTENT && is_not_supported(s)) {
+            d->bn_persistent_broken = 1;
+            continue;
+        }
+        return fpc_fail_cudnn(d, s, op);
+    }
+}
