@@ -11,6 +11,12 @@ endif
 EXTRA_DIST += trainer/cuda/kernels.h trainer/cuda/xent.cu trainer/cuda/amp.cu trainer/cuda/sgd.cu \
 	trainer/cuda/hist.cu trainer/cuda/layer_error.cu
 
+# The arena: bookkeeping in C (CPU-tested with a host block), cudaMalloc only in a CUDA build.
+lib_libfp_a_SOURCES += trainer/cuda/arena.c trainer/cuda/arena.h
+check_PROGRAMS += tests/test_arena
+TESTS += tests/test_arena
+tests_test_arena_LDADD = $(TEST_LDADD)
+
 # GPU tests: each kernel against its CPU reference; they skip with a TAP reason without a GPU.
 check_PROGRAMS += tests/gpu/test_cuda_kernels
 TESTS += tests/gpu/test_cuda_kernels
