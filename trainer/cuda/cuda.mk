@@ -21,3 +21,9 @@ tests_test_arena_LDADD = $(TEST_LDADD)
 check_PROGRAMS += tests/gpu/test_cuda_kernels
 TESTS += tests/gpu/test_cuda_kernels
 tests_gpu_test_cuda_kernels_LDADD = $(TEST_LDADD)
+
+# Kernel-name classification (every build: the store and the report use it without CUDA too).
+lib_libfp_a_SOURCES += probe/kernel_class.c probe/kernel_class.h
+check_PROGRAMS += tests/test_kernel_class
+TESTS += tests/test_kernel_class
+tests_test_kernel_class_LDADD = $(TEST_LDADD)
