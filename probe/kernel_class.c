@@ -78,6 +78,6 @@ int fp_kernel_class_tensor_core(fp_kernel_class c)
 
 const char *fp_kernel_class_name(fp_kernel_class c)
 {
-    static const char *const names[FP_KCLASS_COUNT] = {"simt", "mma", "wgmma", "tcgen05"};
+    static const char *const names[FP_KCLASS_COUNT] = {"unknown", "simt", "mma", "wgmma", "tcgen05"};
     return c >= 0 && c < FP_KCLASS_COUNT ? names[c] : "unknown";
 }

@@ -5,12 +5,13 @@
 #ifndef FP_KERNEL_CLASS_H
 #define FP_KERNEL_CLASS_H
 
+/* The values are the store's ENUM_KERNEL_CLASS ids; 0 (a zeroed record) is "unknown", stored as NULL. */
 typedef enum {
-    FP_KCLASS_UNKNOWN = -1,  /* no name */
-    FP_KCLASS_SIMT = 0,      /* CUDA cores: sgemm, ffma xmma tiles, elementwise, reductions, ... */
-    FP_KCLASS_MMA = 1,       /* mma.sync / wmma: h884, s1688, i8816, h16816, tensorop, xmma ..._tensor16x8x16 */
-    FP_KCLASS_WGMMA = 2,     /* Hopper wgmma: sm90_xmma ... warpgroupsize, gmma, cutlass3x_sm90 tensorop, nvjet */
-    FP_KCLASS_TCGEN05 = 3,   /* Blackwell tcgen05 / umma: sm100_xmma, tcgen05, cutlass3x_sm100 tensorop */
+    FP_KCLASS_UNKNOWN = 0,   /* no name */
+    FP_KCLASS_SIMT = 1,      /* CUDA cores: sgemm, ffma xmma tiles, elementwise, reductions, ... */
+    FP_KCLASS_MMA = 2,       /* mma.sync / wmma: h884, s1688, i8816, h16816, tensorop, xmma ..._tensor16x8x16 */
+    FP_KCLASS_WGMMA = 3,     /* Hopper wgmma: sm90_xmma ... warpgroupsize, gmma, cutlass3x_sm90 tensorop, nvjet */
+    FP_KCLASS_TCGEN05 = 4,   /* Blackwell tcgen05 / umma: sm100_xmma, tcgen05, cutlass3x_sm100 tensorop */
     FP_KCLASS_COUNT
 } fp_kernel_class;
 
@@ -26,7 +27,7 @@ typedef enum {
  *   5. anything else (sgemm, elementwise, batchnorm, reductions, copies): SIMT. */
 fp_kernel_class fp_kernel_classify(const char *name);
 
-/* 1 for MMA, WGMMA and TCGEN05; 0 for SIMT; -1 for UNKNOWN (the store's tensorCore column). */
+/* 1 for MMA, WGMMA and TCGEN05; 0 for SIMT; -1 for UNKNOWN or out of range (the store's tensorCore). */
 int fp_kernel_class_tensor_core(fp_kernel_class c);
 
 /* "simt", "mma", "wgmma", "tcgen05" ("unknown" otherwise): ENUM_KERNEL_CLASS's names. */
