@@ -1,7 +1,6 @@
 /* xent.cu — softmax cross-entropy on the device with fp_softmax_xent's semantics (trainer/cpu/xent.c):
  * labels checked first (nothing written on a bad one), max subtracted, exps in fp32, sums and logs in
  * double, dlogits = (softmax - onehot) / n, top-1 / top-5 hits with ties in the label's favour. */
-#include <climits>
 #include <math.h>
 #include "kernels.h"
 
