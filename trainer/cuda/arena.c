@@ -98,7 +98,9 @@ int fp_arena_new_device(fp_arena **out, size_t size, const char *name)
     cudaError_t err = cudaMalloc(&block, size);
     if (err != cudaSuccess) {
         cudaGetLastError();   /* an allocation failure is not sticky: clear it for the next caller */
-        return fp_fail(FP_ENOMEM, "arena %s: cudaMalloc of %zu bytes (%s) failed: %s", name ? name : "(unnamed)", size,
+        /* out of memory is FP_ENOMEM; no driver / no device / anything else: the GPU is unavailable */
+        return fp_fail(err == cudaErrorMemoryAllocation ? FP_ENOMEM : FP_EUNAVAIL,
+                       "arena %s: cudaMalloc of %zu bytes (%s) failed: %s", name ? name : "(unnamed)", size,
                        fp_arena_format_bytes(size, sz, sizeof sz), cudaGetErrorString(err));
     }
     int rc = fp_arena_new_over(out, block, size, name);

@@ -16,9 +16,9 @@ typedef struct fp_arena fp_arena;
  * messages ("fp16 arm"). The block stays the caller's. FP_EINVAL for a NULL block / out, FP_ENOMEM. */
 int fp_arena_new_over(fp_arena **out, void *block, size_t size, const char *name);
 
-/* One cudaMalloc of size bytes, owned by the arena (freed by fp_arena_free_all). FP_ENOMEM with a
- * message naming the arena, the size and the CUDA error when it fails; FP_EUNAVAIL in a build
- * without CUDA. */
+/* One cudaMalloc of size bytes, owned by the arena (freed by fp_arena_free_all). When it fails, a
+ * message naming the arena, the size and the CUDA error, with FP_ENOMEM for out of device memory and
+ * FP_EUNAVAIL for any other CUDA error (no driver, no device) and in a build without CUDA. */
 int fp_arena_new_device(fp_arena **out, size_t size, const char *name);
 
 /* Releases the bookkeeping and, for a device arena, the block. NULL is fine. */
