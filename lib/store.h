@@ -98,6 +98,8 @@ typedef struct {
     uint32_t correlation_id;
     uint32_t grid[3], block[3];
     int32_t tensor_core;        /* 1 used tensor cores, 0 not, < 0 unknown */
+    int32_t kernel_class;       /* fp_kernel_class (probe/kernel_class.h): 1 simt, 2 mma, 3 wgmma,
+                                 * 4 tcgen05; 0 (a zeroed record) or out of range: unknown, NULL */
 } fp_kernel_rec_t;
 
 typedef struct {

@@ -177,9 +177,11 @@ typedef struct {
 int fp_reader_precision_summary(fp_reader_t *r, int64_t run, fp_precision_sum_t **rows, size_t *n);
 
 /* Per kernel name (as fp_reader_kernel_summary names them): 1 when any instance used tensor cores,
- * 0 when none did, -1 when unknown. */
+ * 0 when none did, -1 when unknown; kernel_class: the highest class of its instances
+ * (fp_kernel_class, probe/kernel_class.h: 1 simt, 2 mma, 3 wgmma, 4 tcgen05; 0 unknown). */
 typedef struct {
     int tensor_core;
+    int kernel_class;
     char name[512];
 } fp_kernel_flag_t;
 int fp_reader_kernel_flags(fp_reader_t *r, int64_t run, fp_kernel_flag_t **rows, size_t *n);
@@ -195,6 +197,7 @@ typedef struct {
     uint32_t correlation_id;
     uint32_t grid[3], block[3];
     int tensor_core;             /* < 0 unknown */
+    int kernel_class;            /* fp_kernel_class (probe/kernel_class.h); 0 unknown (NULL) */
     char name[256];
 } fp_kernel_row_t;
 int fp_reader_kernels(fp_reader_t *r, int64_t run, int64_t step_lo, int64_t step_hi, fp_kernel_row_t **rows,

@@ -298,12 +298,14 @@ static int fill_flag(sqlite3_stmt *st, void *elem, fp_reader_t *r)
     fp_kernel_flag_t *k = elem;
     text_of(st, 0, k->name, sizeof k->name);
     k->tensor_core = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 1);
+    k->kernel_class = sqlite3_column_int(st, 2);   /* NULL reads as 0: unknown */
     return FP_OK;
 }
 
 int fp_reader_kernel_flags(fp_reader_t *r, int64_t run, fp_kernel_flag_t **rows, size_t *n)
 {
-    return collect(r, "SELECT coalesce(s.value, '(unnamed)'), max(k.tensorCore) FROM kernels k LEFT JOIN StringIds s"
+    return collect(r, "SELECT coalesce(s.value, '(unnamed)'), max(k.tensorCore), max(k.kernelClass) FROM kernels k"
+                      " LEFT JOIN StringIds s"
                       " ON s.id = coalesce(k.demangledName, k.shortName) WHERE k.run = ?1"
                       " GROUP BY coalesce(k.demangledName, k.shortName, 0)",
                    &run, 1, 1, sizeof **rows, (void **)rows, n, fill_flag, "reading kernel flags");
@@ -340,6 +342,7 @@ static int fill_kernel(sqlite3_stmt *st, void *elem, fp_reader_t *r)
     }
     k->tensor_core = sqlite3_column_type(st, 14) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 14);
     text_of(st, 15, k->name, sizeof k->name);
+    k->kernel_class = sqlite3_column_int(st, 16);   /* NULL reads as 0: unknown */
     return FP_OK;
 }
 
@@ -349,7 +352,7 @@ int fp_reader_kernels(fp_reader_t *r, int64_t run, int64_t step_lo, int64_t step
     int64_t args[3] = {run, step_lo, step_hi};
     return collect(r, "SELECT k.step, k.start, k.end, k.layer, k.phase, k.deviceId, k.streamId, k.correlationId,"
                       " k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, k.tensorCore,"
-                      " coalesce(d.value, s.value, '(unnamed)') FROM kernels k"
+                      " coalesce(d.value, s.value, '(unnamed)'), k.kernelClass FROM kernels k"
                       " LEFT JOIN StringIds s ON s.id = k.shortName LEFT JOIN StringIds d ON d.id = k.demangledName"
                       " WHERE k.run = ?1 AND k.step BETWEEN ?2 AND ?3 ORDER BY k.step, k.start",
                    args, 3, 1, sizeof **rows, (void **)rows, n, fill_kernel, "reading kernels");

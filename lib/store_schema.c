@@ -17,6 +17,11 @@
     "  sm_clock_mhz INTEGER, mem_clock_mhz INTEGER);\n"                                             \
     "CREATE INDEX device_samples_run_time ON device_samples(run, timestamp);\n"
 
+/* Version 3: the matrix unit each kernel ran on (probe/kernel_class.h; ids are fp_kernel_class). */
+#define KERNEL_CLASS_SQL                                                                            \
+    "CREATE TABLE ENUM_KERNEL_CLASS (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);\n"         \
+    "INSERT INTO ENUM_KERNEL_CLASS VALUES (1,'simt'),(2,'mma'),(3,'wgmma'),(4,'tcgen05');\n"
+
 static const char schema_current[] =
     /* Enumerations, named like Nsight Systems' ENUM_* tables. */
     "CREATE TABLE ENUM_PHASE (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);\n"
@@ -24,6 +29,7 @@ static const char schema_current[] =
     "CREATE TABLE ENUM_TENSOR_ROLE (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);\n"
     "INSERT INTO ENUM_TENSOR_ROLE VALUES (0,'activation'),(1,'activation_grad'),(2,'weight'),"
     "(3,'weight_grad'),(4,'update');\n"
+    KERNEL_CLASS_SQL
     /* Deduplicated names (kernel names), as in nsys exports. */
     "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL UNIQUE);\n"
     "CREATE TABLE sessions (\n"
@@ -63,7 +69,7 @@ static const char schema_current[] =
     "  deviceId INTEGER, streamId INTEGER, correlationId INTEGER,\n"
     "  gridX INTEGER, gridY INTEGER, gridZ INTEGER, blockX INTEGER, blockY INTEGER, blockZ INTEGER,\n"
     "  shortName INTEGER REFERENCES StringIds(id), demangledName INTEGER REFERENCES StringIds(id),\n"
-    "  tensorCore INTEGER);\n"
+    "  tensorCore INTEGER, kernelClass INTEGER REFERENCES ENUM_KERNEL_CLASS(id));\n"
     "CREATE INDEX kernels_run_step ON kernels(run, step);\n"
     "CREATE TABLE histograms (\n"
     "  id INTEGER PRIMARY KEY, run INTEGER NOT NULL, step INTEGER NOT NULL, layer INTEGER NOT NULL,\n"
@@ -103,8 +109,14 @@ static const char migrate_1_to_2[] =
     "ALTER TABLE runs ADD COLUMN heartbeat INTEGER;\n"
     DEVICE_SAMPLES_SQL;
 
+/* Version 2 -> 3: each kernel's class (SIMT / MMA / wgmma / tcgen05). Rows written before stay NULL
+ * (not classified): their tensorCore flag is kept as it was. */
+static const char migrate_2_to_3[] =
+    KERNEL_CLASS_SQL
+    "ALTER TABLE kernels ADD COLUMN kernelClass INTEGER REFERENCES ENUM_KERNEL_CLASS(id);\n";
+
 /* migrations[v - 1] upgrades a version-v file to version v + 1. */
-static const char *const migrations[FP_STORE_SCHEMA_VERSION - 1] = {migrate_1_to_2};
+static const char *const migrations[FP_STORE_SCHEMA_VERSION - 1] = {migrate_1_to_2, migrate_2_to_3};
 
 const char *fp_store_schema_sql(void)
 {
@@ -130,8 +142,9 @@ static const fp_store_table_t tables[] = {
     {"kernels",
      "SELECT k.id, k.run, k.step, k.layer, p.name AS phase, k.start, k.end, k.end - k.start AS duration,"
      " k.deviceId, k.streamId, k.correlationId, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ,"
-     " s.value AS shortName, d.value AS demangledName, k.tensorCore FROM kernels k"
+     " s.value AS shortName, d.value AS demangledName, k.tensorCore, c.name AS kernelClass FROM kernels k"
      " LEFT JOIN ENUM_PHASE p ON p.id = k.phase LEFT JOIN StringIds s ON s.id = k.shortName"
+     " LEFT JOIN ENUM_KERNEL_CLASS c ON c.id = k.kernelClass"
      " LEFT JOIN StringIds d ON d.id = k.demangledName WHERE k.run = ?1 ORDER BY k.step, k.start"},
     {"histograms",
      "SELECT h.id, h.run, h.step, h.layer, r.name AS role, h.count, h.zero, h.nan, h.pos_inf, h.neg_inf,"

@@ -42,8 +42,8 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_BEGIN] = "BEGIN",
     [ST_COMMIT] = "COMMIT",
     [ST_KERNEL] = "INSERT INTO kernels (run, step, layer, phase, start, end, deviceId, streamId, correlationId,"
-                  " gridX, gridY, gridZ, blockX, blockY, blockZ, shortName, demangledName, tensorCore)"
-                  " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                  " gridX, gridY, gridZ, blockX, blockY, blockZ, shortName, demangledName, tensorCore, kernelClass)"
+                  " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [ST_STEP] = "INSERT OR REPLACE INTO steps (run, step, loss, loss_scale, skipped, lr, start, end, wall_ns,"
                 " samples_per_s, mem_current, mem_peak, energy_j, power_w) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [ST_LAYER_TIME] = "INSERT OR REPLACE INTO layer_times (run, step, layer, phase, time_ns, kernels)"
@@ -174,6 +174,8 @@ static int apply_kernel(fp_store_t *s, const fp_kernel_rec_t *k)
     if (k->demangled_name > 0)
         sqlite3_bind_int64(st, 17, k->demangled_name);
     bind_i64_na(st, 18, k->tensor_core);
+    if (k->kernel_class >= 1 && k->kernel_class <= 4)   /* ENUM_KERNEL_CLASS ids; else NULL */
+        sqlite3_bind_int(st, 19, k->kernel_class);
     return run_stmt(st);
 }
 

@@ -1,7 +1,8 @@
 /* cupti_activity.c — kernel-level tracing with the CUPTI Activity API (built only with CUPTI):
  * CONCURRENT_KERNEL (never KERNEL, which serialises kernels), MEMCPY, MEMSET, MEMORY2, RUNTIME,
  * EXTERNAL_CORRELATION and OVERHEAD, 8 MB buffers, kernels attributed to (layer, phase) through
- * external correlation ids pushed around every layer of a traced step. Promises: the completion
+ * external correlation ids pushed around every layer of a traced step, each kernel classified by name
+ * (probe/kernel_class.h: its class and, from it, the tensorCore flag). Promises: the completion
  * callback only queues buffers (all parsing on the trainer thread at a flush); dropped records are
  * counted; CUPTI refused or absent -> "unavailable" with the reason, training goes on. */
 #include "config.h"
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <cupti.h>
 #include "error.h"
+#include "probe/kernel_class.h"
 #include "probe/probe.h"
 
 #define BUF_SIZE (8u << 20)        /* 4-8 MB as CUPTI's samples and kineto */
@@ -176,7 +178,8 @@ static void add_kernel(fp_cupti *c, const CUpti_ActivityKernel10 *k)
     r->block[0] = (uint32_t)k->blockX;
     r->block[1] = (uint32_t)k->blockY;
     r->block[2] = (uint32_t)k->blockZ;
-    r->tensor_core = fp_kernel_uses_tensor_cores(k->name);
+    r->kernel_class = (int32_t)fp_kernel_classify(k->name);
+    r->tensor_core = fp_kernel_class_tensor_core((fp_kernel_class)r->kernel_class);
 }
 
 /* Parses every queued buffer: correlation records first (they may arrive in another buffer than

@@ -80,8 +80,18 @@ static char *schema_of(const char *path)
     return out;
 }
 
+/* The version-3 additions taken away again: a version-2 file (with one kernel row). */
+#define TO_V2                                                                                       \
+    "ALTER TABLE kernels DROP COLUMN kernelClass; DROP TABLE ENUM_KERNEL_CLASS;"
+static const char to_v2[] =
+    TO_V2 " PRAGMA user_version = 2;"
+    " INSERT INTO sessions (id, name, start) VALUES (1, 'old', 1);"
+    " INSERT INTO runs (id, session, model, policy, start, status) VALUES (1, 1, 'resnet50', 'bf16', 1, 'finished');"
+    " INSERT INTO StringIds (id, value) VALUES (1, 'ampere_h16816gemm_256x128_ldg8_stages_64x3_tn');"
+    " INSERT INTO kernels (run, step, start, end, shortName, tensorCore) VALUES (1, 1, 100, 200, 1, 1);";
+
 static const char to_v1[] =
-    "DROP TABLE device_samples; ALTER TABLE runs DROP COLUMN heartbeat; ALTER TABLE runs DROP COLUMN writer_host;"
+    TO_V2 " DROP TABLE device_samples; ALTER TABLE runs DROP COLUMN heartbeat; ALTER TABLE runs DROP COLUMN writer_host;"
     " ALTER TABLE runs DROP COLUMN writer_pid; PRAGMA user_version = 1;"
     " INSERT INTO sessions (id, name, start) VALUES (1, 'old', 1);"
     " INSERT INTO runs (id, session, model, policy, start, status) VALUES (1, 1, 'resnet18', 'fp16', 1, 'finished');"
@@ -148,6 +158,64 @@ static void test_create_reopen_migrate(void)
     tap_is_int(tu_sql_int(bad, "PRAGMA user_version"), 1, "after it the file is still version 1");
     tap_is_int(tu_sql_int(bad, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'writer_pid'"), 0,
                "and the first migration steps were rolled back too");
+    free(p);
+    free(old);
+    free(bad);
+}
+
+/* Version 2 -> 3: the kernel class table and column; old kernel rows keep their values, class NULL. */
+static void test_migrate_v2(void)
+{
+    char *p = tu_path(dir, "new3.db");
+    fp_store_t *s;
+    int rc = fp_store_open(&s, p);
+    if (rc == FP_OK)
+        fp_store_close(s, FP_RUN_FINISHED, NULL);
+    char *old = fresh("v2.db");
+    tu_sql(old, to_v2);
+    tap_is_int(tu_sql_int(old, "PRAGMA user_version"), 2, "hand-built file is version 2");
+    fp_reader_t *r;
+    tu_snap_t snap;
+    tu_snap(old, &snap);
+    rc = fp_reader_open(&r, old);
+    fp_reader_close(r);
+    tap_ok(rc == FP_EVERSION && tu_same(old, &snap), "a reader refuses version 2 without migrating it (%s)",
+           fp_error_message());
+    tu_snap_free(&snap);
+    rc = fp_store_open(&s, old);
+    tap_is_int(rc, FP_OK, "the writer migrates version 2 (%s)", fp_error_message());
+    if (rc == FP_OK)
+        fp_store_close(s, FP_RUN_FINISHED, NULL);
+    tap_is_int(tu_sql_int(old, "PRAGMA user_version"), FP_STORE_SCHEMA_VERSION, "version 2 migrated to the current");
+    char *a = schema_of(p), *b = schema_of(old);
+    tap_ok(strcmp(a, b) == 0, "migrated (from 2) tables and columns equal a new file's");
+    free(a);
+    free(b);
+    tap_is_int(tu_sql_int(old, "SELECT count(*) FROM kernels WHERE start = 100 AND end = 200 AND tensorCore = 1"
+                               " AND shortName = 1 AND kernelClass IS NULL"), 1,
+               "the old kernel row survived, its class NULL (not classified)");
+    tap_is_int(tu_sql_int(old, "SELECT count(*) FROM ENUM_KERNEL_CLASS WHERE (id, name) IN"
+                               " (VALUES (1,'simt'),(2,'mma'),(3,'wgmma'),(4,'tcgen05'))"), 4,
+               "ENUM_KERNEL_CLASS holds the four classes");
+    tap_ok(fp_reader_open(&r, old) == FP_OK, "a reader opens the migrated file");
+    fp_kernel_row_t *rows = NULL;
+    size_t n = 0;
+    rc = fp_reader_kernels(r, 1, 0, 10, &rows, &n);
+    tap_ok(rc == FP_OK && n == 1 && rows[0].kernel_class == 0 && rows[0].tensor_core == 1,
+           "the reader shows the old kernel as class unknown, tensor cores as recorded");
+    free(rows);
+    fp_reader_close(r);
+
+    /* A failing 2 -> 3 migration (the enum table already there) leaves the file at version 2. */
+    char *bad = fresh("v2bad.db");
+    tu_sql(bad, to_v2);
+    tu_sql(bad, "CREATE TABLE ENUM_KERNEL_CLASS (x)");
+    rc = fp_store_open(&s, bad);
+    tap_ok(rc != FP_OK && strstr(fp_error_message(), "rolled back"), "a failing 2 -> 3 migration is reported (%s)",
+           fp_error_message());
+    tap_is_int(tu_sql_int(bad, "PRAGMA user_version"), 2, "after it the file is still version 2");
+    tap_is_int(tu_sql_int(bad, "SELECT count(*) FROM pragma_table_info('kernels') WHERE name = 'kernelClass'"), 0,
+               "and kernels has no class column");
     free(p);
     free(old);
     free(bad);
@@ -304,6 +372,7 @@ int main(void)
     if (!dir)
         tap_skip_all("cannot create a scratch directory");
     test_create_reopen_migrate();
+    test_migrate_v2();
     test_refusals();
     test_permissions();
     tu_rmdir(dir);

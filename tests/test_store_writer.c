@@ -269,6 +269,86 @@ static void test_end_run(void)
     free(p);
 }
 
+/* Each kernel's class: written as its ENUM_KERNEL_CLASS id (unknown / out of range: NULL), read back
+ * through fp_reader_kernels and fp_reader_kernel_flags, named in the export. */
+static void test_kernel_class(void)
+{
+    char *p = tu_path(dir, "kclass.db");
+    fp_store_t *s;
+    int64_t session = 0, run = 0;
+    fp_session_info_t si = {0};
+    fp_run_info_t ri = {.model = "m", .policy = "fp16", .batch_size = -1, .image_size = -1};
+    int rc = fp_store_open(&s, p);
+    if (rc == FP_OK)
+        rc = fp_store_begin_session(s, &si, &session);
+    ri.session = session;
+    if (rc == FP_OK)
+        rc = fp_store_begin_run(s, &ri, &run);
+    if (rc != FP_OK) {
+        tap_ok(0, "store for the kernel-class test (%s)", fp_error_message());
+        free(p);
+        return;
+    }
+    /* classes 0 (unknown), 1 simt, 2 mma, 3 wgmma, 4 tcgen05, 9 (out of range); names a, b, b, c, c, d */
+    const int cls[6] = {0, 1, 2, 3, 4, 9};
+    const char *names[6] = {"k_a", "k_b", "k_b", "k_c", "k_c", "k_d"};
+    fp_kernel_rec_t k[6];
+    memset(k, 0, sizeof k);
+    for (int i = 0; i < 6; i++) {
+        k[i] = (fp_kernel_rec_t){.run = run, .step = 1, .layer = -1, .phase = -1, .start = 10 * i, .end = 10 * i + 5,
+                                 .short_name = fp_store_intern(s, names[i]), .tensor_core = cls[i] >= 2 && cls[i] <= 4,
+                                 .kernel_class = cls[i]};
+    }
+    rc = fp_store_kernels(s, k, 6);
+    if (rc == FP_OK)
+        rc = fp_store_close(s, FP_RUN_FINISHED, NULL);
+    tap_is_int(rc, FP_OK, "kernels with classes written");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM kernels WHERE kernelClass IS NULL"), 2,
+               "unknown (0) and out-of-range (9) classes are NULL");
+    tap_is_int(tu_sql_int(p, "SELECT group_concat(kernelClass, '') FROM (SELECT kernelClass FROM kernels"
+                             " WHERE kernelClass IS NOT NULL ORDER BY start)"),
+               1234, "classes 1..4 stored as their ids, in order");
+    fp_reader_t *r;
+    rc = fp_reader_open(&r, p);
+    fp_kernel_row_t *rows = NULL;
+    size_t n = 0;
+    if (rc == FP_OK)
+        rc = fp_reader_kernels(r, run, 0, 10, &rows, &n);
+    int ok = rc == FP_OK && n == 6;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = rows[i].kernel_class == (cls[i] <= 4 ? cls[i] : 0);
+    tap_ok(ok, "fp_reader_kernels reads each class back (NULL as 0)");
+    free(rows);
+    fp_kernel_flag_t *fl = NULL;
+    if (rc == FP_OK)
+        rc = fp_reader_kernel_flags(r, run, &fl, &n);
+    int seen = 0;
+    for (size_t i = 0; rc == FP_OK && i < n; i++) {
+        if (strcmp(fl[i].name, "k_b") == 0)
+            seen += fl[i].kernel_class == 2;
+        if (strcmp(fl[i].name, "k_c") == 0)
+            seen += fl[i].kernel_class == 4 && fl[i].tensor_core == 1;
+        if (strcmp(fl[i].name, "k_a") == 0)
+            seen += fl[i].kernel_class == 0;
+    }
+    tap_is_int(seen, 3, "fp_reader_kernel_flags: the highest class per name (k_b mma, k_c tcgen05, k_a unknown)");
+    free(fl);
+    char *csv = tu_path(dir, "kclass.csv");
+    FILE *f = fopen(csv, "w");
+    if (rc == FP_OK && f)
+        rc = fp_reader_export_csv(r, run, "kernels", f);
+    if (f)
+        fclose(f);
+    size_t len = 0;
+    char *text = tu_slurp(csv, &len);
+    tap_ok(rc == FP_OK && text && strstr(text, "kernelClass") && strstr(text, ",wgmma") && strstr(text, ",tcgen05"),
+           "the kernels export names the class column and its values");
+    free(text);
+    free(csv);
+    fp_reader_close(r);
+    free(p);
+}
+
 int main(void)
 {
     dir = tu_mkdir();
@@ -277,6 +357,7 @@ int main(void)
     test_fixture_reads_back();
     test_threads_and_freshness();
     test_end_run();
+    test_kernel_class();
     tu_rmdir(dir);
     return tap_done();
 }

@@ -1,0 +1,29 @@
+# trainer/cuda/cuda.mk — the CUDA backend's own kernels (loss, AMP, SGD, histogram, layer error), the
+# per-arm device arena, the kernel-name classifier, and their tests (GPU tests skip without one).
+if HAVE_CUDA
+lib_libfp_a_SOURCES += trainer/cuda/kernels.h trainer/cuda/xent.cu trainer/cuda/amp.cu trainer/cuda/sgd.cu \
+	trainer/cuda/hist.cu trainer/cuda/layer_error.cu
+# nvcc objects get no automatic header dependencies: list them.
+FP_CUDA_KERNEL_DEPS = trainer/cuda/kernels.h lib/error.h lib/hist.h lib/formats.h trainer/precision.h
+trainer/cuda/xent.$(OBJEXT) trainer/cuda/amp.$(OBJEXT) trainer/cuda/sgd.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
+trainer/cuda/hist.$(OBJEXT) trainer/cuda/layer_error.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
+endif
+EXTRA_DIST += trainer/cuda/kernels.h trainer/cuda/xent.cu trainer/cuda/amp.cu trainer/cuda/sgd.cu \
+	trainer/cuda/hist.cu trainer/cuda/layer_error.cu
+
+# The arena: bookkeeping in C (CPU-tested with a host block), cudaMalloc only in a CUDA build.
+lib_libfp_a_SOURCES += trainer/cuda/arena.c trainer/cuda/arena.h
+check_PROGRAMS += tests/test_arena
+TESTS += tests/test_arena
+tests_test_arena_LDADD = $(TEST_LDADD)
+
+# GPU tests: each kernel against its CPU reference; they skip with a TAP reason without a GPU.
+check_PROGRAMS += tests/gpu/test_cuda_kernels
+TESTS += tests/gpu/test_cuda_kernels
+tests_gpu_test_cuda_kernels_LDADD = $(TEST_LDADD)
+
+# Kernel-name classification (every build: the store and the report use it without CUDA too).
+lib_libfp_a_SOURCES += probe/kernel_class.c probe/kernel_class.h
+check_PROGRAMS += tests/test_kernel_class
+TESTS += tests/test_kernel_class
+tests_test_kernel_class_LDADD = $(TEST_LDADD)

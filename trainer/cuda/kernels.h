@@ -1,0 +1,153 @@
+/* kernels.h — the CUDA backend's own kernels (not cuDNN / cuBLAS): loss, AMP unscale + check, fused
+ * SGD, exponent histogram, per-layer error. Each mirrors a CPU reference function and promises its
+ * semantics (named below). Pointers marked d_ are device pointers; stream is a cudaStream_t passed as
+ * void* (NULL: the default stream). Every function returns FP_OK or a negative FP_E* code with
+ * fp_error_message() naming the CUDA error; FP_EINVAL for bad arguments (checked before any launch). */
+#ifndef FP_CUDA_KERNELS_H
+#define FP_CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {   /* hist.h and precision.h have no guards of their own: C linkage for their functions */
+#endif
+#include "hist.h"
+#include "../precision.h"   /* fp_dtype (relative: nvcc sees only lib/ on its include path) */
+
+/* ---- softmax cross-entropy (trainer/layers.h fp_softmax_xent) ----
+ * d_logits [n, classes] fp32, d_labels [n] int32 in [0, classes). d_dlogits (may be NULL) gets
+ * (softmax - onehot) / n, overwritten. d_out (device) receives an fp_cuda_xent_result (loss sum not
+ * yet divided, hit counts, bad_label); fp_cuda_xent_finish turns the copied-back result into
+ * fp_softmax_xent's outputs. Labels are checked first, on the device: when one is out of range,
+ * bad_label names the first such sample, nothing else is written (d_dlogits untouched) and the
+ * finish step reports FP_EINVAL naming the sample, as the CPU does.
+ * One block per sample; exps in fp32 after max subtraction, sums and logs in double. */
+typedef struct {
+    double loss_sum;   /* sum over samples of lse - logit[label] (order of samples unspecified) */
+    int correct1, correct5;
+    int bad_label;     /* -1, or the smallest sample index whose label is out of range */
+    int pad;
+} fp_cuda_xent_result;
+#define FP_CUDA_XENT_OUT_BYTES sizeof(fp_cuda_xent_result)
+
+int fp_cuda_softmax_xent(fp_cuda_xent_result *d_out, float *d_dlogits, const float *d_logits,
+                         const int *d_labels, int n, int classes, void *stream);
+/* Host side: from a result copied back (after the stream synchronised) to fp_softmax_xent's
+ * outputs (loss = loss_sum / n as float; correct1 / correct5 may be NULL); FP_EINVAL on a bad label. */
+int fp_cuda_xent_finish(const fp_cuda_xent_result *res, int n, int classes, float *loss, int *correct1,
+                        int *correct5);
+/* Convenience: launch, copy back, synchronise the stream, finish (d_out is device scratch). */
+int fp_cuda_softmax_xent_sync(float *loss, int *correct1, int *correct5, float *d_dlogits, const float *d_logits,
+                              const int *d_labels, int n, int classes, fp_cuda_xent_result *d_out, void *stream);
+
+/* ---- many gradient segments in one launch (multi-tensor apply) ---- */
+typedef struct {
+    float *param;          /* SGD: fp32 master weights, updated in place (unused by unscale) */
+    float *grad;           /* fp32 gradient (unscale: scaled in place; SGD: read only) */
+    float *momentum;       /* SGD: momentum buffer (NULL when momentum == 0) */
+    uint16_t *lowp;        /* SGD: 16-bit copy of the new weights (NULL: none), dtype per call */
+    size_t n;
+    int apply_weight_decay;
+} fp_cuda_segment;
+
+/* trainer/precision.c fp_unscale_and_check over every segment's grad: g *= inv_scale, and *d_found
+ * (one device int) is set to 0, then to 1 when any value was Inf or NaN before scaling. Segments
+ * may be any number (launched in groups); segments with n == 0 are skipped. */
+int fp_cuda_unscale_and_check(const fp_cuda_segment *segs, size_t nseg, float inv_scale, int *d_found,
+                              void *stream);
+
+/* trainer/optim.c's SGD update (fp_optim_config semantics: momentum, nesterov, weight decay;
+ * dampening is always 0 there and here), element by element the fused-FMA path of optim.c, which
+ * is bit-exact with torch 1.13: d = fma(p, wd, g) when weight decay applies; buf = first ? d :
+ * buf * mom + d (two roundings); d = nesterov ? fma(buf, mom, d) : buf; p = fma(d, -lr, p).
+ * first: this is the optimizer's first step (optim.c's step counter was 0). When lowp_dtype is
+ * FP_DT_F16 or FP_DT_BF16, segments with a lowp pointer also get the new weights rounded to it
+ * (round to nearest even) in the same pass; FP_DT_F32 writes no copy. */
+int fp_cuda_sgd_step(const fp_cuda_segment *segs, size_t nseg, double lr, double momentum,
+                     double weight_decay, int nesterov, int first, fp_dtype lowp_dtype, void *stream);
+
+/* ---- exponent histogram (lib/hist.h) ----
+ * n values of dtype (FP_DT_F32 float, FP_DT_F16 / FP_DT_BF16 16-bit patterns) at d_x are counted on
+ * the device (shared-memory counters per block, merged into one raw result) and merged into *h:
+ * every count, amax and min_nonzero equal to fp_hist_add / fp_hist_add_f16 / _bf16 on the same
+ * values; sum_abs equal up to summation order (relative <= 1e-9). d_work: device scratch of
+ * fp_cuda_hist_work_bytes() bytes. Synchronises the stream (the result is copied back). */
+size_t fp_cuda_hist_work_bytes(void);
+int fp_cuda_hist_add(fp_hist_t *h, const void *d_x, size_t n, fp_dtype dtype, void *d_work, void *stream);
+
+/* ---- per-layer error (probe/analysis.h fp_layer_error) ----
+ * d_x (n values of x_dtype: fp32, or fp16 / bf16 patterns) against the fp32 reference d_ref:
+ * rel_l2, max_abs, cosine with fp_layer_error's definitions (zeros and non-finite cases included),
+ * sums in double; outputs may be NULL. d_work: device scratch of fp_cuda_layer_error_work_bytes().
+ * Synchronises the stream. */
+size_t fp_cuda_layer_error_work_bytes(void);
+int fp_cuda_layer_error(const float *d_ref, const void *d_x, fp_dtype x_dtype, size_t n, double *rel_l2,
+                        double *max_abs, double *cosine, void *d_work, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#ifdef __CUDACC__
+/* ---- shared by the .cu files only: launch checks and block reductions ---- */
+#include <cuda_runtime.h>
+#include "error.h"
+
+#define FP_CUDA_THREADS 256   /* every kernel here runs 256-thread blocks */
+
+static inline int fp_cuda_check(cudaError_t err, const char *what)
+{
+    if (err != cudaSuccess)
+        return fp_fail(FP_EINTERNAL, "%s: CUDA error: %s (%s)", what, cudaGetErrorString(err), cudaGetErrorName(err));
+    return FP_OK;
+}
+
+static inline int fp_cuda_check_launch(const char *what) { return fp_cuda_check(cudaGetLastError(), what); }
+
+/* Grid for a grid-stride loop over n elements: at most `cap` blocks, at least 1. */
+static inline unsigned fp_cuda_grid(size_t n, unsigned cap)
+{
+    size_t b = (n + FP_CUDA_THREADS - 1) / FP_CUDA_THREADS;
+    return (unsigned)(b > cap ? cap : (b ? b : 1));
+}
+
+/* Up to FP_SEG_GROUP segments travel by value as one kernel parameter (3 KiB, under the 4 KiB limit);
+ * each block walks every segment of its group with a grid-stride loop. */
+#define FP_SEG_GROUP 64
+struct fp_seg_group {
+    fp_cuda_segment s[FP_SEG_GROUP];
+    int count;
+};
+
+/* Block-wide sums / maxima over FP_CUDA_THREADS threads; every thread gets the result. `sh` is
+ * shared scratch of FP_CUDA_THREADS / 32 elements; the call contains __syncthreads. Sums add lanes
+ * in a fixed tree, so a given launch configuration always adds in the same order. */
+template <typename T> __device__ inline T fp_warp_sum(T v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+
+template <typename T> __device__ inline T fp_block_sum(T v, T *sh)
+{
+    v = fp_warp_sum(v);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0)
+        sh[warp] = v;
+    __syncthreads();
+    T t = lane < FP_CUDA_THREADS / 32 ? sh[lane] : T(0);
+    if (warp == 0)
+        t = fp_warp_sum(t);
+    if (threadIdx.x == 0)
+        sh[0] = t;
+    __syncthreads();
+    t = sh[0];
+    __syncthreads();
+    return t;
+}
+#endif
+
+#endif

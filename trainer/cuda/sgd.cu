@@ -1,0 +1,97 @@
+/* sgd.cu — trainer/optim.c's SGD step on fp32 master weights, fused over many tensors, optionally
+ * writing the fp16 / bf16 copy of the new weights in the same pass. Promise: every operation is the
+ * one optim.c's FMA path performs (explicit __fmaf_rn / __fmul_rn / __fadd_rn, so nvcc cannot
+ * contract or split them): bit-identical to optim.c on an FMA CPU, hence to torch 1.13. */
+#include <math.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include "kernels.h"
+
+namespace {
+
+struct sgd_args {
+    float alpha;      /* (float)-lr */
+    float wd, mom;
+    int use_wd, nesterov, first;
+    int lowp;         /* 0 none, 1 fp16, 2 bf16 */
+};
+
+__global__ void sgd_kernel(fp_seg_group g, sgd_args a)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (int k = 0; k < g.count; k++) {
+        const fp_cuda_segment s = g.s[k];
+        const int use_wd = a.use_wd && s.apply_weight_decay;
+        for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < s.n; i += stride) {
+            float d = s.grad[i];
+            const float p = s.param[i];
+            if (use_wd)
+                d = __fmaf_rn(p, a.wd, d);                       /* d_p.add(param, alpha=wd) */
+            if (s.momentum) {
+                const float b = a.first ? d : __fadd_rn(__fmul_rn(s.momentum[i], a.mom), d);
+                s.momentum[i] = b;
+                d = a.nesterov ? __fmaf_rn(b, a.mom, d) : b;   /* d_p.add(buf, alpha=momentum) */
+            }
+            const float np = __fmaf_rn(d, a.alpha, p);           /* param.add_(d_p, alpha=-lr) */
+            s.param[i] = np;
+            if (s.lowp && a.lowp == 1)
+                s.lowp[i] = __half_as_ushort(__float2half_rn(np));
+            else if (s.lowp && a.lowp == 2)
+                s.lowp[i] = __bfloat16_as_ushort(__float2bfloat16_rn(np));
+        }
+    }
+}
+
+} // namespace
+
+extern "C" int fp_cuda_sgd_step(const fp_cuda_segment *segs, size_t nseg, double lr, double momentum,
+                                double weight_decay, int nesterov, int first, fp_dtype lowp_dtype, void *stream)
+{
+    if (!segs && nseg)
+        return fp_fail(FP_EINVAL, "fp_cuda_sgd_step: NULL segment list");
+    if (!isfinite(lr) || lr < 0)
+        return fp_fail(FP_EINVAL, "fp_cuda_sgd_step: invalid learning rate %g (must be finite and >= 0)", lr);
+    if (!(momentum >= 0) || isinf(momentum) || !(weight_decay >= 0) || isinf(weight_decay))
+        return fp_fail(FP_EINVAL, "fp_cuda_sgd_step: invalid momentum %g or weight_decay %g", momentum, weight_decay);
+    if (nesterov && !(momentum > 0))
+        return fp_fail(FP_EINVAL, "fp_cuda_sgd_step: nesterov momentum requires a momentum > 0");
+    if (lowp_dtype != FP_DT_F32 && lowp_dtype != FP_DT_F16 && lowp_dtype != FP_DT_BF16)
+        return fp_fail(FP_EINVAL, "fp_cuda_sgd_step: the weight copy must be fp16 or bf16 (or fp32: none), not %s",
+                       fp_dtype_name(lowp_dtype));
+    for (size_t i = 0; i < nseg; i++) {
+        if (segs[i].n && (!segs[i].param || !segs[i].grad))
+            return fp_fail(FP_EINVAL, "fp_cuda_sgd_step: segment %zu has a NULL %s", i, segs[i].param ? "grad" : "param");
+        if (segs[i].n && momentum != 0 && !segs[i].momentum)
+            return fp_fail(FP_EINVAL, "fp_cuda_sgd_step: segment %zu has no momentum buffer (momentum %g)", i, momentum);
+    }
+    sgd_args a;
+    a.alpha = (float)-lr;
+    a.wd = (float)weight_decay;
+    a.mom = (float)momentum;
+    a.use_wd = weight_decay != 0;
+    a.nesterov = nesterov != 0;
+    a.first = first != 0;
+    a.lowp = lowp_dtype == FP_DT_F16 ? 1 : lowp_dtype == FP_DT_BF16 ? 2 : 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    fp_seg_group g;
+    int rc = FP_OK;
+    size_t i = 0;
+    while (rc == FP_OK && i < nseg) {
+        g.count = 0;
+        size_t most = 0;
+        for (; i < nseg && g.count < FP_SEG_GROUP; i++) {
+            if (!segs[i].n)
+                continue;
+            g.s[g.count] = segs[i];
+            if (momentum == 0)
+                g.s[g.count].momentum = NULL;   /* plain SGD keeps no state, as optim.c */
+            most = segs[i].n > most ? segs[i].n : most;
+            g.count++;
+        }
+        if (!g.count)
+            break;
+        sgd_kernel<<<fp_cuda_grid(most, 1024), FP_CUDA_THREADS, 0, st>>>(g, a);
+        rc = fp_cuda_check_launch("sgd step");
+    }
+    return rc;
+}
