@@ -1,25 +1,9 @@
-/* gpu_fallback.c — what every build has of the GPU probes: the tensor-core kernel-name heuristic,
- * and, where CUPTI or NVTX3 were not found, stand-ins that say "unavailable" (FP_EUNAVAIL) so the
- * trainer calls the same functions in every build. */
+/* gpu_fallback.c — where CUPTI or NVTX3 were not found: stand-ins that say "unavailable"
+ * (FP_EUNAVAIL), so the trainer calls the same functions in every build. */
 #include "config.h"
 #include <stdlib.h>
-#include <string.h>
 #include "error.h"
 #include "probe/probe.h"
-
-int fp_kernel_uses_tensor_cores(const char *name)
-{
-    if (!name)
-        return 0;
-    static const char *const marks[] = {"hmma", "imma", "s16816", "h16816", "s1688", "h1688", "xmma",
-                                        "gmma", "wgmma", "_tensorop_", "tensorop"};
-    for (size_t i = 0; i < sizeof marks / sizeof *marks; i++)
-        if (strstr(name, marks[i]))
-            return 1;
-    if (strstr(name, "cutlass") && (strstr(name, "f16") || strstr(name, "bf16") || strstr(name, "h16")))
-        return 1;
-    return 0;
-}
 
 #ifndef HAVE_CUPTI
 struct fp_cupti {

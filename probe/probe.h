@@ -180,7 +180,7 @@ uint64_t fp_nvml_samples_taken(const fp_nvml *nv);
  * every layer and phase pushes an external correlation id (CUSTOM0) encoding (layer, phase), so
  * kernels are attributed; at the end of a traced step (fp_probe_every(step, trace_every)) the
  * records are flushed and the kernels written with fp_store_kernels; other steps' records are
- * discarded. Tensor-core use is classified by kernel name (fp_kernel_uses_tensor_cores). */
+ * discarded. Tensor-core use is classified by kernel name (kernel_class.h). */
 typedef struct fp_cupti fp_cupti;
 int fp_cupti_open(fp_cupti **out, fp_store_t *store, int64_t run, int trace_every);   /* FP_OK or FP_ENOMEM */
 void fp_cupti_close(fp_cupti *c);      /* flushes, writes what a traced step left, disables */
@@ -194,7 +194,6 @@ uint64_t fp_cupti_kernels(const fp_cupti *c);   /* kernel rows written */
  * ("hmma", "imma", "s16816", "h1688", "s1688", "h16816", "xmma", "gmma", "wgmma", "_tensorop_",
  * "tensorop", or "cutlass" together with "f16"/"bf16"/"h16"), else 0. cuDNN / cuBLAS name their
  * tensor-core kernels this way; a kernel that uses mma instructions under another name is missed. */
-int fp_kernel_uses_tensor_cores(const char *name);
 
 /* ---- NVTX ranges (nvtx_ranges.c, built with NVTX3; elsewhere attach is FP_EUNAVAIL) ----
  * "step N" around each step, "<layer name> <phase>" around every layer and phase, so Nsight
