@@ -79,6 +79,7 @@ typedef struct {
     double samples_per_s;
     int64_t mem_current, mem_peak;   /* bytes; < 0 not measured */
     double energy_j, power_w;        /* NaN: not measured */
+    int64_t cycles, instructions;    /* CPU, perf_event; <= 0: not measured (no step takes 0 cycles) */
 } fp_step_rec_t;
 
 typedef struct {

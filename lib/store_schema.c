@@ -57,6 +57,7 @@ static const char schema_current[] =
     "  loss REAL, loss_scale REAL, skipped INTEGER NOT NULL DEFAULT 0, lr REAL,\n"
     "  start INTEGER, end INTEGER, wall_ns INTEGER, samples_per_s REAL,\n"
     "  mem_current INTEGER, mem_peak INTEGER, energy_j REAL, power_w REAL,\n"
+    "  cycles INTEGER, instructions INTEGER,\n"
     "  PRIMARY KEY (run, step)) WITHOUT ROWID;\n"
     "CREATE TABLE layer_times (\n"
     "  run INTEGER NOT NULL, step INTEGER NOT NULL, layer INTEGER NOT NULL,\n"
@@ -109,11 +110,14 @@ static const char migrate_1_to_2[] =
     "ALTER TABLE runs ADD COLUMN heartbeat INTEGER;\n"
     DEVICE_SAMPLES_SQL;
 
-/* Version 2 -> 3: each kernel's class (SIMT / MMA / wgmma / tcgen05). Rows written before stay NULL
- * (not classified): their tensorCore flag is kept as it was. */
+/* Version 2 -> 3: each kernel's class (SIMT / MMA / wgmma / tcgen05); each step's CPU cycles and
+ * instructions. Rows written before stay NULL (not classified / not measured): their tensorCore flag
+ * is kept as it was. */
 static const char migrate_2_to_3[] =
     KERNEL_CLASS_SQL
-    "ALTER TABLE kernels ADD COLUMN kernelClass INTEGER REFERENCES ENUM_KERNEL_CLASS(id);\n";
+    "ALTER TABLE kernels ADD COLUMN kernelClass INTEGER REFERENCES ENUM_KERNEL_CLASS(id);\n"
+    "ALTER TABLE steps ADD COLUMN cycles INTEGER;\n"
+    "ALTER TABLE steps ADD COLUMN instructions INTEGER;\n";
 
 /* migrations[v - 1] upgrades a version-v file to version v + 1. */
 static const char *const migrations[FP_STORE_SCHEMA_VERSION - 1] = {migrate_1_to_2, migrate_2_to_3};

@@ -45,7 +45,8 @@ static const char *const stmt_sql[ST_COUNT] = {
                   " gridX, gridY, gridZ, blockX, blockY, blockZ, shortName, demangledName, tensorCore, kernelClass)"
                   " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [ST_STEP] = "INSERT OR REPLACE INTO steps (run, step, loss, loss_scale, skipped, lr, start, end, wall_ns,"
-                " samples_per_s, mem_current, mem_peak, energy_j, power_w) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " samples_per_s, mem_current, mem_peak, energy_j, power_w, cycles, instructions)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [ST_LAYER_TIME] = "INSERT OR REPLACE INTO layer_times (run, step, layer, phase, time_ns, kernels)"
                       " VALUES (?,?,?,?,?,?)",
     [ST_LAYER] = "INSERT OR REPLACE INTO layers (run, layer, name, type, input_shape, output_shape, params,"
@@ -196,6 +197,8 @@ static int apply_step(fp_store_t *s, const fp_step_rec_t *r)
     bind_i64_na(st, 12, r->mem_peak);
     bind_dbl(st, 13, r->energy_j);
     bind_dbl(st, 14, r->power_w);
+    bind_i64_na(st, 15, r->cycles > 0 ? r->cycles : -1);
+    bind_i64_na(st, 16, r->instructions > 0 ? r->instructions : -1);
     return run_stmt(st);
 }
 

@@ -82,7 +82,8 @@ static char *schema_of(const char *path)
 
 /* The version-3 additions taken away again: a version-2 file (with one kernel row). */
 #define TO_V2                                                                                       \
-    "ALTER TABLE kernels DROP COLUMN kernelClass; DROP TABLE ENUM_KERNEL_CLASS;"
+    "ALTER TABLE kernels DROP COLUMN kernelClass; DROP TABLE ENUM_KERNEL_CLASS;"                 \
+    " ALTER TABLE steps DROP COLUMN cycles; ALTER TABLE steps DROP COLUMN instructions;"
 static const char to_v2[] =
     TO_V2 " PRAGMA user_version = 2;"
     " INSERT INTO sessions (id, name, start) VALUES (1, 'old', 1);"

@@ -35,6 +35,7 @@ typedef struct {
     fp_probe *probe;
     fp_cpu_timer *timer;
     fp_rapl *rapl;
+    fp_perf *perf;              /* CPU cycles and instructions, where perf_event_open is permitted */
     fp_hist_probe *hist;
     fp_prec_err *perr;          /* low-precision arms, when the reference is fp32 and --error-every */
     float *old_params;          /* the parameters before a sampled step (updates, lost updates) */
@@ -242,6 +243,7 @@ void fp_compare_close(fp_compare *c)
         fp_probe_free(a->probe);
         fp_cpu_timer_free(a->timer);
         fp_rapl_close(a->rapl);
+        fp_perf_close(a->perf);
         fp_hist_probe_free(a->hist);
         fp_prec_err_free(a->perr);
         free(a->old_params);
@@ -286,6 +288,10 @@ static int attach_probes(fp_compare *c, int i)
         rc = fp_rapl_open(&a->rapl, NULL);
     if (!rc && fp_rapl_available(a->rapl))
         rc = fp_rapl_attach(a->rapl, a->probe);
+    if (!rc)
+        rc = fp_perf_open(&a->perf);
+    if (!rc && fp_perf_available(a->perf))
+        rc = fp_perf_attach(a->perf, a->probe);
     if (!rc && c->cfg.hist_every > 0) {
         rc = fp_hist_probe_create(&a->hist, nl, c->cfg.hist_every, 0, c->store, a->run);
         if (!rc)
@@ -625,8 +631,9 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
     }
     char detail[400];
     fp_train_step_extra x = {NULL, 0, fp_rapl_step_j(a->rapl), r.skipped ? skip_detail(a, &r, detail, sizeof detail)
-                                                                          : NULL};
+                                                                          : NULL, -1, -1};
     x.ntimes = fp_cpu_timer_rows(a->timer, &x.times);
+    fp_perf_step(a->perf, &x.cycles, &x.instructions);
     if (c->store && (rc = fp_train_record_step_ex(c->store, a->run, a->arm, &r, w0, w1, &x)))
         return rc;
     if (sampled && !r.skipped && !r.diverged)

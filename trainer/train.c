@@ -406,7 +406,7 @@ const char *fp_train_diverged_message(const fp_arm *arm, const fp_arm_step_resul
 int fp_train_record_step(fp_store_t *s, int64_t run, fp_arm *arm, const fp_arm_step_result *r, int64_t start_ns,
                          int64_t end_ns)
 {
-    fp_train_step_extra x = {NULL, 0, NAN, NULL};
+    fp_train_step_extra x = {NULL, 0, NAN, NULL, -1, -1};
     return fp_train_record_step_ex(s, run, arm, r, start_ns, end_ns, &x);
 }
 
@@ -420,7 +420,8 @@ int fp_train_record_step_ex(fp_store_t *s, int64_t run, fp_arm *arm, const fp_ar
                         .skipped = r->skipped, .start = start_ns, .end = end_ns, .wall_ns = r->total_ns,
                         .samples_per_s = r->total_ns > 0 ? r->n / (r->total_ns * 1e-9) : NAN,
                         .mem_current = (int64_t)mem.current, .mem_peak = (int64_t)mem.peak,
-                        .energy_j = x->energy_j, .power_w = NAN};
+                        .energy_j = x->energy_j, .power_w = NAN, .cycles = x->cycles,
+                        .instructions = x->instructions};
     if (isfinite(x->energy_j) && r->total_ns > 0)
         st.power_w = x->energy_j / (r->total_ns * 1e-9);
     int rc = fp_store_step(s, &st, x->times, x->ntimes);

@@ -74,12 +74,13 @@ int fp_train_record_layers(fp_store_t *s, int64_t run, fp_model *m, int batch);
 int fp_train_record_step(fp_store_t *s, int64_t run, fp_arm *arm, const fp_arm_step_result *r, int64_t start_ns,
                          int64_t end_ns);
 /* What probes add to a step row: per-layer times (committed with the step), energy (NaN: not measured;
- * power is energy / step time), and a detail appended to the skipped-step event (NULL: none). */
+ * power is energy / step time), CPU cycles and instructions, and a detail appended to the skipped-step event (NULL: none). */
 typedef struct {
     const fp_layer_time_t *times;
     size_t ntimes;
     double energy_j;
     const char *skip_detail;
+    int64_t cycles, instructions;   /* perf_event; <= 0: not measured */
 } fp_train_step_extra;
 int fp_train_record_step_ex(fp_store_t *s, int64_t run, fp_arm *arm, const fp_arm_step_result *r, int64_t start_ns,
                             int64_t end_ns, const fp_train_step_extra *x);
