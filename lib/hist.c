@@ -38,6 +38,7 @@
 
 typedef struct {
     uint32_t t[NTHR];                        /* t[4*f + k], see above */
+    uint32_t gate;                           /* vector kernels' fast path: a < gate (set_gate) */
 } thresholds_t;
 
 /* Raw counts of one fp_hist_add call; turned into histogram terms by finish(). */
@@ -89,6 +90,8 @@ static uint32_t thr_lt(double v)
     return float_bits(f);
 }
 
+static void set_gate(thresholds_t *th);
+
 static void make_thresholds(thresholds_t *th)
 {
     for (int f = 0; f < FP_FMT_COUNT; f++) {
@@ -98,6 +101,7 @@ static void make_thresholds(thresholds_t *th)
         th->t[4 * f + 2] = thr_le((double)fi->max_finite);
         th->t[4 * f + 3] = thr_lt((double)fi->overflow_at);
     }
+    set_gate(th);
 }
 
 /* One value that is an fp32 subnormal, an Inf or a NaN (a = its absolute bits). */
@@ -217,22 +221,110 @@ static void kernel_scalar(raw_t *r, const thresholds_t *th, const float *x, size
     r->min_m1 = s.min_m1;
 }
 
+/* ---- fast path of the vector kernels
+ * A threshold T = (E << 23) | m splits the values by exponent field: every a with field < E is below
+ * it, every a with field > E is not. Within field E: m == 0, none; m == 1 (T = P + 1 for the power of
+ * two P = E << 23, a "<= power of two" bound), exactly the a == P; E == 0 (fp32 subnormals and
+ * zeros), the zeros and the subnormals below T. So for the values a vector kernel calls "fast" —
+ * zeros, and normals whose exponent field is below the gate E_hi = the least E >= 1 of a threshold
+ * with m >= 2 (255 when none: fp32 subnormals, Inf and NaN are never fast) — every #{a < T} follows
+ * from their exponent-field counts and their count of nonzero exact powers of two per field
+ * (derive_lt). A vector of 16 values with any lane not fast takes the slow step: one compare per
+ * threshold, as the scalar kernel. With the default thresholds the gate is |x| < 256 (E4M3 max 448).
+ */
+static void set_gate(thresholds_t *th)
+{
+    uint32_t e_hi = 255;
+    for (int k = 0; k < NTHR; k++) {
+        uint32_t e = th->t[k] >> 23, m = th->t[k] & MANT_MASK;
+        if (e >= 1 && m >= 2 && e < e_hi)
+            e_hi = e;
+    }
+    th->gate = e_hi << 23;
+}
+
 #ifdef HIST_X86
+/* r->lt[k] += #{fast a < t[k]}, from fe (exponent-field counts of the fast values) and p2 (their
+ * nonzero exact powers of two by exponent field); see above. */
+static void derive_lt(raw_t *r, const thresholds_t *th, const uint32_t fe[256], const uint32_t p2[256])
+{
+    uint64_t below[257];                     /* below[e] = #{fast values with field < e} */
+    below[0] = 0;
+    for (int e = 0; e < 256; e++)
+        below[e + 1] = below[e] + fe[e];
+    for (int k = 0; k < NTHR; k++) {
+        uint32_t e = th->t[k] >> 23, m = th->t[k] & MANT_MASK;
+        uint64_t c = below[e];
+        if (e == 0)
+            c += fe[0];                      /* fast values in field 0 are zeros, all below t >= 1 */
+        else if (m == 1)
+            c += p2[e];
+        r->lt[k] += c;                       /* m >= 2: e >= the gate, no fast value in field e */
+    }
+}
+
+/* End of a vector kernel: exponent counts (fast sub-histograms + slow steps) into ehist, derived and
+ * slow threshold counts into lt. */
+static void vec_finish(raw_t *r, const thresholds_t *th, uint32_t sub[SUBHISTS][256],
+                       const uint32_t p2[256], const uint32_t slow_e[256], const uint64_t lt_slow[NTHR])
+{
+    for (int s = 1; s < SUBHISTS; s++)
+        for (int b = 0; b < 256; b++)
+            sub[0][b] += sub[s][b];
+    derive_lt(r, th, sub[0], p2);
+    for (int b = 0; b < 256; b++)
+        r->ehist[b] += (uint64_t)sub[0][b] + slow_e[b];
+    for (int k = 0; k < NTHR; k++)
+        r->lt[k] += lt_slow[k];
+}
+
+/* Slow step, the lanes' part: exponent field counts, and the specials among them. */
+static inline __attribute__((always_inline)) void slow_lanes(raw_t *r, uint32_t slow_e[256],
+                                                             const float *x, unsigned special_mask)
+{
+    _Pragma("GCC unroll 16")
+    for (int j = 0; j < 16; j++) {
+        uint32_t u;
+        memcpy(&u, &x[j], sizeof u);
+        slow_e[(u >> 23) & 0xFF]++;
+    }
+    while (special_mask) {
+        unsigned j = (unsigned)__builtin_ctz(special_mask);
+        special_mask &= special_mask - 1;
+        uint32_t u;
+        memcpy(&u, &x[j], sizeof u);
+        special(r, u);
+    }
+}
+
+/* Nonzero exact powers of two among the fast lanes of one step. */
+static inline __attribute__((always_inline)) void pow2_lanes(uint32_t p2[256], const float *x, unsigned mask)
+{
+    while (mask) {
+        unsigned j = (unsigned)__builtin_ctz(mask);
+        mask &= mask - 1;
+        uint32_t u;
+        memcpy(&u, &x[j], sizeof u);
+        p2[(u >> 23) & 0xFF]++;
+    }
+}
+
 /* 16 values per step; n is a multiple of 16. */
-__attribute__((target("avx2")))
+__attribute__((target("avx2,popcnt")))
 static void kernel_avx2(raw_t *r, const thresholds_t *th, const float *x, size_t n)
 {
-    uint32_t sub[SUBHISTS][256];
+    uint32_t sub[SUBHISTS][256], p2[256], slow_e[256];
+    uint64_t lt_slow[NTHR];
     memset(sub, 0, sizeof sub);
-    __m256i tm1[NTHR], ge[NTHR];             /* count a >= t, i.e. a > t - 1 (signed: all >= 0) */
-    for (int k = 0; k < NTHR; k++) {
-        tm1[k] = _mm256_set1_epi32((int)(th->t[k] - 1));
-        ge[k] = _mm256_setzero_si256();
-    }
+    memset(p2, 0, sizeof p2);
+    memset(slow_e, 0, sizeof slow_e);
+    memset(lt_slow, 0, sizeof lt_slow);
     const __m256i absmask = _mm256_set1_epi32((int)ABS_MASK);
+    const __m256i mant = _mm256_set1_epi32((int)MANT_MASK);
     const __m256i inf = _mm256_set1_epi32((int)INF_BITS);
-    const __m256i fin_m1 = _mm256_set1_epi32((int)(INF_BITS - 1));
+    const __m256i gate_m1 = _mm256_set1_epi32((int)(th->gate - 1));   /* a >= gate (signed: a >= 0) */
     const __m256i one = _mm256_set1_epi32(1);
+    const __m256i zero = _mm256_setzero_si256();
     const __m256i sub_lim = _mm256_set1_epi32((int)(MANT_MASK - 1));
     __m256i vmax = _mm256_setzero_si256(), vmin = _mm256_set1_epi32(-1);
     __m256d s0 = _mm256_loadu_pd(r->lane), s1 = _mm256_loadu_pd(r->lane + 4);
@@ -242,46 +334,58 @@ static void kernel_avx2(raw_t *r, const thresholds_t *th, const float *x, size_t
         __m256i u0 = _mm256_loadu_si256((const __m256i *)(const void *)(x + i));
         __m256i u1 = _mm256_loadu_si256((const __m256i *)(const void *)(x + i + 8));
         __m256i a0 = _mm256_and_si256(u0, absmask), a1 = _mm256_and_si256(u1, absmask);
-        _Pragma("GCC unroll 16")
-        for (int k = 0; k < NTHR; k++)
-            ge[k] = _mm256_sub_epi32(ge[k], _mm256_add_epi32(_mm256_cmpgt_epi32(a0, tm1[k]),
-                                                             _mm256_cmpgt_epi32(a1, tm1[k])));
-        __m256i f0 = _mm256_cmpgt_epi32(inf, a0), f1 = _mm256_cmpgt_epi32(inf, a1);
-        __m256i af0 = _mm256_and_si256(a0, f0), af1 = _mm256_and_si256(a1, f1);
-        vmax = _mm256_max_epi32(vmax, _mm256_max_epi32(af0, af1));
         __m256i m0 = _mm256_sub_epi32(a0, one), m1 = _mm256_sub_epi32(a1, one);
-        vmin = _mm256_min_epu32(vmin, _mm256_min_epu32(m0, m1));
-        __m256 p0 = _mm256_castsi256_ps(af0), p1 = _mm256_castsi256_ps(af1);
-        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(p0)));
-        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(p0, 1)));
-        s2 = _mm256_add_pd(s2, _mm256_cvtps_pd(_mm256_castps256_ps128(p1)));
-        s3 = _mm256_add_pd(s3, _mm256_cvtps_pd(_mm256_extractf128_ps(p1, 1)));
-        /* specials: subnormal (a - 1 <u MANT_MASK) or not finite */
-        __m256i sp0 = _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_min_epu32(m0, sub_lim), m0),
-                                      _mm256_cmpgt_epi32(a0, fin_m1));
-        __m256i sp1 = _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_min_epu32(m1, sub_lim), m1),
-                                      _mm256_cmpgt_epi32(a1, fin_m1));
-        count_exponents(sub, x + i);
-        unsigned mask = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(sp0)) |
-                        (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(sp1)) << 8;
-        while (mask) {
-            unsigned j = (unsigned)__builtin_ctz(mask);
-            mask &= mask - 1;
-            uint32_t uj;
-            memcpy(&uj, &x[i + j], sizeof uj);
-            special(r, uj);
+        /* slow lanes: fp32 subnormal (a - 1 <=u MANT_MASK - 1) or a >= gate (Inf, NaN included) */
+        __m256i sl0 = _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_min_epu32(m0, sub_lim), m0),
+                                      _mm256_cmpgt_epi32(a0, gate_m1));
+        __m256i sl1 = _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_min_epu32(m1, sub_lim), m1),
+                                      _mm256_cmpgt_epi32(a1, gate_m1));
+        /* nonzero exact powers of two: mantissa 0, a != 0 */
+        __m256i p0 = _mm256_andnot_si256(_mm256_cmpeq_epi32(a0, zero),
+                                         _mm256_cmpeq_epi32(_mm256_and_si256(a0, mant), zero));
+        __m256i p1 = _mm256_andnot_si256(_mm256_cmpeq_epi32(a1, zero),
+                                         _mm256_cmpeq_epi32(_mm256_and_si256(a1, mant), zero));
+        __m256i any = _mm256_or_si256(_mm256_or_si256(sl0, sl1), _mm256_or_si256(p0, p1));
+        __m256i af0 = a0, af1 = a1;
+        if (__builtin_expect(!_mm256_testz_si256(any, any), 0)) {
+            unsigned slow = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(sl0)) |
+                            (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(sl1)) << 8;
+            if (slow) {
+                for (int k = 0; k < NTHR; k++) {
+                    __m256i t = _mm256_set1_epi32((int)th->t[k]);
+                    unsigned lt = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(t, a0))) |
+                                  (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(t, a1))) << 8;
+                    lt_slow[k] += (unsigned)__builtin_popcount(lt);
+                }
+                __m256i f0 = _mm256_cmpgt_epi32(inf, a0), f1 = _mm256_cmpgt_epi32(inf, a1);
+                af0 = _mm256_and_si256(a0, f0);
+                af1 = _mm256_and_si256(a1, f1);
+                /* specials: subnormal or not finite */
+                unsigned nf = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(f0, zero))) |
+                              (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(f1, zero))) << 8;
+                unsigned sn = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(
+                                  _mm256_cmpeq_epi32(_mm256_min_epu32(m0, sub_lim), m0))) |
+                              (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(
+                                  _mm256_cmpeq_epi32(_mm256_min_epu32(m1, sub_lim), m1))) << 8;
+                slow_lanes(r, slow_e, x + i, nf | sn);
+            } else {
+                unsigned pw = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(p0)) |
+                              (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(p1)) << 8;
+                pow2_lanes(p2, x + i, pw);
+                count_exponents(sub, x + i);
+            }
+        } else {
+            count_exponents(sub, x + i);
         }
+        vmax = _mm256_max_epi32(vmax, _mm256_max_epi32(af0, af1));
+        vmin = _mm256_min_epu32(vmin, _mm256_min_epu32(m0, m1));
+        __m256 q0 = _mm256_castsi256_ps(af0), q1 = _mm256_castsi256_ps(af1);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(q0)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(q0, 1)));
+        s2 = _mm256_add_pd(s2, _mm256_cvtps_pd(_mm256_castps256_ps128(q1)));
+        s3 = _mm256_add_pd(s3, _mm256_cvtps_pd(_mm256_extractf128_ps(q1, 1)));
     }
 
-    uint64_t steps = n / 16;
-    for (int k = 0; k < NTHR; k++) {
-        uint32_t c[8];
-        _mm256_storeu_si256((__m256i *)(void *)c, ge[k]);
-        uint64_t g = 0;
-        for (int j = 0; j < 8; j++)
-            g += c[j];
-        r->lt[k] += 16 * steps - g;
-    }
     uint32_t c[8];
     _mm256_storeu_si256((__m256i *)(void *)c, vmax);
     for (int j = 0; j < 8; j++)
@@ -295,55 +399,57 @@ static void kernel_avx2(raw_t *r, const thresholds_t *th, const float *x, size_t
     _mm256_storeu_pd(r->lane + 4, s1);
     _mm256_storeu_pd(r->lane + 8, s2);
     _mm256_storeu_pd(r->lane + 12, s3);
-    for (int s = 0; s < SUBHISTS; s++)
-        for (int b = 0; b < 256; b++)
-            r->ehist[b] += sub[s][b];
+    vec_finish(r, th, sub, p2, slow_e, lt_slow);
 }
 
 /* 16 values per step; n is a multiple of 16. */
-__attribute__((target("avx512f")))
+__attribute__((target("avx512f,popcnt")))
 static void kernel_avx512(raw_t *r, const thresholds_t *th, const float *x, size_t n)
 {
-    uint32_t sub[SUBHISTS][256];
+    uint32_t sub[SUBHISTS][256], p2[256], slow_e[256];
+    uint64_t lt_slow[NTHR];
     memset(sub, 0, sizeof sub);
-    __m512i t[NTHR], lt[NTHR];
-    for (int k = 0; k < NTHR; k++) {
-        t[k] = _mm512_set1_epi32((int)th->t[k]);
-        lt[k] = _mm512_setzero_si512();
-    }
+    memset(p2, 0, sizeof p2);
+    memset(slow_e, 0, sizeof slow_e);
+    memset(lt_slow, 0, sizeof lt_slow);
     const __m512i absmask = _mm512_set1_epi32((int)ABS_MASK);
+    const __m512i mant = _mm512_set1_epi32((int)MANT_MASK);
     const __m512i inf = _mm512_set1_epi32((int)INF_BITS);
+    const __m512i gate = _mm512_set1_epi32((int)th->gate);
     const __m512i one = _mm512_set1_epi32(1);
-    const __m512i sub_lim = _mm512_set1_epi32((int)MANT_MASK);
     __m512i vmax = _mm512_setzero_si512(), vmin = _mm512_set1_epi32(-1);
     __m512d s0 = _mm512_loadu_pd(r->lane), s1 = _mm512_loadu_pd(r->lane + 8);
 
     for (size_t i = 0; i < n; i += 16) {
         __m512i a = _mm512_and_si512(_mm512_loadu_si512((const void *)(x + i)), absmask);
-        _Pragma("GCC unroll 16")
-        for (int k = 0; k < NTHR; k++)
-            lt[k] = _mm512_mask_add_epi32(lt[k], _mm512_cmplt_epu32_mask(a, t[k]), lt[k], one);
-        __mmask16 fin = _mm512_cmplt_epu32_mask(a, inf);
-        vmax = _mm512_mask_max_epu32(vmax, fin, vmax, a);
         __m512i m1 = _mm512_sub_epi32(a, one);
+        __mmask16 sn = _mm512_cmplt_epu32_mask(m1, mant);          /* fp32 subnormal */
+        __mmask16 slow = sn | _mm512_cmpge_epu32_mask(a, gate);    /* ... or >= gate, Inf, NaN */
+        __mmask16 pw = _mm512_mask_testn_epi32_mask(_mm512_test_epi32_mask(a, a), a, mant);
+        __m512i af = a;
+        if (__builtin_expect((slow | pw) != 0, 0)) {
+            if (slow) {
+                for (int k = 0; k < NTHR; k++)
+                    lt_slow[k] += (unsigned)__builtin_popcount(
+                        _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32((int)th->t[k])));
+                __mmask16 fin = _mm512_cmplt_epu32_mask(a, inf);
+                af = _mm512_maskz_mov_epi32(fin, a);
+                slow_lanes(r, slow_e, x + i, (unsigned)(sn | (__mmask16)~fin));
+            } else {
+                pow2_lanes(p2, x + i, pw);
+                count_exponents(sub, x + i);
+            }
+        } else {
+            count_exponents(sub, x + i);
+        }
+        vmax = _mm512_max_epu32(vmax, af);
         vmin = _mm512_min_epu32(vmin, m1);
-        __m512 p = _mm512_castsi512_ps(_mm512_maskz_mov_epi32(fin, a));
+        __m512 p = _mm512_castsi512_ps(af);
         s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
         s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm256_castpd_ps(
                                    _mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
-        count_exponents(sub, x + i);
-        unsigned mask = (unsigned)(_mm512_cmplt_epu32_mask(m1, sub_lim) | (__mmask16)~fin);
-        while (mask) {
-            unsigned j = (unsigned)__builtin_ctz(mask);
-            mask &= mask - 1;
-            uint32_t uj;
-            memcpy(&uj, &x[i + j], sizeof uj);
-            special(r, uj);
-        }
     }
 
-    for (int k = 0; k < NTHR; k++)
-        r->lt[k] += (uint64_t)(uint32_t)_mm512_reduce_add_epi32(lt[k]);
     uint32_t mx = (uint32_t)_mm512_reduce_max_epu32(vmax);
     uint32_t mn = (uint32_t)_mm512_reduce_min_epu32(vmin);
     if (mx > r->amax_bits)
@@ -352,9 +458,7 @@ static void kernel_avx512(raw_t *r, const thresholds_t *th, const float *x, size
         r->min_m1 = mn;
     _mm512_storeu_pd(r->lane, s0);
     _mm512_storeu_pd(r->lane + 8, s1);
-    for (int s = 0; s < SUBHISTS; s++)
-        for (int b = 0; b < 256; b++)
-            r->ehist[b] += sub[s][b];
+    vec_finish(r, th, sub, p2, slow_e, lt_slow);
 }
 #endif
 
