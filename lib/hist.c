@@ -68,6 +68,13 @@ static float bits_float(uint32_t u)
     return f;
 }
 
+/* fl(v * 2^-k): exact in double (v has 24 bits, |k| <= FP_HIST_LOG2_DIV_MAX), one rounding to float,
+ * so the correctly rounded float product, Inf and subnormals included. */
+static float scale_down(float v, int k)
+{
+    return k ? (float)ldexp((double)v, -k) : v;
+}
+
 /* Threshold T with  a < T  <=>  |x| <= v  (v >= 0). */
 static uint32_t thr_le(double v)
 {
@@ -490,16 +497,19 @@ static kernel_fn kernel_get(int kernel)
     }
 }
 
-/* Add one call's raw counts to h. */
-static void finish(fp_hist_t *h, const raw_t *r, size_t n)
+/* Add one call's raw counts to h, the values being x * 2^-k (k != 0 only when every finite nonzero
+ * x * 2^-k is exact: see scaled_exact). */
+static void finish(fp_hist_t *h, const raw_t *r, size_t n, int k)
 {
     uint64_t nsub = 0;
     for (int p = 0; p < 23; p++) {
-        h->binade[p] += r->sub_binade[p];             /* m * 2^-149 with leading bit p: binade p-149 */
+        if (r->sub_binade[p])                         /* m * 2^-149 with leading bit p: binade p-149 */
+            h->binade[p - k] += r->sub_binade[p];
         nsub += r->sub_binade[p];
     }
     for (int ef = 1; ef <= 254; ef++)
-        h->binade[ef - 127 - FP_HIST_EXP_MIN] += r->ehist[ef];
+        if (r->ehist[ef])
+            h->binade[ef - 127 - k - FP_HIST_EXP_MIN] += r->ehist[ef];
     uint64_t zero = r->ehist[0] - nsub;
     uint64_t finite = (uint64_t)n - r->nan - r->pos_inf - r->neg_inf;
     h->count += n;
@@ -515,11 +525,11 @@ static void finish(fp_hist_t *h, const raw_t *r, size_t n)
         h->cls[f][FP_CLASS_ROUND_TO_MAX] += lt[3] - lt[2];
         h->cls[f][FP_CLASS_OVERFLOW] += finite - lt[3];
     }
-    float amax = bits_float(r->amax_bits);
+    float amax = scale_down(bits_float(r->amax_bits), k);
     if (amax > h->amax)
         h->amax = amax;
     if (r->min_m1 < FIN_NZ_M1) {
-        float mn = bits_float(r->min_m1 + 1);
+        float mn = scale_down(bits_float(r->min_m1 + 1), k);
         if (h->min_nonzero == 0.0f || mn < h->min_nonzero)
             h->min_nonzero = mn;
     }
@@ -528,7 +538,28 @@ static void finish(fp_hist_t *h, const raw_t *r, size_t n)
     for (int w = SUM_LANES / 2; w >= 1; w /= 2)
         for (int i = 0; i < w; i++)
             l[i] += l[i + w];
-    h->sum_abs += l[0];
+    h->sum_abs += k ? ldexp(l[0], -k) : l[0];        /* exact: every lane sum scales by 2^-k */
+}
+
+/* Raw counts of x[0..n) (index 0 = lane 0) against th, with vec for whole 16-value groups. */
+static void run_kernels(raw_t *r, const thresholds_t *th, const float *x, size_t n, kernel_fn vec)
+{
+    size_t done = 0;
+    while (done < n) {
+        size_t len = n - done < BLOCK ? n - done : BLOCK;
+        size_t nv = vec == kernel_scalar ? 0 : len & ~(size_t)15;
+        if (nv)
+            vec(r, th, x + done, nv);
+        if (len > nv)
+            kernel_scalar(r, th, x + done + nv, len - nv);   /* done + nv is a multiple of 16 */
+        done += len;
+    }
+}
+
+static void raw_init(raw_t *r)
+{
+    memset(r, 0, sizeof *r);
+    r->min_m1 = UINT32_MAX;
 }
 
 static int hist_add(fp_hist_t *h, const float *x, size_t n, kernel_fn vec)
@@ -536,20 +567,119 @@ static int hist_add(fp_hist_t *h, const float *x, size_t n, kernel_fn vec)
     thresholds_t th;
     raw_t r;
     make_thresholds(&th);
-    memset(&r, 0, sizeof r);
-    r.min_m1 = UINT32_MAX;
-    size_t done = 0;
-    while (done < n) {
-        size_t len = n - done < BLOCK ? n - done : BLOCK;
-        size_t nv = vec == kernel_scalar ? 0 : len & ~(size_t)15;
-        if (nv)
-            vec(&r, &th, x + done, nv);
-        if (len > nv)
-            kernel_scalar(&r, &th, x + done + nv, len - nv);   /* done + nv is a multiple of 16 */
+    raw_init(&r);
+    run_kernels(&r, &th, x, n, vec);
+    finish(h, &r, n, 0);
+    return FP_OK;
+}
+
+/* ---- scaled inputs: the histogram of y = fl(x * 2^-k)
+ * |x| -> |y| is monotonic on absolute bit patterns, so each threshold T on a_y becomes the least a_x
+ * with g(a_x) >= T (scale_thresholds), and the class counts need no multiply at all. The rest —
+ * binades shifted by -k, zeros, Inf, amax, min, sum |x| scaled by 2^-k — holds when every finite
+ * nonzero y is x * 2^-k exactly; scaled_exact checks that after the pass from amax and min nonzero
+ * (k < 0: amax * 2^-k <= FLT_MAX; k > 0: also min * 2^-k >= FLT_MIN, so no y is an fp32 subnormal —
+ * conservative: an exact subnormal quotient also falls back). When it fails, the call is redone on
+ * x * 2^-k computed in chunks of HSCALE_CHUNK floats (the fallback: a second pass, exact by
+ * construction). */
+#define HSCALE_CHUNK 4096                    /* a multiple of 16: the sum lanes stay aligned */
+
+/* a_y for a_x (both absolute bit patterns; a_x <= INF_BITS) */
+static uint32_t scaled_abs_bits(uint32_t a, int k)
+{
+    return float_bits(fabsf(scale_down(bits_float(a), k)));
+}
+
+static void scale_thresholds(thresholds_t *th, int k)
+{
+    for (int j = 0; j < NTHR; j++) {
+        const uint32_t t = th->t[j];
+        /* the exact case first: T's value times 2^k, checked; otherwise a binary search */
+        int64_t c = (int64_t)t + ((int64_t)k << 23);
+        if (c >= 1 && c <= INF_BITS && scaled_abs_bits((uint32_t)c, k) >= t &&
+            scaled_abs_bits((uint32_t)c - 1, k) < t) {
+            th->t[j] = (uint32_t)c;
+            continue;
+        }
+        uint32_t lo = 0, hi = INF_BITS;                /* g(INF_BITS) = INF_BITS >= every T */
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (scaled_abs_bits(mid, k) >= t)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        th->t[j] = lo;
+    }
+    set_gate(th);
+}
+
+static int scaled_exact(const raw_t *r, int k)
+{
+    if (r->amax_bits && ldexp((double)bits_float(r->amax_bits), -k) > (double)FLT_MAX)
+        return 0;
+    if (k > 0 && r->min_m1 < FIN_NZ_M1 && ldexp((double)bits_float(r->min_m1 + 1), -k) < (double)FLT_MIN)
+        return 0;
+    return 1;
+}
+
+static int hist_add_scaled(fp_hist_t *h, const float *x, size_t n, int k, kernel_fn vec)
+{
+    if (k == 0)
+        return hist_add(h, x, n, vec);
+    thresholds_t th;
+    raw_t r;
+    make_thresholds(&th);
+    scale_thresholds(&th, k);
+    raw_init(&r);
+    run_kernels(&r, &th, x, n, vec);
+    if (scaled_exact(&r, k)) {
+        finish(h, &r, n, k);
+        return FP_OK;
+    }
+    make_thresholds(&th);                              /* fallback: multiply, then as fp_hist_add */
+    raw_init(&r);
+    float buf[HSCALE_CHUNK];
+    for (size_t done = 0; done < n;) {
+        size_t len = n - done < HSCALE_CHUNK ? n - done : HSCALE_CHUNK;
+        for (size_t i = 0; i < len; i++)
+            buf[i] = scale_down(x[done + i], k);
+        run_kernels(&r, &th, buf, len, vec);
         done += len;
     }
-    finish(h, &r, n);
+    finish(h, &r, n, 0);
     return FP_OK;
+}
+
+static int scaled_args(const fp_hist_t *h, const float *x, size_t n, int log2_div)
+{
+    if (!h || (!x && n > 0))
+        return fp_fail(FP_EINVAL, "fp_hist_add_scaled: %s is NULL", h ? "array" : "histogram");
+    if (log2_div < -FP_HIST_LOG2_DIV_MAX || log2_div > FP_HIST_LOG2_DIV_MAX)
+        return fp_fail(FP_EINVAL, "fp_hist_add_scaled: log2_div %d outside [-%d, %d]", log2_div,
+                       FP_HIST_LOG2_DIV_MAX, FP_HIST_LOG2_DIV_MAX);
+    return FP_OK;
+}
+
+int fp_hist_add_scaled(fp_hist_t *h, const float *x, size_t n, int log2_div)
+{
+    int rc = scaled_args(h, x, n, log2_div);
+    if (rc != FP_OK || n == 0)
+        return rc;
+    return hist_add_scaled(h, x, n, log2_div, n < VEC_MIN_N ? kernel_scalar : kernel_get(KERNEL_BEST));
+}
+
+int fp_hist_add_scaled_kernel(fp_hist_t *h, const float *x, size_t n, int log2_div, int kernel)
+{
+    int rc = scaled_args(h, x, n, log2_div);
+    if (rc != FP_OK)
+        return rc;
+    kernel_fn kf = kernel_get(kernel);
+    if (!kf)
+        return fp_fail(FP_EUNAVAIL, "fp_hist_add_scaled: kernel %d is not available on this CPU", kernel);
+    if (n == 0)
+        return FP_OK;
+    return hist_add_scaled(h, x, n, log2_div, kf);
 }
 
 /* fp_hist_add with a chosen kernel (see hist.h); unlike fp_hist_add, no small-n shortcut. */
@@ -781,8 +911,7 @@ static void h16_small(fp_hist_t *h, const uint16_t *x, size_t n, const h16_fmt_t
     thresholds_t th;
     raw_t r;
     make_thresholds(&th);
-    memset(&r, 0, sizeof r);
-    r.min_m1 = UINT32_MAX;
+    raw_init(&r);
     kernel_fn vec = n < VEC_MIN_N ? kernel_scalar : kernel_get(KERNEL_BEST);
     float buf[H16_CHUNK];
     for (size_t done = 0; done < n;) {
@@ -798,7 +927,7 @@ static void h16_small(fp_hist_t *h, const uint16_t *x, size_t n, const h16_fmt_t
             kernel_scalar(&r, &th, buf + nv, len - nv);
         done += len;
     }
-    finish(h, &r, n);
+    finish(h, &r, n, 0);
 }
 
 static int hist_add16(fp_hist_t *h, const uint16_t *x, size_t n, const h16_fmt_t *f)
