@@ -216,7 +216,9 @@ static void test_zero_shift(void)
 /* The shifts worth testing: small, format-sized, and near the ends of the fp32 range. */
 static const int shifts[] = {1, -1, 2, -2, 3, -5, 7, -8, 10, -12, 14, 15, -15, 16, -16, 17, 24, -24, 25, 31,
                              -32, 40, -48, 64, -64, 100, -100, 120, -120, 125, -125, 126, -126, 127, -127,
-                             128, -128, 133, -133, 140, -140, 149, -149, 150, -150, 200, -200, 256, -256};
+                             128, -128, 133, -133, 140, -140, 149, -149, 150, -150, 200, -200, 256, -256,
+                             /* -k = a threshold's exponent field: its image on x is an fp32 subnormal */
+                             -101, -102, -103, -110, -113, -117, -121, -134, -135, -136, -142, -143};
 #define N_SHIFTS (sizeof shifts / sizeof shifts[0])
 
 /* Every format's class boundaries times 2^k and their neighbours, both signs; fp32 range ends and the
@@ -304,11 +306,11 @@ static void test_random(void)
             continue;
         }
         int ok = 1, cases = 0;
-        for (int rep = 0; rep < 60 && ok; rep++) {
+        for (int rep = 0; rep < 80 && ok; rep++) {
             int k = rep < (int)N_SHIFTS ? shifts[rep] : (int)(rng_next() % 301) - 150;
             fill_blocks(mixed, cap);
             for (size_t i = 0; i < cap; i++)
-                plain[i] = quotient(ordinary_value(), -k) ;
+                plain[i] = quotient(ordinary_value(), -k);
             fp_hist_t prior;
             fp_hist_init(&prior);
             if (rep % 3 == 1)
