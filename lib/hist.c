@@ -38,7 +38,8 @@
 
 typedef struct {
     uint32_t t[NTHR];                        /* t[4*f + k], see above */
-    uint32_t gate;                           /* vector kernels' fast path: a < gate (set_gate) */
+    uint32_t gate;                           /* vector kernels' slow lanes: a >= gate, ... */
+    uint32_t gate_field[3];                  /* ... or exponent field one of these (set_gate) */
 } thresholds_t;
 
 /* Raw counts of one fp_hist_add call; turned into histogram terms by finish(). */
@@ -233,21 +234,34 @@ static void kernel_scalar(raw_t *r, const thresholds_t *th, const float *x, size
  * it, every a with field > E is not. Within field E: m == 0, none; m == 1 (T = P + 1 for the power of
  * two P = E << 23, a "<= power of two" bound), exactly the a == P; E == 0 (fp32 subnormals and
  * zeros), the zeros and the subnormals below T. So for the values a vector kernel calls "fast" —
- * zeros, and normals whose exponent field is below the gate E_hi = the least E >= 1 of a threshold
- * with m >= 2 (255 when none: fp32 subnormals, Inf and NaN are never fast) — every #{a < T} follows
+ * zeros, and normals whose exponent field holds no threshold with m >= 2 — every #{a < T} follows
  * from their exponent-field counts and their count of nonzero exact powers of two per field
- * (derive_lt). A vector of 16 values with any lane not fast takes the slow step: one compare per
- * threshold, as the scalar kernel. With the default thresholds the gate is |x| < 256 (E4M3 max 448).
- */
+ * (derive_lt). Slow lanes (fp32 subnormals, Inf, NaN, and the fields of thresholds with m >= 2) are
+ * tested as: a - 1 <u MANT_MASK, field one of gate_field[0..2], or a >= gate (the lowest such field
+ * beyond three, else 255). The default thresholds have three such fields: E4M3 max (2^8), fp16 and
+ * E5M2 max (2^15), bf16 max (2^127). A vector of 16 values with any slow lane takes the slow step:
+ * one compare per threshold, as the scalar kernel. */
 static void set_gate(thresholds_t *th)
 {
-    uint32_t e_hi = 255;
+    uint32_t f[NTHR];
+    int nf = 0;
     for (int k = 0; k < NTHR; k++) {
         uint32_t e = th->t[k] >> 23, m = th->t[k] & MANT_MASK;
-        if (e >= 1 && m >= 2 && e < e_hi)
-            e_hi = e;
+        int seen = 0;
+        for (int j = 0; j < nf; j++)
+            seen |= f[j] == e;
+        if (e >= 1 && e < 255 && m >= 2 && !seen)
+            f[nf++] = e;
     }
-    th->gate = e_hi << 23;
+    for (int i = 1; i < nf; i++)                         /* ascending */
+        for (int j = i; j > 0 && f[j - 1] > f[j]; j--) {
+            uint32_t t = f[j];
+            f[j] = f[j - 1];
+            f[j - 1] = t;
+        }
+    for (int j = 0; j < 3; j++)
+        th->gate_field[j] = j < nf ? f[j] : 255;        /* 255: Inf / NaN, slow anyway */
+    th->gate = (nf > 3 ? f[3] : 255) << 23;
 }
 
 #ifdef HIST_X86
@@ -330,6 +344,9 @@ static void kernel_avx2(raw_t *r, const thresholds_t *th, const float *x, size_t
     const __m256i mant = _mm256_set1_epi32((int)MANT_MASK);
     const __m256i inf = _mm256_set1_epi32((int)INF_BITS);
     const __m256i gate_m1 = _mm256_set1_epi32((int)(th->gate - 1));   /* a >= gate (signed: a >= 0) */
+    const __m256i g0 = _mm256_set1_epi32((int)th->gate_field[0]);
+    const __m256i g1 = _mm256_set1_epi32((int)th->gate_field[1]);
+    const __m256i g2 = _mm256_set1_epi32((int)th->gate_field[2]);
     const __m256i one = _mm256_set1_epi32(1);
     const __m256i zero = _mm256_setzero_si256();
     const __m256i sub_lim = _mm256_set1_epi32((int)(MANT_MASK - 1));
@@ -342,11 +359,17 @@ static void kernel_avx2(raw_t *r, const thresholds_t *th, const float *x, size_t
         __m256i u1 = _mm256_loadu_si256((const __m256i *)(const void *)(x + i + 8));
         __m256i a0 = _mm256_and_si256(u0, absmask), a1 = _mm256_and_si256(u1, absmask);
         __m256i m0 = _mm256_sub_epi32(a0, one), m1 = _mm256_sub_epi32(a1, one);
-        /* slow lanes: fp32 subnormal (a - 1 <=u MANT_MASK - 1) or a >= gate (Inf, NaN included) */
-        __m256i sl0 = _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_min_epu32(m0, sub_lim), m0),
-                                      _mm256_cmpgt_epi32(a0, gate_m1));
-        __m256i sl1 = _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_min_epu32(m1, sub_lim), m1),
-                                      _mm256_cmpgt_epi32(a1, gate_m1));
+        /* slow lanes: fp32 subnormal (a - 1 <=u MANT_MASK - 1), a >= gate (Inf, NaN included), or
+         * a gate field */
+        __m256i e0 = _mm256_srli_epi32(a0, 23), e1 = _mm256_srli_epi32(a1, 23);
+        __m256i sl0 = _mm256_or_si256(
+            _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_min_epu32(m0, sub_lim), m0), _mm256_cmpgt_epi32(a0, gate_m1)),
+            _mm256_or_si256(_mm256_cmpeq_epi32(e0, g0), _mm256_or_si256(_mm256_cmpeq_epi32(e0, g1),
+                                                                        _mm256_cmpeq_epi32(e0, g2))));
+        __m256i sl1 = _mm256_or_si256(
+            _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_min_epu32(m1, sub_lim), m1), _mm256_cmpgt_epi32(a1, gate_m1)),
+            _mm256_or_si256(_mm256_cmpeq_epi32(e1, g0), _mm256_or_si256(_mm256_cmpeq_epi32(e1, g1),
+                                                                        _mm256_cmpeq_epi32(e1, g2))));
         /* nonzero exact powers of two: mantissa 0, a != 0 */
         __m256i p0 = _mm256_andnot_si256(_mm256_cmpeq_epi32(a0, zero),
                                          _mm256_cmpeq_epi32(_mm256_and_si256(a0, mant), zero));
@@ -423,6 +446,9 @@ static void kernel_avx512(raw_t *r, const thresholds_t *th, const float *x, size
     const __m512i mant = _mm512_set1_epi32((int)MANT_MASK);
     const __m512i inf = _mm512_set1_epi32((int)INF_BITS);
     const __m512i gate = _mm512_set1_epi32((int)th->gate);
+    const __m512i g0 = _mm512_set1_epi32((int)th->gate_field[0]);
+    const __m512i g1 = _mm512_set1_epi32((int)th->gate_field[1]);
+    const __m512i g2 = _mm512_set1_epi32((int)th->gate_field[2]);
     const __m512i one = _mm512_set1_epi32(1);
     __m512i vmax = _mm512_setzero_si512(), vmin = _mm512_set1_epi32(-1);
     __m512d s0 = _mm512_loadu_pd(r->lane), s1 = _mm512_loadu_pd(r->lane + 8);
@@ -431,7 +457,9 @@ static void kernel_avx512(raw_t *r, const thresholds_t *th, const float *x, size
         __m512i a = _mm512_and_si512(_mm512_loadu_si512((const void *)(x + i)), absmask);
         __m512i m1 = _mm512_sub_epi32(a, one);
         __mmask16 sn = _mm512_cmplt_epu32_mask(m1, mant);          /* fp32 subnormal */
-        __mmask16 slow = sn | _mm512_cmpge_epu32_mask(a, gate);    /* ... or >= gate, Inf, NaN */
+        __m512i fld = _mm512_srli_epi32(a, 23);
+        __mmask16 slow = sn | _mm512_cmpge_epu32_mask(a, gate) | _mm512_cmpeq_epi32_mask(fld, g0) |
+                         _mm512_cmpeq_epi32_mask(fld, g1) | _mm512_cmpeq_epi32_mask(fld, g2);
         __mmask16 pw = _mm512_mask_testn_epi32_mask(_mm512_test_epi32_mask(a, a), a, mant);
         __m512i af = a;
         if (__builtin_expect((slow | pw) != 0, 0)) {
@@ -575,7 +603,9 @@ static int hist_add(fp_hist_t *h, const float *x, size_t n, kernel_fn vec)
 
 /* ---- scaled inputs: the histogram of y = fl(x * 2^-k)
  * |x| -> |y| is monotonic on absolute bit patterns, so each threshold T on a_y becomes the least a_x
- * with g(a_x) >= T (scale_thresholds), and the class counts need no multiply at all. The rest —
+ * with g(a_x) >= T (scale_thresholds), and the class counts need no multiply at all (for k > 0 a T
+ * at or below FLT_MIN's bits becomes 1, "zeros only", which is what it counts when the fast finish
+ * applies; that keeps rounding-made thresholds out of the vector kernels' gate). The rest —
  * binades shifted by -k, zeros, Inf, amax, min, sum |x| scaled by 2^-k — holds when every finite
  * nonzero y is x * 2^-k exactly; scaled_exact checks that after the pass from amax and min nonzero
  * (k < 0: amax * 2^-k <= FLT_MAX; k > 0: also min * 2^-k >= FLT_MIN, so no y is an fp32 subnormal —
@@ -594,6 +624,10 @@ static void scale_thresholds(thresholds_t *th, int k)
 {
     for (int j = 0; j < NTHR; j++) {
         const uint32_t t = th->t[j];
+        if (k > 0 && t <= float_bits(FLT_MIN)) {
+            th->t[j] = 1;          /* the fast finish needs every nonzero |y| >= FLT_MIN: only zeros below */
+            continue;
+        }
         /* the exact case first: T's value times 2^k, checked; otherwise a binary search */
         int64_t c = (int64_t)t + ((int64_t)k << 23);
         if (c >= 1 && c <= INF_BITS && scaled_abs_bits((uint32_t)c, k) >= t &&
