@@ -22,6 +22,8 @@
  * underflow = lt0 - zeros, subnormal = lt1 - lt0, normal = lt2 - lt1, round_to_max = lt3 - lt2,
  * overflow = finite - lt3. The binades come from a histogram of the 8-bit exponent field (bins 1..254
  * are the normal binades); fp32 subnormals, Inf and NaN are rare and take a slow path.
+ * The scalar kernel compares each value with the thresholds; the vector kernels compare only vectors
+ * with a "slow" lane and take lt for the rest from the exponent histogram (see "fast path" below).
  * sum |x| is kept in SUM_LANES double partial sums, lane = index mod SUM_LANES from the start of the
  * call, reduced in a fixed tree: every kernel adds the same numbers in the same order. */
 
@@ -629,7 +631,7 @@ static void scale_thresholds(thresholds_t *th, int k)
             continue;
         }
         /* the exact case first: T's value times 2^k, checked; otherwise a binary search */
-        int64_t c = (int64_t)t + ((int64_t)k << 23);
+        int64_t c = (int64_t)t + (int64_t)k * ((int64_t)1 << 23);
         if (c >= 1 && c <= INF_BITS && scaled_abs_bits((uint32_t)c, k) >= t &&
             scaled_abs_bits((uint32_t)c - 1, k) < t) {
             th->t[j] = (uint32_t)c;

@@ -413,7 +413,10 @@ static void test_fast_path(void)
      * powers of two at and around the <= thresholds, their neighbours */
     const float edge[] = {256.0f, 0x1.fffffep7f, 0x1p-25f, 0x1.000002p-25f, 0x1.fffffep-26f, 0x1p-17f,
                           0x1.000002p-17f, 0x1p-10f, 0x1.000002p-10f, 0x1p-14f, 0x1p-6f, 0x1p-24f,
-                          0x1p-16f, 0x1p-9f, 1.0f, 0x1p-126f, 0x1p-127f, 448.0f, 0x1p15f, 0x1p127f};
+                          0x1p-16f, 0x1p-9f, 1.0f, 0x1p-126f, 0x1p-127f, 448.0f, 0x1p15f, 0x1p127f,
+                          /* between the gate fields (fast) and at their ends (slow) */
+                          512.0f, 1000.0f, 0x1.fffffep14f, 0x1p16f, 0x1.5p20f, 0x1.fffffep126f,
+                          FLT_MAX, 65504.0f, 65520.0f, 0x1.fffffep15f, 0x1p8f, 0x1.fffffep8f};
     const size_t ne = sizeof edge / sizeof edge[0];
     int ok_ref = 1, cases = 0;
     int ok_k[N_KERNELS] = {1, 1, 1};
