@@ -71,11 +71,14 @@ static float bits_float(uint32_t u)
     return f;
 }
 
-/* fl(v * 2^-k): exact in double (v has 24 bits, |k| <= FP_HIST_LOG2_DIV_MAX), one rounding to float,
- * so the correctly rounded float product, Inf and subnormals included. */
+/* fl(v * 2^-k), the correctly rounded product, Inf and subnormals included: a float multiply when
+ * 2^-k is a normal float, else exact in double (v has 24 bits, |k| <= FP_HIST_LOG2_DIV_MAX) and one
+ * rounding to float. */
 static float scale_down(float v, int k)
 {
-    return k ? (float)ldexp((double)v, -k) : v;
+    if (k >= -127 && k <= 126)
+        return v * bits_float((uint32_t)(127 - k) << 23);
+    return (float)ldexp((double)v, -k);
 }
 
 /* Threshold T with  a < T  <=>  |x| <= v  (v >= 0). */
@@ -267,38 +270,49 @@ static void set_gate(thresholds_t *th)
 }
 
 #ifdef HIST_X86
-/* r->lt[k] += #{fast a < t[k]}, from fe (exponent-field counts of the fast values) and p2 (their
- * nonzero exact powers of two by exponent field); see above. */
-static void derive_lt(raw_t *r, const thresholds_t *th, const uint32_t fe[256], const uint32_t p2[256])
+/* End of a vector kernel: exponent counts (fast sub-histograms + slow steps) into ehist, and into
+ * lt the slow steps' counts plus, for the fast values, #{a < t[k]} from their exponent-field counts
+ * fe and nonzero exact powers of two p2 (see above). Fast values have field 0 (zeros) or a field in
+ * [lo, hi] (from the call's min and max |x|), so only those bins are read. p2 NULL: none seen;
+ * slow_e is read only when any_slow. */
+static void vec_finish(raw_t *r, const thresholds_t *th, uint32_t sub[SUBHISTS][256],
+                       const uint32_t p2[256], const uint32_t slow_e[256], const uint64_t lt_slow[NTHR],
+                       uint32_t lo, uint32_t hi, int any_slow)
 {
-    uint64_t below[257];                     /* below[e] = #{fast values with field < e} */
-    below[0] = 0;
-    for (int e = 0; e < 256; e++)
-        below[e + 1] = below[e] + fe[e];
+    uint64_t fe[256];
+    fe[0] = 0;
+    for (int s = 0; s < SUBHISTS; s++)
+        fe[0] += sub[s][0];
+    for (uint32_t b = lo; b <= hi; b++) {
+        uint64_t c = 0;
+        for (int s = 0; s < SUBHISTS; s++)
+            c += sub[s][b];
+        fe[b] = c;
+        r->ehist[b] += c;
+    }
+    r->ehist[0] += fe[0];
     for (int k = 0; k < NTHR; k++) {
         uint32_t e = th->t[k] >> 23, m = th->t[k] & MANT_MASK;
-        uint64_t c = below[e];
-        if (e == 0)
-            c += fe[0];                      /* fast values in field 0 are zeros, all below t >= 1 */
-        else if (m == 1)
+        uint64_t c = fe[0];                  /* zeros: below every t >= 1 */
+        for (uint32_t b = lo; b <= hi && b < e; b++)
+            c += fe[b];
+        if (p2 && e >= lo && e <= hi && m == 1)
             c += p2[e];
-        r->lt[k] += c;                       /* m >= 2: e >= the gate, no fast value in field e */
+        r->lt[k] += c + lt_slow[k];          /* m >= 2: a gate field, no fast value in field e */
     }
+    if (any_slow)
+        for (int b = 0; b < 256; b++)
+            r->ehist[b] += slow_e[b];
 }
 
-/* End of a vector kernel: exponent counts (fast sub-histograms + slow steps) into ehist, derived and
- * slow threshold counts into lt. */
-static void vec_finish(raw_t *r, const thresholds_t *th, uint32_t sub[SUBHISTS][256],
-                       const uint32_t p2[256], const uint32_t slow_e[256], const uint64_t lt_slow[NTHR])
+/* The field range [lo, hi] of a call's nonzero finite values (lo > hi when none) from its min
+ * (a - 1, wrapping) and max finite a. */
+static void field_range(uint32_t min_m1, uint32_t max_a, uint32_t *lo, uint32_t *hi)
 {
-    for (int s = 1; s < SUBHISTS; s++)
-        for (int b = 0; b < 256; b++)
-            sub[0][b] += sub[s][b];
-    derive_lt(r, th, sub[0], p2);
-    for (int b = 0; b < 256; b++)
-        r->ehist[b] += (uint64_t)sub[0][b] + slow_e[b];
-    for (int k = 0; k < NTHR; k++)
-        r->lt[k] += lt_slow[k];
+    *lo = min_m1 >= FIN_NZ_M1 ? 1 : (min_m1 + 1) >> 23;
+    if (*lo == 0)
+        *lo = 1;                             /* fp32 subnormals are slow; bin 0 is read apart */
+    *hi = max_a >> 23;
 }
 
 /* Slow step, the lanes' part: exponent field counts, and the specials among them. */
@@ -339,9 +353,9 @@ static void kernel_avx2(raw_t *r, const thresholds_t *th, const float *x, size_t
     uint32_t sub[SUBHISTS][256], p2[256], slow_e[256];
     uint64_t lt_slow[NTHR];
     memset(sub, 0, sizeof sub);
-    memset(p2, 0, sizeof p2);
-    memset(slow_e, 0, sizeof slow_e);
+    /* p2 and slow_e are zeroed at first use (any_p2, any_slow) */
     memset(lt_slow, 0, sizeof lt_slow);
+    int any_slow = 0, any_p2 = 0;
     const __m256i absmask = _mm256_set1_epi32((int)ABS_MASK);
     const __m256i mant = _mm256_set1_epi32((int)MANT_MASK);
     const __m256i inf = _mm256_set1_epi32((int)INF_BITS);
@@ -383,6 +397,9 @@ static void kernel_avx2(raw_t *r, const thresholds_t *th, const float *x, size_t
             unsigned slow = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(sl0)) |
                             (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(sl1)) << 8;
             if (slow) {
+                if (!any_slow)
+                    memset(slow_e, 0, sizeof slow_e);
+                any_slow = 1;
                 for (int k = 0; k < NTHR; k++) {
                     __m256i t = _mm256_set1_epi32((int)th->t[k]);
                     unsigned lt = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(t, a0))) |
@@ -403,6 +420,9 @@ static void kernel_avx2(raw_t *r, const thresholds_t *th, const float *x, size_t
             } else {
                 unsigned pw = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(p0)) |
                               (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(p1)) << 8;
+                if (!any_p2)
+                    memset(p2, 0, sizeof p2);
+                any_p2 = 1;
                 pow2_lanes(p2, x + i, pw);
                 count_exponents(sub, x + i);
             }
@@ -431,7 +451,15 @@ static void kernel_avx2(raw_t *r, const thresholds_t *th, const float *x, size_t
     _mm256_storeu_pd(r->lane + 4, s1);
     _mm256_storeu_pd(r->lane + 8, s2);
     _mm256_storeu_pd(r->lane + 12, s3);
-    vec_finish(r, th, sub, p2, slow_e, lt_slow);
+    uint32_t mx = 0, mn = UINT32_MAX, lo, hi;
+    _mm256_storeu_si256((__m256i *)(void *)c, vmax);
+    for (int j = 0; j < 8; j++)
+        mx = c[j] > mx ? c[j] : mx;
+    _mm256_storeu_si256((__m256i *)(void *)c, vmin);
+    for (int j = 0; j < 8; j++)
+        mn = c[j] < mn ? c[j] : mn;
+    field_range(mn, mx, &lo, &hi);
+    vec_finish(r, th, sub, any_p2 ? p2 : NULL, slow_e, lt_slow, lo, hi, any_slow);
 }
 
 /* 16 values per step; n is a multiple of 16. */
@@ -441,9 +469,9 @@ static void kernel_avx512(raw_t *r, const thresholds_t *th, const float *x, size
     uint32_t sub[SUBHISTS][256], p2[256], slow_e[256];
     uint64_t lt_slow[NTHR];
     memset(sub, 0, sizeof sub);
-    memset(p2, 0, sizeof p2);
-    memset(slow_e, 0, sizeof slow_e);
+    /* p2 and slow_e are zeroed at first use (any_p2, any_slow) */
     memset(lt_slow, 0, sizeof lt_slow);
+    int any_slow = 0, any_p2 = 0;
     const __m512i absmask = _mm512_set1_epi32((int)ABS_MASK);
     const __m512i mant = _mm512_set1_epi32((int)MANT_MASK);
     const __m512i inf = _mm512_set1_epi32((int)INF_BITS);
@@ -466,6 +494,9 @@ static void kernel_avx512(raw_t *r, const thresholds_t *th, const float *x, size
         __m512i af = a;
         if (__builtin_expect((slow | pw) != 0, 0)) {
             if (slow) {
+                if (!any_slow)
+                    memset(slow_e, 0, sizeof slow_e);
+                any_slow = 1;
                 for (int k = 0; k < NTHR; k++)
                     lt_slow[k] += (unsigned)__builtin_popcount(
                         _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32((int)th->t[k])));
@@ -473,6 +504,9 @@ static void kernel_avx512(raw_t *r, const thresholds_t *th, const float *x, size
                 af = _mm512_maskz_mov_epi32(fin, a);
                 slow_lanes(r, slow_e, x + i, (unsigned)(sn | (__mmask16)~fin));
             } else {
+                if (!any_p2)
+                    memset(p2, 0, sizeof p2);
+                any_p2 = 1;
                 pow2_lanes(p2, x + i, pw);
                 count_exponents(sub, x + i);
             }
@@ -495,7 +529,9 @@ static void kernel_avx512(raw_t *r, const thresholds_t *th, const float *x, size
         r->min_m1 = mn;
     _mm512_storeu_pd(r->lane, s0);
     _mm512_storeu_pd(r->lane + 8, s1);
-    vec_finish(r, th, sub, p2, slow_e, lt_slow);
+    uint32_t lo, hi;
+    field_range(mn, mx, &lo, &hi);
+    vec_finish(r, th, sub, any_p2 ? p2 : NULL, slow_e, lt_slow, lo, hi, any_slow);
 }
 #endif
 
@@ -678,8 +714,14 @@ static int hist_add_scaled(fp_hist_t *h, const float *x, size_t n, int k, kernel
     float buf[HSCALE_CHUNK];
     for (size_t done = 0; done < n;) {
         size_t len = n - done < HSCALE_CHUNK ? n - done : HSCALE_CHUNK;
-        for (size_t i = 0; i < len; i++)
-            buf[i] = scale_down(x[done + i], k);
+        if (k >= -127 && k <= 126) {
+            const float m = bits_float((uint32_t)(127 - k) << 23);    /* 2^-k, as in scale_down */
+            for (size_t i = 0; i < len; i++)
+                buf[i] = x[done + i] * m;
+        } else {
+            for (size_t i = 0; i < len; i++)
+                buf[i] = scale_down(x[done + i], k);
+        }
         run_kernels(&r, &th, buf, len, vec);
         done += len;
     }
