@@ -241,7 +241,7 @@ static void kernel_scalar(raw_t *r, const thresholds_t *th, const float *x, size
  * zeros), the zeros and the subnormals below T. So for the values a vector kernel calls "fast" —
  * zeros, and normals whose exponent field holds no threshold with m >= 2 — every #{a < T} follows
  * from their exponent-field counts and their count of nonzero exact powers of two per field
- * (derive_lt). Slow lanes (fp32 subnormals, Inf, NaN, and the fields of thresholds with m >= 2) are
+ * (vec_finish). Slow lanes (fp32 subnormals, Inf, NaN, and the fields of thresholds with m >= 2) are
  * tested as: a - 1 <u MANT_MASK, field one of gate_field[0..2], or a >= gate (the lowest such field
  * beyond three, else 255). The default thresholds have three such fields: E4M3 max (2^8), fp16 and
  * E5M2 max (2^15), bf16 max (2^127). A vector of 16 values with any slow lane takes the slow step:
