@@ -270,16 +270,9 @@ static void set_gate(thresholds_t *th)
 }
 
 #ifdef HIST_X86
-/* End of a vector kernel: exponent counts (fast sub-histograms + slow steps) into ehist, and into
- * lt the slow steps' counts plus, for the fast values, #{a < t[k]} from their exponent-field counts
- * fe and nonzero exact powers of two p2 (see above). Fast values have field 0 (zeros) or a field in
- * [lo, hi] (from the call's min and max |x|), so only those bins are read. p2 NULL: none seen;
- * slow_e is read only when any_slow. */
-static void vec_finish(raw_t *r, const thresholds_t *th, uint32_t sub[SUBHISTS][256],
-                       const uint32_t p2[256], const uint32_t slow_e[256], const uint64_t lt_slow[NTHR],
-                       uint32_t lo, uint32_t hi, int any_slow)
+/* Fast values' exponent-field counts fe (bins 0 and lo..hi) from the sub-histograms. */
+static void fold_sub(uint32_t sub[SUBHISTS][256], uint32_t lo, uint32_t hi, uint64_t fe[256])
 {
-    uint64_t fe[256];
     fe[0] = 0;
     for (int s = 0; s < SUBHISTS; s++)
         fe[0] += sub[s][0];
@@ -288,9 +281,21 @@ static void vec_finish(raw_t *r, const thresholds_t *th, uint32_t sub[SUBHISTS][
         for (int s = 0; s < SUBHISTS; s++)
             c += sub[s][b];
         fe[b] = c;
-        r->ehist[b] += c;
     }
+}
+
+/* End of a vector kernel: exponent counts (fast values' fe + slow steps) into ehist, and into lt the
+ * slow steps' counts plus, for the fast values, #{a < t[k]} from fe and their nonzero exact powers of
+ * two p2 (see above). Fast values have field 0 (zeros) or a field in [lo, hi] (from the call's min
+ * and max |x|), so only those bins of fe are set and read. p2 NULL: none seen; slow_e is read only
+ * when any_slow. */
+static void vec_finish(raw_t *r, const thresholds_t *th, const uint64_t fe[256],
+                       const uint32_t p2[256], const uint32_t slow_e[256], const uint64_t lt_slow[NTHR],
+                       uint32_t lo, uint32_t hi, int any_slow)
+{
     r->ehist[0] += fe[0];
+    for (uint32_t b = lo; b <= hi; b++)
+        r->ehist[b] += fe[b];
     for (int k = 0; k < NTHR; k++) {
         uint32_t e = th->t[k] >> 23, m = th->t[k] & MANT_MASK;
         uint64_t c = fe[0];                  /* zeros: below every t >= 1 */
@@ -459,16 +464,87 @@ static void kernel_avx2(raw_t *r, const thresholds_t *th, const float *x, size_t
     for (int j = 0; j < 8; j++)
         mn = c[j] < mn ? c[j] : mn;
     field_range(mn, mx, &lo, &hi);
-    vec_finish(r, th, sub, any_p2 ? p2 : NULL, slow_e, lt_slow, lo, hi, any_slow);
+    uint64_t fe[256];
+    fold_sub(sub, lo, hi, fe);
+    vec_finish(r, th, fe, any_p2 ? p2 : NULL, slow_e, lt_slow, lo, hi, any_slow);
+}
+
+/* ---- exponent pairs (AVX-512 kernel, calls of PAIR_MIN_N values or more)
+ * One counter per pair of neighbouring exponent fields: one 64-bit load, one PEXT (BMI2; fast on
+ * every CPU with AVX-512) and one increment per two values instead of two. Key = field of the first
+ * | field of the second << 8; two tables (even / odd pairs), 2 x 64K x 4 bytes, thread-local,
+ * allocated at first use and kept; all zero between calls: the fold reads and clears only the rows
+ * and columns of fields the call can hold ({0} and [lo, hi]). */
+#define PAIR_MIN_N 4096
+#define PAIR_KEYS  65536u
+
+static _Thread_local uint32_t *pair_table;
+
+static void pair_release(void)
+{
+    free(pair_table);
+    pair_table = NULL;
+}
+
+static uint32_t *pair_get(void)
+{
+    if (!pair_table)
+        pair_table = calloc(2 * PAIR_KEYS, sizeof *pair_table);   /* NULL: the kernel uses sub */
+    return pair_table;
+}
+
+static inline __attribute__((always_inline, target("bmi2"))) void count_pairs(uint32_t *t, const float *x)
+{
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < 8; j++) {
+        uint64_t q;
+        memcpy(&q, x + 2 * j, sizeof q);
+        t[((uint32_t)(j & 1) << 16) + (uint32_t)_pext_u64(q, 0x7F8000007F800000ull)]++;
+    }
+}
+
+/* fe (bins 0 and lo..hi) from the pair tables, which are left all zero. */
+__attribute__((target("avx512f")))
+static void fold_pairs(uint32_t *t, uint32_t lo, uint32_t hi, uint64_t fe[256])
+{
+    uint32_t col[256 + 16];                  /* by first field; a call is <= BLOCK values: no wrap */
+    uint64_t row_sum[256];
+    memset(col, 0, sizeof col);
+    memset(row_sum, 0, sizeof row_sum);
+    const __m512i zero = _mm512_setzero_si512();
+    for (uint32_t tb = 0; tb < 2; tb++) {
+        for (uint32_t f2 = 0; f2 <= hi; f2 = f2 ? f2 + 1 : lo) {   /* 0, then lo .. hi */
+            uint32_t *row = t + (tb << 16) + (f2 << 8);
+            uint64_t rs = row[0];
+            col[0] += row[0];
+            row[0] = 0;
+            __m512i acc = zero;
+            for (uint32_t a = lo; a <= hi; a += 16) {
+                __mmask16 m = hi + 1 - a >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (hi + 1 - a)) - 1);
+                __m512i v = _mm512_maskz_loadu_epi32(m, row + a);
+                acc = _mm512_add_epi32(acc, v);
+                _mm512_storeu_si512(col + a, _mm512_add_epi32(_mm512_loadu_si512(col + a), v));
+                _mm512_mask_storeu_epi32(row + a, m, zero);
+            }
+            row_sum[f2] += rs + (uint32_t)_mm512_reduce_add_epi32(acc);
+            if (lo > hi)
+                break;
+        }
+    }
+    fe[0] = col[0] + row_sum[0];
+    for (uint32_t b = lo; b <= hi; b++)
+        fe[b] = col[b] + row_sum[b];
 }
 
 /* 16 values per step; n is a multiple of 16. */
-__attribute__((target("avx512f,popcnt")))
+__attribute__((target("avx512f,popcnt,bmi2")))
 static void kernel_avx512(raw_t *r, const thresholds_t *th, const float *x, size_t n)
 {
     uint32_t sub[SUBHISTS][256], p2[256], slow_e[256];
     uint64_t lt_slow[NTHR];
-    memset(sub, 0, sizeof sub);
+    uint32_t *pt = n >= PAIR_MIN_N ? pair_get() : NULL;
+    if (!pt)
+        memset(sub, 0, sizeof sub);
     /* p2 and slow_e are zeroed at first use (any_p2, any_slow) */
     memset(lt_slow, 0, sizeof lt_slow);
     int any_slow = 0, any_p2 = 0;
@@ -508,8 +584,13 @@ static void kernel_avx512(raw_t *r, const thresholds_t *th, const float *x, size
                     memset(p2, 0, sizeof p2);
                 any_p2 = 1;
                 pow2_lanes(p2, x + i, pw);
-                count_exponents(sub, x + i);
+                if (pt)
+                    count_pairs(pt, x + i);
+                else
+                    count_exponents(sub, x + i);
             }
+        } else if (pt) {
+            count_pairs(pt, x + i);
         } else {
             count_exponents(sub, x + i);
         }
@@ -531,8 +612,15 @@ static void kernel_avx512(raw_t *r, const thresholds_t *th, const float *x, size
     _mm512_storeu_pd(r->lane + 8, s1);
     uint32_t lo, hi;
     field_range(mn, mx, &lo, &hi);
-    vec_finish(r, th, sub, any_p2 ? p2 : NULL, slow_e, lt_slow, lo, hi, any_slow);
+    uint64_t fe[256];
+    if (pt)
+        fold_pairs(pt, lo, hi, fe);
+    else
+        fold_sub(sub, lo, hi, fe);
+    vec_finish(r, th, fe, any_p2 ? p2 : NULL, slow_e, lt_slow, lo, hi, any_slow);
 }
+#else
+static void pair_release(void) {}
 #endif
 
 /* Kernel numbers for fp_hist_add_kernel (internal; tests and the benchmark use it). */
@@ -547,9 +635,9 @@ static kernel_fn kernel_get(int kernel)
     case KERNEL_AVX2:
         return __builtin_cpu_supports("avx2") ? kernel_avx2 : NULL;
     case KERNEL_AVX512:
-        return __builtin_cpu_supports("avx512f") ? kernel_avx512 : NULL;
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("bmi2") ? kernel_avx512 : NULL;
     case KERNEL_BEST:
-        if (__builtin_cpu_supports("avx512f"))
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("bmi2"))
             return kernel_avx512;
         if (__builtin_cpu_supports("avx2"))
             return kernel_avx2;
@@ -867,6 +955,7 @@ void fp_hist_thread_release(void)
 {
     free(h16_table);
     h16_table = NULL;
+    pair_release();
 }
 
 static uint32_t h16_bits(const h16_fmt_t *f, uint32_t q)

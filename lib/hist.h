@@ -41,7 +41,8 @@ typedef struct {
 } fp_hist_t;
 
 void   fp_hist_init(fp_hist_t *h);
-/* Accumulate n values (x may be NULL when n == 0; FP_EINVAL when NULL with n > 0). */
+/* Accumulate n values (x may be NULL when n == 0; FP_EINVAL when NULL with n > 0). The vector
+ * kernels take the class counts of most values from the exponent histogram (hist.c: "fast path"). */
 int    fp_hist_add(fp_hist_t *h, const float *x, size_t n);
 /* As fp_hist_add with a forced kernel: 0 scalar, 1 AVX2, 2 AVX-512, -1 the best this CPU has
  * (FP_EUNAVAIL when the CPU lacks it). Every kernel gives bit-identical histograms; tests and
@@ -68,7 +69,9 @@ int    fp_hist_add_scaled_kernel(fp_hist_t *h, const float *x, size_t n, int log
  * allocated. */
 int    fp_hist_add_f16(fp_hist_t *h, const uint16_t *x, size_t n);
 int    fp_hist_add_bf16(fp_hist_t *h, const uint16_t *x, size_t n);
-/* Frees the calling thread's 16-bit count table (optional; for leak checkers at thread exit). */
+/* Frees the calling thread's count tables: the 16-bit one and the 512 KiB exponent-pair table the
+ * AVX-512 kernel allocates at its first call of 4096 values or more (and runs without when that
+ * fails). Optional; for leak checkers at thread exit. */
 void   fp_hist_thread_release(void);
 /* dst += src (counts add, amax/min combine, sums add). */
 void   fp_hist_merge(fp_hist_t *dst, const fp_hist_t *src);

@@ -407,7 +407,7 @@ static void ref_counts(fp_hist_t *h, const float *x, size_t n)
 
 static void test_fast_path(void)
 {
-    const size_t n = 4096;
+    const size_t n = 9000;
     float *x = malloc(n * sizeof *x);
     /* values at the fast path's edges: the gate (256 = 2^8, E4M3's max binade) and just below, exact
      * powers of two at and around the <= thresholds, their neighbours */
@@ -436,9 +436,11 @@ static void test_fast_path(void)
             fp_hist_t a, b;
             fp_hist_init(&a);
             fp_hist_init(&b);
-            if (fp_hist_add_kernel(&a, x + rep % 5, n - 16, k) != FP_OK)
+            /* 4000 values: AVX-512 counts exponents in sub-histograms; 8000: in exponent-pair tables */
+            size_t len = rep % 2 ? 4000 : 8000 + (size_t)rep;
+            if (fp_hist_add_kernel(&a, x + rep % 5, len, k) != FP_OK)
                 continue;
-            fp_hist_add_kernel(&b, x + rep % 5, n - 16, 0);
+            fp_hist_add_kernel(&b, x + rep % 5, len, 0);
             if (memcmp(&a, &b, sizeof a) != 0) {
                 if (ok_k[k])
                     same(&a, &b, kernel_names[k]);
