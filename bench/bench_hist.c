@@ -1,6 +1,8 @@
 /* bench_hist.c — single-thread throughput of fp_hist_add (all four formats in one pass) on a 64 MiB
- * array of activation-like values (normal distribution, a quarter zeros), best of several runs.
- * Prints figures only, never fails on time: `bench: hist_all_formats=X unit=GB/s` and the speedup. */
+ * array of activation-like values (normal distribution, a quarter zeros), best of several runs, and of
+ * fp_hist_add_scaled on the same values times 2^16 (a loss-scaled gradient, unscaled by 2^-16).
+ * Prints figures only, never fails on time: `bench: hist_all_formats=X unit=GB/s`, the speedup and
+ * `bench: hist_scaled=X unit=GB/s`. */
 #include "hist.h"
 #include "error.h"
 #include "testutil.h"
@@ -16,6 +18,8 @@
 #define N_FLOATS ((size_t)64 << 20 >> 2)    /* 64 MiB of floats */
 #define REPS 7
 #define PUBLIC_API (-2)                      /* run(): fp_hist_add itself, not a forced kernel */
+#define SCALED_API (-3)                      /* run(): fp_hist_add_scaled(x, n, SCALE_LOG2) */
+#define SCALE_LOG2 16
 
 static fp_hist_t results[4];                 /* last histogram of each run, compared at the end */
 
@@ -43,7 +47,9 @@ static double run(const float *x, size_t n, int kernel, const char *name, fp_his
     for (int rep = 0; rep < REPS; rep++) {
         fp_hist_init(&h);
         double t0 = now_s();
-        int rc = kernel == PUBLIC_API ? fp_hist_add(&h, x, n) : fp_hist_add_kernel(&h, x, n, kernel);
+        int rc = kernel == PUBLIC_API   ? fp_hist_add(&h, x, n)
+                 : kernel == SCALED_API ? fp_hist_add_scaled(&h, x, n, SCALE_LOG2)
+                                        : fp_hist_add_kernel(&h, x, n, kernel);
         double t = now_s() - t0;
         if (rc == FP_EUNAVAIL)
             return -1.0;
@@ -94,6 +100,13 @@ int main(void)
     printf("bench: hist_scalar=%.2f unit=GB/s\n", scalar);
     printf("bench: hist_all_formats=%.2f unit=GB/s\n", best);
     printf("bench: hist_speedup=%.2f unit=x ratio=%.2f\n", best / scalar, best / scalar);
+    for (size_t i = 0; i < N_FLOATS; i++)                 /* the loss-scaled values: exact */
+        x[i] = ldexpf(x[i], SCALE_LOG2);
+    fp_hist_t scaled;
+    double sc = run(x, N_FLOATS, SCALED_API, "scaled", &scaled);
+    printf("# fp_hist_add_scaled(x * 2^%d, %d) == fp_hist_add(x): %s\n", SCALE_LOG2, SCALE_LOG2,
+           memcmp(&scaled, &results[3], sizeof scaled) == 0 ? "yes" : "NO");
+    printf("bench: hist_scaled=%.2f unit=GB/s\n", sc);
     free(x);
     return 0;
 }

@@ -22,6 +22,8 @@
  * underflow = lt0 - zeros, subnormal = lt1 - lt0, normal = lt2 - lt1, round_to_max = lt3 - lt2,
  * overflow = finite - lt3. The binades come from a histogram of the 8-bit exponent field (bins 1..254
  * are the normal binades); fp32 subnormals, Inf and NaN are rare and take a slow path.
+ * The scalar kernel compares each value with the thresholds; the vector kernels compare only vectors
+ * with a "slow" lane and take lt for the rest from the exponent histogram (see "fast path" below).
  * sum |x| is kept in SUM_LANES double partial sums, lane = index mod SUM_LANES from the start of the
  * call, reduced in a fixed tree: every kernel adds the same numbers in the same order. */
 
@@ -38,6 +40,8 @@
 
 typedef struct {
     uint32_t t[NTHR];                        /* t[4*f + k], see above */
+    uint32_t gate;                           /* vector kernels' slow lanes: a >= gate, ... */
+    uint32_t gate_field[3];                  /* ... or exponent field one of these (set_gate) */
 } thresholds_t;
 
 /* Raw counts of one fp_hist_add call; turned into histogram terms by finish(). */
@@ -67,6 +71,16 @@ static float bits_float(uint32_t u)
     return f;
 }
 
+/* fl(v * 2^-k), the correctly rounded product, Inf and subnormals included: a float multiply when
+ * 2^-k is a normal float, else exact in double (v has 24 bits, |k| <= FP_HIST_LOG2_DIV_MAX) and one
+ * rounding to float. */
+static float scale_down(float v, int k)
+{
+    if (k >= -127 && k <= 126)
+        return v * bits_float((uint32_t)(127 - k) << 23);
+    return (float)ldexp((double)v, -k);
+}
+
 /* Threshold T with  a < T  <=>  |x| <= v  (v >= 0). */
 static uint32_t thr_le(double v)
 {
@@ -89,6 +103,8 @@ static uint32_t thr_lt(double v)
     return float_bits(f);
 }
 
+static void set_gate(thresholds_t *th);
+
 static void make_thresholds(thresholds_t *th)
 {
     for (int f = 0; f < FP_FMT_COUNT; f++) {
@@ -98,6 +114,7 @@ static void make_thresholds(thresholds_t *th)
         th->t[4 * f + 2] = thr_le((double)fi->max_finite);
         th->t[4 * f + 3] = thr_lt((double)fi->overflow_at);
     }
+    set_gate(th);
 }
 
 /* One value that is an fp32 subnormal, an Inf or a NaN (a = its absolute bits). */
@@ -217,22 +234,142 @@ static void kernel_scalar(raw_t *r, const thresholds_t *th, const float *x, size
     r->min_m1 = s.min_m1;
 }
 
+/* ---- fast path of the vector kernels
+ * A threshold T = (E << 23) | m splits the values by exponent field: every a with field < E is below
+ * it, every a with field > E is not. Within field E: m == 0, none; m == 1 (T = P + 1 for the power of
+ * two P = E << 23, a "<= power of two" bound), exactly the a == P; E == 0 (fp32 subnormals and
+ * zeros), the zeros and the subnormals below T. So for the values a vector kernel calls "fast" —
+ * zeros, and normals whose exponent field holds no threshold with m >= 2 — every #{a < T} follows
+ * from their exponent-field counts and their count of nonzero exact powers of two per field
+ * (vec_finish). Slow lanes (fp32 subnormals, Inf, NaN, and the fields of thresholds with m >= 2) are
+ * tested as: a - 1 <u MANT_MASK, field one of gate_field[0..2], or a >= gate (the lowest such field
+ * beyond three, else 255). The default thresholds have three such fields: E4M3 max (2^8), fp16 and
+ * E5M2 max (2^15), bf16 max (2^127). A vector of 16 values with any slow lane takes the slow step:
+ * one compare per threshold, as the scalar kernel. */
+static void set_gate(thresholds_t *th)
+{
+    uint32_t f[NTHR];
+    int nf = 0;
+    for (int k = 0; k < NTHR; k++) {
+        uint32_t e = th->t[k] >> 23, m = th->t[k] & MANT_MASK;
+        int seen = 0;
+        for (int j = 0; j < nf; j++)
+            seen |= f[j] == e;
+        if (e >= 1 && e < 255 && m >= 2 && !seen)
+            f[nf++] = e;
+    }
+    for (int i = 1; i < nf; i++)                         /* ascending */
+        for (int j = i; j > 0 && f[j - 1] > f[j]; j--) {
+            uint32_t t = f[j];
+            f[j] = f[j - 1];
+            f[j - 1] = t;
+        }
+    for (int j = 0; j < 3; j++)
+        th->gate_field[j] = j < nf ? f[j] : 255;        /* 255: Inf / NaN, slow anyway */
+    th->gate = (nf > 3 ? f[3] : 255) << 23;
+}
+
 #ifdef HIST_X86
+/* Fast values' exponent-field counts fe (bins 0 and lo..hi) from the sub-histograms. */
+static void fold_sub(uint32_t sub[SUBHISTS][256], uint32_t lo, uint32_t hi, uint64_t fe[256])
+{
+    fe[0] = 0;
+    for (int s = 0; s < SUBHISTS; s++)
+        fe[0] += sub[s][0];
+    for (uint32_t b = lo; b <= hi; b++) {
+        uint64_t c = 0;
+        for (int s = 0; s < SUBHISTS; s++)
+            c += sub[s][b];
+        fe[b] = c;
+    }
+}
+
+/* End of a vector kernel: exponent counts (fast values' fe + slow steps) into ehist, and into lt the
+ * slow steps' counts plus, for the fast values, #{a < t[k]} from fe and their nonzero exact powers of
+ * two p2 (see above). Fast values have field 0 (zeros) or a field in [lo, hi] (from the call's min
+ * and max |x|), so only those bins of fe are set and read. p2 NULL: none seen; slow_e is read only
+ * when any_slow. */
+static void vec_finish(raw_t *r, const thresholds_t *th, const uint64_t fe[256],
+                       const uint32_t p2[256], const uint32_t slow_e[256], const uint64_t lt_slow[NTHR],
+                       uint32_t lo, uint32_t hi, int any_slow)
+{
+    r->ehist[0] += fe[0];
+    for (uint32_t b = lo; b <= hi; b++)
+        r->ehist[b] += fe[b];
+    for (int k = 0; k < NTHR; k++) {
+        uint32_t e = th->t[k] >> 23, m = th->t[k] & MANT_MASK;
+        uint64_t c = fe[0];                  /* zeros: below every t >= 1 */
+        for (uint32_t b = lo; b <= hi && b < e; b++)
+            c += fe[b];
+        if (p2 && e >= lo && e <= hi && m == 1)
+            c += p2[e];
+        r->lt[k] += c + lt_slow[k];          /* m >= 2: a gate field, no fast value in field e */
+    }
+    if (any_slow)
+        for (int b = 0; b < 256; b++)
+            r->ehist[b] += slow_e[b];
+}
+
+/* The field range [lo, hi] of a call's nonzero finite values (lo > hi when none) from its min
+ * (a - 1, wrapping) and max finite a. */
+static void field_range(uint32_t min_m1, uint32_t max_a, uint32_t *lo, uint32_t *hi)
+{
+    *lo = min_m1 >= FIN_NZ_M1 ? 1 : (min_m1 + 1) >> 23;
+    if (*lo == 0)
+        *lo = 1;                             /* fp32 subnormals are slow; bin 0 is read apart */
+    *hi = max_a >> 23;
+}
+
+/* Slow step, the lanes' part: exponent field counts, and the specials among them. */
+static inline __attribute__((always_inline)) void slow_lanes(raw_t *r, uint32_t slow_e[256],
+                                                             const float *x, unsigned special_mask)
+{
+    _Pragma("GCC unroll 16")
+    for (int j = 0; j < 16; j++) {
+        uint32_t u;
+        memcpy(&u, &x[j], sizeof u);
+        slow_e[(u >> 23) & 0xFF]++;
+    }
+    while (special_mask) {
+        unsigned j = (unsigned)__builtin_ctz(special_mask);
+        special_mask &= special_mask - 1;
+        uint32_t u;
+        memcpy(&u, &x[j], sizeof u);
+        special(r, u);
+    }
+}
+
+/* Nonzero exact powers of two among the fast lanes of one step. */
+static inline __attribute__((always_inline)) void pow2_lanes(uint32_t p2[256], const float *x, unsigned mask)
+{
+    while (mask) {
+        unsigned j = (unsigned)__builtin_ctz(mask);
+        mask &= mask - 1;
+        uint32_t u;
+        memcpy(&u, &x[j], sizeof u);
+        p2[(u >> 23) & 0xFF]++;
+    }
+}
+
 /* 16 values per step; n is a multiple of 16. */
-__attribute__((target("avx2")))
+__attribute__((target("avx2,popcnt")))
 static void kernel_avx2(raw_t *r, const thresholds_t *th, const float *x, size_t n)
 {
-    uint32_t sub[SUBHISTS][256];
+    uint32_t sub[SUBHISTS][256], p2[256], slow_e[256];
+    uint64_t lt_slow[NTHR];
     memset(sub, 0, sizeof sub);
-    __m256i tm1[NTHR], ge[NTHR];             /* count a >= t, i.e. a > t - 1 (signed: all >= 0) */
-    for (int k = 0; k < NTHR; k++) {
-        tm1[k] = _mm256_set1_epi32((int)(th->t[k] - 1));
-        ge[k] = _mm256_setzero_si256();
-    }
+    /* p2 and slow_e are zeroed at first use (any_p2, any_slow) */
+    memset(lt_slow, 0, sizeof lt_slow);
+    int any_slow = 0, any_p2 = 0;
     const __m256i absmask = _mm256_set1_epi32((int)ABS_MASK);
+    const __m256i mant = _mm256_set1_epi32((int)MANT_MASK);
     const __m256i inf = _mm256_set1_epi32((int)INF_BITS);
-    const __m256i fin_m1 = _mm256_set1_epi32((int)(INF_BITS - 1));
+    const __m256i gate_m1 = _mm256_set1_epi32((int)(th->gate - 1));   /* a >= gate (signed: a >= 0) */
+    const __m256i g0 = _mm256_set1_epi32((int)th->gate_field[0]);
+    const __m256i g1 = _mm256_set1_epi32((int)th->gate_field[1]);
+    const __m256i g2 = _mm256_set1_epi32((int)th->gate_field[2]);
     const __m256i one = _mm256_set1_epi32(1);
+    const __m256i zero = _mm256_setzero_si256();
     const __m256i sub_lim = _mm256_set1_epi32((int)(MANT_MASK - 1));
     __m256i vmax = _mm256_setzero_si256(), vmin = _mm256_set1_epi32(-1);
     __m256d s0 = _mm256_loadu_pd(r->lane), s1 = _mm256_loadu_pd(r->lane + 4);
@@ -242,46 +379,70 @@ static void kernel_avx2(raw_t *r, const thresholds_t *th, const float *x, size_t
         __m256i u0 = _mm256_loadu_si256((const __m256i *)(const void *)(x + i));
         __m256i u1 = _mm256_loadu_si256((const __m256i *)(const void *)(x + i + 8));
         __m256i a0 = _mm256_and_si256(u0, absmask), a1 = _mm256_and_si256(u1, absmask);
-        _Pragma("GCC unroll 16")
-        for (int k = 0; k < NTHR; k++)
-            ge[k] = _mm256_sub_epi32(ge[k], _mm256_add_epi32(_mm256_cmpgt_epi32(a0, tm1[k]),
-                                                             _mm256_cmpgt_epi32(a1, tm1[k])));
-        __m256i f0 = _mm256_cmpgt_epi32(inf, a0), f1 = _mm256_cmpgt_epi32(inf, a1);
-        __m256i af0 = _mm256_and_si256(a0, f0), af1 = _mm256_and_si256(a1, f1);
-        vmax = _mm256_max_epi32(vmax, _mm256_max_epi32(af0, af1));
         __m256i m0 = _mm256_sub_epi32(a0, one), m1 = _mm256_sub_epi32(a1, one);
-        vmin = _mm256_min_epu32(vmin, _mm256_min_epu32(m0, m1));
-        __m256 p0 = _mm256_castsi256_ps(af0), p1 = _mm256_castsi256_ps(af1);
-        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(p0)));
-        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(p0, 1)));
-        s2 = _mm256_add_pd(s2, _mm256_cvtps_pd(_mm256_castps256_ps128(p1)));
-        s3 = _mm256_add_pd(s3, _mm256_cvtps_pd(_mm256_extractf128_ps(p1, 1)));
-        /* specials: subnormal (a - 1 <u MANT_MASK) or not finite */
-        __m256i sp0 = _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_min_epu32(m0, sub_lim), m0),
-                                      _mm256_cmpgt_epi32(a0, fin_m1));
-        __m256i sp1 = _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_min_epu32(m1, sub_lim), m1),
-                                      _mm256_cmpgt_epi32(a1, fin_m1));
-        count_exponents(sub, x + i);
-        unsigned mask = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(sp0)) |
-                        (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(sp1)) << 8;
-        while (mask) {
-            unsigned j = (unsigned)__builtin_ctz(mask);
-            mask &= mask - 1;
-            uint32_t uj;
-            memcpy(&uj, &x[i + j], sizeof uj);
-            special(r, uj);
+        /* slow lanes: fp32 subnormal (a - 1 <=u MANT_MASK - 1), a >= gate (Inf, NaN included), or
+         * a gate field */
+        __m256i e0 = _mm256_srli_epi32(a0, 23), e1 = _mm256_srli_epi32(a1, 23);
+        __m256i sl0 = _mm256_or_si256(
+            _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_min_epu32(m0, sub_lim), m0), _mm256_cmpgt_epi32(a0, gate_m1)),
+            _mm256_or_si256(_mm256_cmpeq_epi32(e0, g0), _mm256_or_si256(_mm256_cmpeq_epi32(e0, g1),
+                                                                        _mm256_cmpeq_epi32(e0, g2))));
+        __m256i sl1 = _mm256_or_si256(
+            _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_min_epu32(m1, sub_lim), m1), _mm256_cmpgt_epi32(a1, gate_m1)),
+            _mm256_or_si256(_mm256_cmpeq_epi32(e1, g0), _mm256_or_si256(_mm256_cmpeq_epi32(e1, g1),
+                                                                        _mm256_cmpeq_epi32(e1, g2))));
+        /* nonzero exact powers of two: mantissa 0, a != 0 */
+        __m256i p0 = _mm256_andnot_si256(_mm256_cmpeq_epi32(a0, zero),
+                                         _mm256_cmpeq_epi32(_mm256_and_si256(a0, mant), zero));
+        __m256i p1 = _mm256_andnot_si256(_mm256_cmpeq_epi32(a1, zero),
+                                         _mm256_cmpeq_epi32(_mm256_and_si256(a1, mant), zero));
+        __m256i any = _mm256_or_si256(_mm256_or_si256(sl0, sl1), _mm256_or_si256(p0, p1));
+        __m256i af0 = a0, af1 = a1;
+        if (__builtin_expect(!_mm256_testz_si256(any, any), 0)) {
+            unsigned slow = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(sl0)) |
+                            (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(sl1)) << 8;
+            if (slow) {
+                if (!any_slow)
+                    memset(slow_e, 0, sizeof slow_e);
+                any_slow = 1;
+                for (int k = 0; k < NTHR; k++) {
+                    __m256i t = _mm256_set1_epi32((int)th->t[k]);
+                    unsigned lt = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(t, a0))) |
+                                  (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(t, a1))) << 8;
+                    lt_slow[k] += (unsigned)__builtin_popcount(lt);
+                }
+                __m256i f0 = _mm256_cmpgt_epi32(inf, a0), f1 = _mm256_cmpgt_epi32(inf, a1);
+                af0 = _mm256_and_si256(a0, f0);
+                af1 = _mm256_and_si256(a1, f1);
+                /* specials: subnormal or not finite */
+                unsigned nf = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(f0, zero))) |
+                              (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(f1, zero))) << 8;
+                unsigned sn = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(
+                                  _mm256_cmpeq_epi32(_mm256_min_epu32(m0, sub_lim), m0))) |
+                              (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(
+                                  _mm256_cmpeq_epi32(_mm256_min_epu32(m1, sub_lim), m1))) << 8;
+                slow_lanes(r, slow_e, x + i, nf | sn);
+            } else {
+                unsigned pw = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(p0)) |
+                              (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(p1)) << 8;
+                if (!any_p2)
+                    memset(p2, 0, sizeof p2);
+                any_p2 = 1;
+                pow2_lanes(p2, x + i, pw);
+                count_exponents(sub, x + i);
+            }
+        } else {
+            count_exponents(sub, x + i);
         }
+        vmax = _mm256_max_epi32(vmax, _mm256_max_epi32(af0, af1));
+        vmin = _mm256_min_epu32(vmin, _mm256_min_epu32(m0, m1));
+        __m256 q0 = _mm256_castsi256_ps(af0), q1 = _mm256_castsi256_ps(af1);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(q0)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(q0, 1)));
+        s2 = _mm256_add_pd(s2, _mm256_cvtps_pd(_mm256_castps256_ps128(q1)));
+        s3 = _mm256_add_pd(s3, _mm256_cvtps_pd(_mm256_extractf128_ps(q1, 1)));
     }
 
-    uint64_t steps = n / 16;
-    for (int k = 0; k < NTHR; k++) {
-        uint32_t c[8];
-        _mm256_storeu_si256((__m256i *)(void *)c, ge[k]);
-        uint64_t g = 0;
-        for (int j = 0; j < 8; j++)
-            g += c[j];
-        r->lt[k] += 16 * steps - g;
-    }
     uint32_t c[8];
     _mm256_storeu_si256((__m256i *)(void *)c, vmax);
     for (int j = 0; j < 8; j++)
@@ -295,55 +456,152 @@ static void kernel_avx2(raw_t *r, const thresholds_t *th, const float *x, size_t
     _mm256_storeu_pd(r->lane + 4, s1);
     _mm256_storeu_pd(r->lane + 8, s2);
     _mm256_storeu_pd(r->lane + 12, s3);
-    for (int s = 0; s < SUBHISTS; s++)
-        for (int b = 0; b < 256; b++)
-            r->ehist[b] += sub[s][b];
+    uint32_t mx = 0, mn = UINT32_MAX, lo, hi;
+    _mm256_storeu_si256((__m256i *)(void *)c, vmax);
+    for (int j = 0; j < 8; j++)
+        mx = c[j] > mx ? c[j] : mx;
+    _mm256_storeu_si256((__m256i *)(void *)c, vmin);
+    for (int j = 0; j < 8; j++)
+        mn = c[j] < mn ? c[j] : mn;
+    field_range(mn, mx, &lo, &hi);
+    uint64_t fe[256];
+    fold_sub(sub, lo, hi, fe);
+    vec_finish(r, th, fe, any_p2 ? p2 : NULL, slow_e, lt_slow, lo, hi, any_slow);
+}
+
+/* ---- exponent pairs (AVX-512 kernel, calls of PAIR_MIN_N values or more)
+ * One counter per pair of neighbouring exponent fields: one 64-bit load, one PEXT (BMI2; fast on
+ * every CPU with AVX-512) and one increment per two values instead of two. Key = field of the first
+ * | field of the second << 8; two tables (even / odd pairs), 2 x 64K x 4 bytes, thread-local,
+ * allocated at first use and kept; all zero between calls: the fold reads and clears only the rows
+ * and columns of fields the call can hold ({0} and [lo, hi]). */
+#define PAIR_MIN_N 4096
+#define PAIR_KEYS  65536u
+
+static _Thread_local uint32_t *pair_table;
+
+static void pair_release(void)
+{
+    free(pair_table);
+    pair_table = NULL;
+}
+
+static uint32_t *pair_get(void)
+{
+    if (!pair_table)
+        pair_table = calloc(2 * PAIR_KEYS, sizeof *pair_table);   /* NULL: the kernel uses sub */
+    return pair_table;
+}
+
+static inline __attribute__((always_inline, target("bmi2"))) void count_pairs(uint32_t *t, const float *x)
+{
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < 8; j++) {
+        uint64_t q;
+        memcpy(&q, x + 2 * j, sizeof q);
+        t[((uint32_t)(j & 1) << 16) + (uint32_t)_pext_u64(q, 0x7F8000007F800000ull)]++;
+    }
+}
+
+/* fe (bins 0 and lo..hi) from the pair tables, which are left all zero. */
+__attribute__((target("avx512f")))
+static void fold_pairs(uint32_t *t, uint32_t lo, uint32_t hi, uint64_t fe[256])
+{
+    uint32_t col[256 + 16];                  /* by first field; a call is <= BLOCK values: no wrap */
+    uint64_t row_sum[256];
+    memset(col, 0, sizeof col);
+    memset(row_sum, 0, sizeof row_sum);
+    const __m512i zero = _mm512_setzero_si512();
+    for (uint32_t tb = 0; tb < 2; tb++) {
+        for (uint32_t f2 = 0; f2 <= hi; f2 = f2 ? f2 + 1 : lo) {   /* 0, then lo .. hi */
+            uint32_t *row = t + (tb << 16) + (f2 << 8);
+            uint64_t rs = row[0];
+            col[0] += row[0];
+            row[0] = 0;
+            __m512i acc = zero;
+            for (uint32_t a = lo; a <= hi; a += 16) {
+                __mmask16 m = hi + 1 - a >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (hi + 1 - a)) - 1);
+                __m512i v = _mm512_maskz_loadu_epi32(m, row + a);
+                acc = _mm512_add_epi32(acc, v);
+                _mm512_storeu_si512(col + a, _mm512_add_epi32(_mm512_loadu_si512(col + a), v));
+                _mm512_mask_storeu_epi32(row + a, m, zero);
+            }
+            row_sum[f2] += rs + (uint32_t)_mm512_reduce_add_epi32(acc);
+            if (lo > hi)
+                break;
+        }
+    }
+    fe[0] = col[0] + row_sum[0];
+    for (uint32_t b = lo; b <= hi; b++)
+        fe[b] = col[b] + row_sum[b];
 }
 
 /* 16 values per step; n is a multiple of 16. */
-__attribute__((target("avx512f")))
+__attribute__((target("avx512f,popcnt,bmi2")))
 static void kernel_avx512(raw_t *r, const thresholds_t *th, const float *x, size_t n)
 {
-    uint32_t sub[SUBHISTS][256];
-    memset(sub, 0, sizeof sub);
-    __m512i t[NTHR], lt[NTHR];
-    for (int k = 0; k < NTHR; k++) {
-        t[k] = _mm512_set1_epi32((int)th->t[k]);
-        lt[k] = _mm512_setzero_si512();
-    }
+    uint32_t sub[SUBHISTS][256], p2[256], slow_e[256];
+    uint64_t lt_slow[NTHR];
+    uint32_t *pt = n >= PAIR_MIN_N ? pair_get() : NULL;
+    if (!pt)
+        memset(sub, 0, sizeof sub);
+    /* p2 and slow_e are zeroed at first use (any_p2, any_slow) */
+    memset(lt_slow, 0, sizeof lt_slow);
+    int any_slow = 0, any_p2 = 0;
     const __m512i absmask = _mm512_set1_epi32((int)ABS_MASK);
+    const __m512i mant = _mm512_set1_epi32((int)MANT_MASK);
     const __m512i inf = _mm512_set1_epi32((int)INF_BITS);
+    const __m512i gate = _mm512_set1_epi32((int)th->gate);
+    const __m512i g0 = _mm512_set1_epi32((int)th->gate_field[0]);
+    const __m512i g1 = _mm512_set1_epi32((int)th->gate_field[1]);
+    const __m512i g2 = _mm512_set1_epi32((int)th->gate_field[2]);
     const __m512i one = _mm512_set1_epi32(1);
-    const __m512i sub_lim = _mm512_set1_epi32((int)MANT_MASK);
     __m512i vmax = _mm512_setzero_si512(), vmin = _mm512_set1_epi32(-1);
     __m512d s0 = _mm512_loadu_pd(r->lane), s1 = _mm512_loadu_pd(r->lane + 8);
 
     for (size_t i = 0; i < n; i += 16) {
         __m512i a = _mm512_and_si512(_mm512_loadu_si512((const void *)(x + i)), absmask);
-        _Pragma("GCC unroll 16")
-        for (int k = 0; k < NTHR; k++)
-            lt[k] = _mm512_mask_add_epi32(lt[k], _mm512_cmplt_epu32_mask(a, t[k]), lt[k], one);
-        __mmask16 fin = _mm512_cmplt_epu32_mask(a, inf);
-        vmax = _mm512_mask_max_epu32(vmax, fin, vmax, a);
         __m512i m1 = _mm512_sub_epi32(a, one);
+        __mmask16 sn = _mm512_cmplt_epu32_mask(m1, mant);          /* fp32 subnormal */
+        __m512i fld = _mm512_srli_epi32(a, 23);
+        __mmask16 slow = sn | _mm512_cmpge_epu32_mask(a, gate) | _mm512_cmpeq_epi32_mask(fld, g0) |
+                         _mm512_cmpeq_epi32_mask(fld, g1) | _mm512_cmpeq_epi32_mask(fld, g2);
+        __mmask16 pw = _mm512_mask_testn_epi32_mask(_mm512_test_epi32_mask(a, a), a, mant);
+        __m512i af = a;
+        if (__builtin_expect((slow | pw) != 0, 0)) {
+            if (slow) {
+                if (!any_slow)
+                    memset(slow_e, 0, sizeof slow_e);
+                any_slow = 1;
+                for (int k = 0; k < NTHR; k++)
+                    lt_slow[k] += (unsigned)__builtin_popcount(
+                        _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32((int)th->t[k])));
+                __mmask16 fin = _mm512_cmplt_epu32_mask(a, inf);
+                af = _mm512_maskz_mov_epi32(fin, a);
+                slow_lanes(r, slow_e, x + i, (unsigned)(sn | (__mmask16)~fin));
+            } else {
+                if (!any_p2)
+                    memset(p2, 0, sizeof p2);
+                any_p2 = 1;
+                pow2_lanes(p2, x + i, pw);
+                if (pt)
+                    count_pairs(pt, x + i);
+                else
+                    count_exponents(sub, x + i);
+            }
+        } else if (pt) {
+            count_pairs(pt, x + i);
+        } else {
+            count_exponents(sub, x + i);
+        }
+        vmax = _mm512_max_epu32(vmax, af);
         vmin = _mm512_min_epu32(vmin, m1);
-        __m512 p = _mm512_castsi512_ps(_mm512_maskz_mov_epi32(fin, a));
+        __m512 p = _mm512_castsi512_ps(af);
         s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
         s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm256_castpd_ps(
                                    _mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
-        count_exponents(sub, x + i);
-        unsigned mask = (unsigned)(_mm512_cmplt_epu32_mask(m1, sub_lim) | (__mmask16)~fin);
-        while (mask) {
-            unsigned j = (unsigned)__builtin_ctz(mask);
-            mask &= mask - 1;
-            uint32_t uj;
-            memcpy(&uj, &x[i + j], sizeof uj);
-            special(r, uj);
-        }
     }
 
-    for (int k = 0; k < NTHR; k++)
-        r->lt[k] += (uint64_t)(uint32_t)_mm512_reduce_add_epi32(lt[k]);
     uint32_t mx = (uint32_t)_mm512_reduce_max_epu32(vmax);
     uint32_t mn = (uint32_t)_mm512_reduce_min_epu32(vmin);
     if (mx > r->amax_bits)
@@ -352,10 +610,17 @@ static void kernel_avx512(raw_t *r, const thresholds_t *th, const float *x, size
         r->min_m1 = mn;
     _mm512_storeu_pd(r->lane, s0);
     _mm512_storeu_pd(r->lane + 8, s1);
-    for (int s = 0; s < SUBHISTS; s++)
-        for (int b = 0; b < 256; b++)
-            r->ehist[b] += sub[s][b];
+    uint32_t lo, hi;
+    field_range(mn, mx, &lo, &hi);
+    uint64_t fe[256];
+    if (pt)
+        fold_pairs(pt, lo, hi, fe);
+    else
+        fold_sub(sub, lo, hi, fe);
+    vec_finish(r, th, fe, any_p2 ? p2 : NULL, slow_e, lt_slow, lo, hi, any_slow);
 }
+#else
+static void pair_release(void) {}
 #endif
 
 /* Kernel numbers for fp_hist_add_kernel (internal; tests and the benchmark use it). */
@@ -370,9 +635,9 @@ static kernel_fn kernel_get(int kernel)
     case KERNEL_AVX2:
         return __builtin_cpu_supports("avx2") ? kernel_avx2 : NULL;
     case KERNEL_AVX512:
-        return __builtin_cpu_supports("avx512f") ? kernel_avx512 : NULL;
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("bmi2") ? kernel_avx512 : NULL;
     case KERNEL_BEST:
-        if (__builtin_cpu_supports("avx512f"))
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("bmi2"))
             return kernel_avx512;
         if (__builtin_cpu_supports("avx2"))
             return kernel_avx2;
@@ -386,16 +651,19 @@ static kernel_fn kernel_get(int kernel)
     }
 }
 
-/* Add one call's raw counts to h. */
-static void finish(fp_hist_t *h, const raw_t *r, size_t n)
+/* Add one call's raw counts to h, the values being x * 2^-k (k != 0 only when every finite nonzero
+ * x * 2^-k is exact: see scaled_exact). */
+static void finish(fp_hist_t *h, const raw_t *r, size_t n, int k)
 {
     uint64_t nsub = 0;
     for (int p = 0; p < 23; p++) {
-        h->binade[p] += r->sub_binade[p];             /* m * 2^-149 with leading bit p: binade p-149 */
+        if (r->sub_binade[p])                         /* m * 2^-149 with leading bit p: binade p-149 */
+            h->binade[p - k] += r->sub_binade[p];
         nsub += r->sub_binade[p];
     }
     for (int ef = 1; ef <= 254; ef++)
-        h->binade[ef - 127 - FP_HIST_EXP_MIN] += r->ehist[ef];
+        if (r->ehist[ef])
+            h->binade[ef - 127 - k - FP_HIST_EXP_MIN] += r->ehist[ef];
     uint64_t zero = r->ehist[0] - nsub;
     uint64_t finite = (uint64_t)n - r->nan - r->pos_inf - r->neg_inf;
     h->count += n;
@@ -411,11 +679,11 @@ static void finish(fp_hist_t *h, const raw_t *r, size_t n)
         h->cls[f][FP_CLASS_ROUND_TO_MAX] += lt[3] - lt[2];
         h->cls[f][FP_CLASS_OVERFLOW] += finite - lt[3];
     }
-    float amax = bits_float(r->amax_bits);
+    float amax = scale_down(bits_float(r->amax_bits), k);
     if (amax > h->amax)
         h->amax = amax;
     if (r->min_m1 < FIN_NZ_M1) {
-        float mn = bits_float(r->min_m1 + 1);
+        float mn = scale_down(bits_float(r->min_m1 + 1), k);
         if (h->min_nonzero == 0.0f || mn < h->min_nonzero)
             h->min_nonzero = mn;
     }
@@ -424,7 +692,28 @@ static void finish(fp_hist_t *h, const raw_t *r, size_t n)
     for (int w = SUM_LANES / 2; w >= 1; w /= 2)
         for (int i = 0; i < w; i++)
             l[i] += l[i + w];
-    h->sum_abs += l[0];
+    h->sum_abs += k ? ldexp(l[0], -k) : l[0];        /* exact: every lane sum scales by 2^-k */
+}
+
+/* Raw counts of x[0..n) (index 0 = lane 0) against th, with vec for whole 16-value groups. */
+static void run_kernels(raw_t *r, const thresholds_t *th, const float *x, size_t n, kernel_fn vec)
+{
+    size_t done = 0;
+    while (done < n) {
+        size_t len = n - done < BLOCK ? n - done : BLOCK;
+        size_t nv = vec == kernel_scalar ? 0 : len & ~(size_t)15;
+        if (nv)
+            vec(r, th, x + done, nv);
+        if (len > nv)
+            kernel_scalar(r, th, x + done + nv, len - nv);   /* done + nv is a multiple of 16 */
+        done += len;
+    }
+}
+
+static void raw_init(raw_t *r)
+{
+    memset(r, 0, sizeof *r);
+    r->min_m1 = UINT32_MAX;
 }
 
 static int hist_add(fp_hist_t *h, const float *x, size_t n, kernel_fn vec)
@@ -432,20 +721,131 @@ static int hist_add(fp_hist_t *h, const float *x, size_t n, kernel_fn vec)
     thresholds_t th;
     raw_t r;
     make_thresholds(&th);
-    memset(&r, 0, sizeof r);
-    r.min_m1 = UINT32_MAX;
-    size_t done = 0;
-    while (done < n) {
-        size_t len = n - done < BLOCK ? n - done : BLOCK;
-        size_t nv = vec == kernel_scalar ? 0 : len & ~(size_t)15;
-        if (nv)
-            vec(&r, &th, x + done, nv);
-        if (len > nv)
-            kernel_scalar(&r, &th, x + done + nv, len - nv);   /* done + nv is a multiple of 16 */
+    raw_init(&r);
+    run_kernels(&r, &th, x, n, vec);
+    finish(h, &r, n, 0);
+    return FP_OK;
+}
+
+/* ---- scaled inputs: the histogram of y = fl(x * 2^-k)
+ * |x| -> |y| is monotonic on absolute bit patterns, so each threshold T on a_y becomes the least a_x
+ * with g(a_x) >= T (scale_thresholds), and the class counts need no multiply at all (for k > 0 a T
+ * at or below FLT_MIN's bits becomes 1, "zeros only", which is what it counts when the fast finish
+ * applies; that keeps rounding-made thresholds out of the vector kernels' gate). The rest —
+ * binades shifted by -k, zeros, Inf, amax, min, sum |x| scaled by 2^-k — holds when every finite
+ * nonzero y is x * 2^-k exactly; scaled_exact checks that after the pass from amax and min nonzero
+ * (k < 0: amax * 2^-k <= FLT_MAX; k > 0: also min * 2^-k >= FLT_MIN, so no y is an fp32 subnormal —
+ * conservative: an exact subnormal quotient also falls back). When it fails, the call is redone on
+ * x * 2^-k computed in chunks of HSCALE_CHUNK floats (the fallback: a second pass, exact by
+ * construction). */
+#define HSCALE_CHUNK 4096                    /* a multiple of 16: the sum lanes stay aligned */
+
+/* a_y for a_x (both absolute bit patterns; a_x <= INF_BITS) */
+static uint32_t scaled_abs_bits(uint32_t a, int k)
+{
+    return float_bits(fabsf(scale_down(bits_float(a), k)));
+}
+
+static void scale_thresholds(thresholds_t *th, int k)
+{
+    for (int j = 0; j < NTHR; j++) {
+        const uint32_t t = th->t[j];
+        if (k > 0 && t <= float_bits(FLT_MIN)) {
+            th->t[j] = 1;          /* the fast finish needs every nonzero |y| >= FLT_MIN: only zeros below */
+            continue;
+        }
+        /* the exact case first: T's value times 2^k, checked; otherwise a binary search */
+        int64_t c = (int64_t)t + (int64_t)k * ((int64_t)1 << 23);
+        if (c >= 1 && c <= INF_BITS && scaled_abs_bits((uint32_t)c, k) >= t &&
+            scaled_abs_bits((uint32_t)c - 1, k) < t) {
+            th->t[j] = (uint32_t)c;
+            continue;
+        }
+        uint32_t lo = 0, hi = INF_BITS;                /* g(INF_BITS) = INF_BITS >= every T */
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (scaled_abs_bits(mid, k) >= t)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        th->t[j] = lo;
+    }
+    set_gate(th);
+}
+
+static int scaled_exact(const raw_t *r, int k)
+{
+    if (r->amax_bits && ldexp((double)bits_float(r->amax_bits), -k) > (double)FLT_MAX)
+        return 0;
+    if (k > 0 && r->min_m1 < FIN_NZ_M1 && ldexp((double)bits_float(r->min_m1 + 1), -k) < (double)FLT_MIN)
+        return 0;
+    return 1;
+}
+
+static int hist_add_scaled(fp_hist_t *h, const float *x, size_t n, int k, kernel_fn vec)
+{
+    if (k == 0)
+        return hist_add(h, x, n, vec);
+    thresholds_t th;
+    raw_t r;
+    make_thresholds(&th);
+    scale_thresholds(&th, k);
+    raw_init(&r);
+    run_kernels(&r, &th, x, n, vec);
+    if (scaled_exact(&r, k)) {
+        finish(h, &r, n, k);
+        return FP_OK;
+    }
+    make_thresholds(&th);                              /* fallback: multiply, then as fp_hist_add */
+    raw_init(&r);
+    float buf[HSCALE_CHUNK];
+    for (size_t done = 0; done < n;) {
+        size_t len = n - done < HSCALE_CHUNK ? n - done : HSCALE_CHUNK;
+        if (k >= -127 && k <= 126) {
+            const float m = bits_float((uint32_t)(127 - k) << 23);    /* 2^-k, as in scale_down */
+            for (size_t i = 0; i < len; i++)
+                buf[i] = x[done + i] * m;
+        } else {
+            for (size_t i = 0; i < len; i++)
+                buf[i] = scale_down(x[done + i], k);
+        }
+        run_kernels(&r, &th, buf, len, vec);
         done += len;
     }
-    finish(h, &r, n);
+    finish(h, &r, n, 0);
     return FP_OK;
+}
+
+static int scaled_args(const fp_hist_t *h, const float *x, size_t n, int log2_div)
+{
+    if (!h || (!x && n > 0))
+        return fp_fail(FP_EINVAL, "fp_hist_add_scaled: %s is NULL", h ? "array" : "histogram");
+    if (log2_div < -FP_HIST_LOG2_DIV_MAX || log2_div > FP_HIST_LOG2_DIV_MAX)
+        return fp_fail(FP_EINVAL, "fp_hist_add_scaled: log2_div %d outside [-%d, %d]", log2_div,
+                       FP_HIST_LOG2_DIV_MAX, FP_HIST_LOG2_DIV_MAX);
+    return FP_OK;
+}
+
+int fp_hist_add_scaled(fp_hist_t *h, const float *x, size_t n, int log2_div)
+{
+    int rc = scaled_args(h, x, n, log2_div);
+    if (rc != FP_OK || n == 0)
+        return rc;
+    return hist_add_scaled(h, x, n, log2_div, n < VEC_MIN_N ? kernel_scalar : kernel_get(KERNEL_BEST));
+}
+
+int fp_hist_add_scaled_kernel(fp_hist_t *h, const float *x, size_t n, int log2_div, int kernel)
+{
+    int rc = scaled_args(h, x, n, log2_div);
+    if (rc != FP_OK)
+        return rc;
+    kernel_fn kf = kernel_get(kernel);
+    if (!kf)
+        return fp_fail(FP_EUNAVAIL, "fp_hist_add_scaled: kernel %d is not available on this CPU", kernel);
+    if (n == 0)
+        return FP_OK;
+    return hist_add_scaled(h, x, n, log2_div, kf);
 }
 
 /* fp_hist_add with a chosen kernel (see hist.h); unlike fp_hist_add, no small-n shortcut. */
@@ -555,6 +955,7 @@ void fp_hist_thread_release(void)
 {
     free(h16_table);
     h16_table = NULL;
+    pair_release();
 }
 
 static uint32_t h16_bits(const h16_fmt_t *f, uint32_t q)
@@ -677,8 +1078,7 @@ static void h16_small(fp_hist_t *h, const uint16_t *x, size_t n, const h16_fmt_t
     thresholds_t th;
     raw_t r;
     make_thresholds(&th);
-    memset(&r, 0, sizeof r);
-    r.min_m1 = UINT32_MAX;
+    raw_init(&r);
     kernel_fn vec = n < VEC_MIN_N ? kernel_scalar : kernel_get(KERNEL_BEST);
     float buf[H16_CHUNK];
     for (size_t done = 0; done < n;) {
@@ -694,7 +1094,7 @@ static void h16_small(fp_hist_t *h, const uint16_t *x, size_t n, const h16_fmt_t
             kernel_scalar(&r, &th, buf + nv, len - nv);
         done += len;
     }
-    finish(h, &r, n);
+    finish(h, &r, n, 0);
 }
 
 static int hist_add16(fp_hist_t *h, const uint16_t *x, size_t n, const h16_fmt_t *f)

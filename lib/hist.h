@@ -41,12 +41,25 @@ typedef struct {
 } fp_hist_t;
 
 void   fp_hist_init(fp_hist_t *h);
-/* Accumulate n values (x may be NULL when n == 0; FP_EINVAL when NULL with n > 0). */
+/* Accumulate n values (x may be NULL when n == 0; FP_EINVAL when NULL with n > 0). The vector
+ * kernels take the class counts of most values from the exponent histogram (hist.c: "fast path"). */
 int    fp_hist_add(fp_hist_t *h, const float *x, size_t n);
 /* As fp_hist_add with a forced kernel: 0 scalar, 1 AVX2, 2 AVX-512, -1 the best this CPU has
  * (FP_EUNAVAIL when the CPU lacks it). Every kernel gives bit-identical histograms; tests and
  * benchmarks use this to compare them. */
 int    fp_hist_add_kernel(fp_hist_t *h, const float *x, size_t n, int kernel);
+/* The histogram of y[i] = x[i] * 2^-log2_div (a loss-scaled gradient once unscaled), y computed as a
+ * correctly rounded float multiply (fp32 subnormal, zero and Inf quotients included; log2_div may be
+ * negative): every count, amax, min_nonzero and sum_abs identical to fp_hist_add on an array holding
+ * the y[i], log2_div == 0 exactly fp_hist_add. No multiply in the common case: the class thresholds
+ * are mapped back onto x and the binades shifted; when a finite nonzero quotient would not be a normal
+ * float (checked after the pass from amax and min nonzero), the call is redone on the multiplied
+ * values in chunks (about twice the time). FP_EINVAL when h is NULL, x is NULL with n > 0, or
+ * |log2_div| > FP_HIST_LOG2_DIV_MAX. */
+#define FP_HIST_LOG2_DIV_MAX 256
+int    fp_hist_add_scaled(fp_hist_t *h, const float *x, size_t n, int log2_div);
+/* As fp_hist_add_scaled with a forced kernel, as fp_hist_add_kernel (no small-n shortcut). */
+int    fp_hist_add_scaled_kernel(fp_hist_t *h, const float *x, size_t n, int log2_div, int kernel);
 /* The same histogram as widening x (n 16-bit values, fp16 or bf16 bit patterns) to fp32 and calling
  * fp_hist_add: every count, amax and min_nonzero identical; sum_abs equal up to rounding (it is
  * summed from exact per-binade integer sums in double: relative difference <= 1e-12 in practice,
@@ -56,7 +69,9 @@ int    fp_hist_add_kernel(fp_hist_t *h, const float *x, size_t n, int kernel);
  * allocated. */
 int    fp_hist_add_f16(fp_hist_t *h, const uint16_t *x, size_t n);
 int    fp_hist_add_bf16(fp_hist_t *h, const uint16_t *x, size_t n);
-/* Frees the calling thread's 16-bit count table (optional; for leak checkers at thread exit). */
+/* Frees the calling thread's count tables: the 16-bit one and the 512 KiB exponent-pair table the
+ * AVX-512 kernel allocates at its first call of 4096 values or more (and runs without when that
+ * fails). Optional; for leak checkers at thread exit. */
 void   fp_hist_thread_release(void);
 /* dst += src (counts add, amax/min combine, sums add). */
 void   fp_hist_merge(fp_hist_t *dst, const fp_hist_t *src);
