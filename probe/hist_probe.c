@@ -2,10 +2,12 @@
  * bf16, E4M3, E5M2 at once), written to the store at step_end. Promises: one histogram per (layer,
  * role) per sampling step, weight gradients unscaled, nothing done at other steps, no allocation
  * per step; 16-bit tensors are counted as stored (lib/hist.h fp_hist_add_f16 / _bf16), not widened;
+ * a weight gradient under a power-of-two loss scale is unscaled by fp_hist_add_scaled (no copy);
  * a large tensor is split into up to SPLIT_MAX chunks that this thread and one helper thread (made
  * at the first large tensor, when the machine has two CPUs or more) take in turn, each chunk into
  * its own histogram merged in chunk order: the counts are those of one pass, and sum_abs does not
  * depend on which thread took which chunk. */
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,7 @@
 #define SPLIT_MAX 4
 #define SPLIT_MAX16 2
 
-enum { K_F32, K_F32_SCALED, K_F16, K_BF16 };
+enum { K_F32, K_F32_SCALED, K_F32_POW2, K_F16, K_BF16 };
 
 typedef struct {
     int kind;
@@ -29,6 +31,7 @@ typedef struct {
     int nchunks;
     int next;                  /* the next chunk to take (atomic) */
     float inv;                 /* K_F32_SCALED */
+    int log2_div;              /* K_F32_POW2: x / 2^log2_div without a multiply pass */
 } job_t;
 
 struct fp_hist_probe {
@@ -63,6 +66,8 @@ static int add_range(fp_hist_t *dst, const job_t *j, size_t off, size_t len, flo
         return fp_hist_add_f16(dst, (const uint16_t *)j->x + off, len);
     case K_BF16:
         return fp_hist_add_bf16(dst, (const uint16_t *)j->x + off, len);
+    case K_F32_POW2:
+        return fp_hist_add_scaled(dst, (const float *)j->x + off, len, j->log2_div);
     case K_F32_SCALED: {
         const float *x = (const float *)j->x + off;
         for (size_t i = 0; i < len; i += UNSCALE_CHUNK) {
@@ -147,9 +152,9 @@ static int helper_ready(fp_hist_probe *h)
 }
 
 /* One tensor into hh: split between this thread and the helper when large. */
-static void hist_job(fp_hist_probe *h, fp_hist_t *hh, int kind, const void *x, size_t n, float inv)
+static void hist_job(fp_hist_probe *h, fp_hist_t *hh, int kind, const void *x, size_t n, float inv, int log2_div)
 {
-    job_t j = {kind, x, n, n, 1, 0, inv};
+    job_t j = {kind, x, n, n, 1, 0, inv, log2_div};
     int is16 = kind == K_F16 || kind == K_BF16, most = is16 ? SPLIT_MAX16 : SPLIT_MAX;
     size_t least = is16 ? SPLIT_MIN16 : SPLIT_MIN;
     int nch = n >= (size_t)most * least ? most : (int)(n / least);
@@ -255,10 +260,13 @@ static void hp_tensor(void *self, int layer, fp_tensor_role role, const float *x
     fp_hist_t *hh = hp_cell(h, layer, role);
     if (!hh)
         return;
-    if (role == FP_ROLE_WEIGHT_GRAD && loss_scale != 1.0f && loss_scale > 0)
-        hist_job(h, hh, K_F32_SCALED, x, n, 1.0f / loss_scale);
+    int e;
+    if (role != FP_ROLE_WEIGHT_GRAD || loss_scale == 1.0f || !(loss_scale > 0) || isinf(loss_scale))
+        hist_job(h, hh, K_F32, x, n, 1.0f, 0);
+    else if (frexpf(loss_scale, &e) == 0.5f && e - 1 <= FP_HIST_LOG2_DIV_MAX && e - 1 >= -FP_HIST_LOG2_DIV_MAX)
+        hist_job(h, hh, K_F32_POW2, x, n, 1.0f, e - 1);   /* GradScaler's scales: powers of two */
     else
-        hist_job(h, hh, K_F32, x, n, 1.0f);
+        hist_job(h, hh, K_F32_SCALED, x, n, 1.0f / loss_scale, 0);
 }
 
 /* 16-bit tensors as stored: counted per bit pattern (fp_hist_add_f16 / _bf16), no widening; a
@@ -281,7 +289,7 @@ static void hp_tensor16(void *self, int layer, fp_tensor_role role, const uint16
         }
         return;
     }
-    hist_job(h, hh, dt == FP_DT_BF16 ? K_BF16 : K_F16, x, n, 1.0f);
+    hist_job(h, hh, dt == FP_DT_BF16 ? K_BF16 : K_F16, x, n, 1.0f, 0);
 }
 
 static void hp_step_end(void *self, int64_t step)
