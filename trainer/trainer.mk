@@ -12,7 +12,9 @@ BENCHMARKS += bench/bench_conv
 bench_bench_conv_LDADD = $(FP_LDADD)
 
 # The model brick: node list, planning, forward/backward, the ResNet zoo; `fp16probe models`.
-lib_libfp_a_SOURCES += trainer/model.h trainer/model.c trainer/resnet.c
+lib_libfp_a_SOURCES += trainer/model.h trainer/model_internal.h trainer/model_build.c trainer/model_init.c \
+	trainer/model_info.c trainer/model_plan.c trainer/model_policy.c trainer/model_forward.c \
+	trainer/model_backward.c trainer/model_clone.c trainer/model_st.c trainer/resnet.c
 fp16probe_SOURCES += cli/cmd_models.c
 
 check_PROGRAMS += tests/test_model tests/test_model_reference
