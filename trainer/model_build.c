@@ -3,6 +3,7 @@
  * Promises: a sticky first build error; torchvision names; FLOP / MAC counts per layer. */
 /* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the loop vectoriser (relu mask). */
 #pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
+#include <limits.h>
 #include "trainer/model_internal.h"
 
 const char *fp_layer_type_name(fp_layer_type t)
@@ -52,7 +53,16 @@ int fp_model_build_begin(fp_model **out, const char *model_name, int h, int w, i
         free(m);
         return fp_fail(FP_ENOMEM, "model: out of memory");
     }
-    m->ws.threads = 1;
+    m->threads = 1;
+    m->ops = fp_backend_cpu();   /* the only backend for now */
+    if (!m->ops->host_memory) {   /* see backend.h, "device backends" */
+        fp_model_free(m);
+        return fp_fail(FP_EUNAVAIL, "model: backend %s does not give host memory (not supported yet)", m->ops->name);
+    }
+    if (m->ops->create(&m->be)) {
+        fp_model_free(m);
+        return fp_fail(FP_ENOMEM, "model: out of memory");
+    }
     fp_dims d = {1, h, w, c};
     if (new_value(m, d, -1, -1) != 0) {
         fp_model_free(m);
@@ -312,6 +322,8 @@ int fp_model_build_finish(fp_model *m)
         return m->build_err;
     if (m->nnodes == 0)
         return m->build_err = fp_fail(FP_EINVAL, "model %s: no layers", m->name);
+    if (m->nparams > INT_MAX || m->nbuffers > INT_MAX)   /* flat tensors of the backend have int dims */
+        return m->build_err = fp_fail(FP_EINVAL, "model %s: %zu parameters, more than supported", m->name, m->nparams);
     m->params = calloc(m->nparams ? m->nparams : 1, sizeof(float));
     m->grads = calloc(m->nparams ? m->nparams : 1, sizeof(float));
     m->buffers = calloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
@@ -334,22 +346,18 @@ void fp_model_free(fp_model *m)
         free((char *)m->nodes[i].info.name);
     for (size_t i = 0; i < m->ntensors; i++)
         free((char *)m->tensors[i].name);
-    for (int p = 0; p < 2; p++) {
-        free(m->plan[p].arena);
-        free(m->plan[p].st_off);
-        free(m->plan[p].aux);
+    if (m->be) {   /* backend memory first, then the instance */
+        for (int p = 0; p < 2; p++)
+            fp_mi_plan_free(m, &m->plan[p]);
+        for (int i = 0; i < m->ngb; i++)
+            m->ops->free(m->be, m->gb[i].p, m->gb[i].cap);
+        m->ops->free(m->be, m->dlogits, m->dlogits_cap * sizeof(float));
+        m->ops->free(m->be, m->wlow, m->nparams * sizeof(float));
+        m->ops->free(m->be, m->logits32, m->logits32_cap * sizeof(float));
+        m->ops->destroy(m->be);
     }
-    for (int i = 0; i < m->ngb; i++)
-        free(m->gb[i].p);
     free(m->gb);
     free(m->vgrad);
-    free(m->dlogits);
-    free(m->wlow);
-    for (int i = 0; i < 3; i++)
-        free(m->cs[i]);
-    free(m->wscr);
-    free(m->logits32);
-    fp_workspace_free(&m->ws);
     free(m->nodes);
     free(m->values);
     free(m->storages);

@@ -38,7 +38,7 @@ int fp_model_clone(fp_model **out, const fp_model *m)
         fp_model_free(c);
         return rc;
     }
-    c->ws.threads = m->ws.threads;
+    fp_model_set_threads(c, m->threads);
     fp_model_copy_params(c, m, 1);
     *out = c;
     return FP_OK;

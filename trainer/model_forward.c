@@ -1,5 +1,5 @@
-/* model_forward.c — forward over the nodes (TRAIN / EVAL) through the kernels of layers.h, with the
- * probe hooks of the forward pass and the layer-output copy for tests.
+/* model_forward.c — forward over the nodes (TRAIN / EVAL), every tensor operation through the backend
+ * table (backend.h), with the probe hooks of the forward pass and the layer-output copy for tests.
  * Promises: fp32 results equal to the kernels' composition; 16-bit storage as described in model.h. */
 /* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the loop vectoriser (relu mask). */
 #pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
@@ -37,6 +37,17 @@ static void sample_forward(fp_model *m, int mode, const node_t *nd, int n, unsig
         fp_probe_tensor(m->probe, nd->info.index, FP_ROLE_WEIGHT, m->params + nd->pw, nd->info.params);
 }
 
+/* Backend views of a node's parameters (fp32 host buffers; conv / linear weights as computed). */
+static fp_tensor conv_w(const float *W, const node_t *nd)
+{
+    const fp_conv_params *c = &nd->conv;
+    return fp_tensor_of((void *)(W + nd->pw), FP_DT_F32, (fp_dims){c->cout, c->kh, c->kw, c->cin});
+}
+static fp_tensor vec32(float *base, long long off, int c)
+{
+    return fp_tensor_of(base + off, FP_DT_F32, (fp_dims){1, 1, 1, c});
+}
+
 int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, fp_mode mode)
 {
     if (logits)
@@ -52,95 +63,66 @@ int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, f
         if (rc)
             return rc;
     }
+    const fp_backend_ops *ops = m->ops;
+    fp_backend *be = m->be;
     int lowp = m->lowp || m->pol.compute != FP_DT_F32;
-    if (lowp) {
-        int rc = fp_mi_ensure_cs(m, pl->max_floats);
+    if (lowp) {   /* staging for the widened tensors, sized once per plan */
+        int rc = ops->reserve(be, pl->max_floats, 0);
+        if (!rc && m->wlow)
+            rc = fp_mi_prepare_weights(m);
         if (rc)
             return rc;
-        if (m->wlow)
-            fp_mi_prepare_weights(m);
     }
-    memcpy(val(m, mode, 0), x, dims_floats(m->values[0].d) * (size_t)n * sizeof(float));
-    int rc = FP_OK;
-    float *const *S = m->cs;
-    const float *W = m->wlow ? m->wlow : m->params;   /* conv / linear weights as computed */
+    int rc = ops->upload(be, val(m, mode, 0), x, dims_floats(m->values[0].d) * (size_t)n * sizeof(float));
+    if (rc)
+        return rc;
+    float *W = m->wlow ? m->wlow : m->params;   /* conv / linear weights as computed */
+    fp_dtype cdt = m->pol.compute;
     fp_probe *pr = m->probe;
     unsigned want = pr && mode == FP_MODE_TRAIN ? fp_probe_wants(pr) : 0;
     for (int i = 0; i < m->nnodes && rc == FP_OK; i++) {
         node_t *nd = &m->nodes[i];
-        fp_dims id = batch_dims(nd->info.in, n);
-        size_t cin = dims_floats(id) * (size_t)n, cout = vfloats(m, nd->out, n);
-        fp_dtype din = vdt(m, nd->in), dout = vdt(m, nd->out);
+        fp_tensor X = vten(m, mode, nd->in, n), Y = vten(m, mode, nd->out, n);
         float *P = m->params, *B = m->buffers;
+        int c = nd->info.in.c;
         if (pr)
             fp_probe_layer_begin(pr, i, FP_PHASE_FORWARD);
         switch (nd->info.type) {
-        case FP_LAYER_CONV: {
-            const float *xin = to_compute(m, vptr(m, mode, nd->in), din, cin, S[0]);
-            float *y = out_f32(m, mode, nd->out, S[1]);
-            rc = fp_conv_forward(y, xin, id, W + nd->pw, &nd->conv, &m->ws);
-            store_out(m, mode, nd->out, cout, y);
+        case FP_LAYER_CONV:
+            rc = ops->conv_forward(be, Y, X, conv_w(W, nd), &nd->conv, cdt);
             break;
-        }
-        case FP_LAYER_BN: {
-            float *in = as_f32(vptr(m, mode, nd->in), din, cin, S[0]);
-            float *y = out_f32(m, mode, nd->out, S[0]);   /* 16-bit: in place on the widened input */
+        case FP_LAYER_BN:
             if (mode == FP_MODE_TRAIN) {
-                float *save = (float *)pl->aux + nd->aux;
-                rc = fp_batchnorm_forward_train(y, save, save + id.c, B + nd->brm, B + nd->brv, in, id, P + nd->pw,
-                                                P + nd->pb, &nd->bn);
-                if (m->pol.master != FP_DT_F32) {   /* `half`: the running statistics are fp16 tensors */
-                    fp_round_to_dtype(B + nd->brm, (size_t)id.c, m->pol.master);
-                    fp_round_to_dtype(B + nd->brv, (size_t)id.c, m->pol.master);
+                fp_tensor save = vec32((float *)pl->aux, (long long)nd->aux, 2 * c);
+                fp_tensor rm = vec32(B, nd->brm, c), rv = vec32(B, nd->brv, c);
+                rc = ops->bn_forward_train(be, Y, save, rm, rv, X, vec32(P, nd->pw, c), vec32(P, nd->pb, c), &nd->bn);
+                if (!rc && m->pol.master != FP_DT_F32) {   /* `half`: the running statistics are fp16 tensors */
+                    rc = ops->round(be, rm, rm, m->pol.master);
+                    rc = rc ? rc : ops->round(be, rv, rv, m->pol.master);
                 }
             } else {
-                rc = fp_batchnorm_forward_eval(y, in, id, P + nd->pw, P + nd->pb, B + nd->brm, B + nd->brv, &nd->bn);
+                rc = ops->bn_forward_eval(be, Y, X, vec32(P, nd->pw, c), vec32(P, nd->pb, c), vec32(B, nd->brm, c),
+                                          vec32(B, nd->brv, c), &nd->bn);
             }
-            store_out(m, mode, nd->out, cout, y);
             break;
-        }
         case FP_LAYER_RELU:
-            if (is16(din))
-                fp_mi_relu16(vptr(m, mode, nd->out), vptr(m, mode, nd->in), cin, din);
-            else
-                rc = fp_relu_forward(val(m, mode, nd->out), val(m, mode, nd->in), cin);
+            rc = ops->relu_forward(be, Y, X);
             break;
-        case FP_LAYER_MAXPOOL: {
-            const float *in = as_f32(vptr(m, mode, nd->in), din, cin, S[0]);
-            float *y = out_f32(m, mode, nd->out, S[1]);
-            rc = fp_maxpool_forward(y, mode == FP_MODE_TRAIN ? (int *)pl->aux + nd->aux : NULL, in, id, &nd->pool);
-            store_out(m, mode, nd->out, cout, y);
+        case FP_LAYER_MAXPOOL:
+            rc = ops->maxpool_forward(be, Y, mode == FP_MODE_TRAIN ? (int *)pl->aux + nd->aux : NULL, X, &nd->pool);
             break;
-        }
-        case FP_LAYER_AVGPOOL: {
-            const float *in = as_f32(vptr(m, mode, nd->in), din, cin, S[0]);
-            float *y = out_f32(m, mode, nd->out, S[1]);
-            rc = fp_avgpool_global_forward(y, in, id);
-            store_out(m, mode, nd->out, cout, y);
+        case FP_LAYER_AVGPOOL:
+            rc = ops->avgpool_forward(be, Y, X);
             break;
-        }
         case FP_LAYER_LINEAR: {
-            const float *xin = to_compute(m, vptr(m, mode, nd->in), din, cin, S[0]);
-            float *y = out_f32(m, mode, nd->out, S[1]);
-            rc = fp_linear_forward(y, xin, n, (int)dims_floats(id), nd->info.out.c, W + nd->pw, W + nd->pb);
-            store_out(m, mode, nd->out, cout, y);
+            int fin = (int)dims_floats(nd->info.in), fout = nd->info.out.c;
+            fp_tensor w = fp_tensor_of(W + nd->pw, FP_DT_F32, (fp_dims){fout, 1, 1, fin});
+            rc = ops->linear_forward(be, Y, X, w, vec32(W, nd->pb, fout), cdt);
             break;
         }
-        case FP_LAYER_ADD: {
-            fp_dtype db = vdt(m, nd->in2);
-            if (is16(din) && db == din && dout == din) {
-                fp_mi_add16(vptr(m, mode, nd->out), vptr(m, mode, nd->in), vptr(m, mode, nd->in2), cin, din);
-            } else if (!is16(din) && !is16(db) && !is16(dout)) {
-                rc = fp_add_forward(val(m, mode, nd->out), val(m, mode, nd->in), val(m, mode, nd->in2), cin);
-            } else {   /* mixed formats: through fp32, the output in a's format */
-                const float *a = as_f32(vptr(m, mode, nd->in), din, cin, S[0]);
-                const float *b = as_f32(vptr(m, mode, nd->in2), db, cin, S[1]);
-                float *y = out_f32(m, mode, nd->out, S[2]);
-                rc = fp_add_forward(y, a, b, cin);
-                store_out(m, mode, nd->out, cout, y);
-            }
+        case FP_LAYER_ADD:
+            rc = ops->add(be, Y, X, vten(m, mode, nd->in2, n));
             break;
-        }
         default:
             rc = fp_fail(FP_EINTERNAL, "model: bad node type");
         }
@@ -163,17 +145,21 @@ int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, f
     if (is16(vdt(m, last))) {   /* autocast's fp32 list: the loss sees the logits widened */
         size_t cnt = vfloats(m, last, n);
         if (m->logits32_cap < cnt) {
-            float *p = realloc(m->logits32, cnt * sizeof(float));
-            if (!p)
+            void *p = NULL;
+            if (ops->alloc(be, &p, cnt * sizeof(float)))
                 return fp_fail(FP_ENOMEM, "model %s: out of memory", m->name);
+            ops->free(be, m->logits32, m->logits32_cap * sizeof(float));
             m->logits32 = p;
             m->logits32_cap = cnt;
         }
-        fp_widen_array(m->logits32, vptr(m, mode, last), cnt, vdt(m, last));
+        fp_tensor L = vten(m, mode, last, n);
+        rc = ops->cast(be, fp_tensor_of(m->logits32, FP_DT_F32, L.d), L);
+        if (rc)
+            return rc;
         out = m->logits32;
     }
     if (logits)
-        *logits = out;
+        *logits = out;   /* host memory (backend.h: host_memory) */
     return FP_OK;
 }
 
@@ -189,10 +175,7 @@ int fp_model_layer_output(fp_model *m, int layer, float *dst, size_t cap, fp_dty
         return (int)cnt;
     if (cap < cnt)
         return fp_fail(FP_EINVAL, "model %s: layer %d output has %zu values, buffer %zu", m->name, layer, cnt, cap);
-    void *p = vptr(m, m->last_mode, v);
-    if (is16(vdt(m, v)))
-        fp_widen_array(dst, p, cnt, vdt(m, v));
-    else
-        memcpy(dst, p, cnt * sizeof(float));
-    return (int)cnt;
+    fp_tensor src = vten(m, m->last_mode, v, n);   /* host memory (backend.h: host_memory) */
+    int rc = m->ops->cast(m->be, fp_tensor_of(dst, FP_DT_F32, src.d), src);
+    return rc ? rc : (int)cnt;
 }

@@ -35,7 +35,11 @@ float *fp_model_buffers(fp_model *m) { return m->buffers; }
 void fp_model_zero_grad(fp_model *m) { memset(m->grads, 0, m->nparams * sizeof(float)); }
 fp_dims fp_model_input_dims(const fp_model *m) { return m->values[0].d; }
 int fp_model_num_classes(const fp_model *m) { return m->num_classes; }
-void fp_model_set_threads(fp_model *m, int threads) { m->ws.threads = threads < 1 ? 1 : threads; }
+void fp_model_set_threads(fp_model *m, int threads)
+{
+    m->threads = threads < 1 ? 1 : threads;
+    m->ops->set_threads(m->be, m->threads);
+}
 
 double fp_model_macs(const fp_model *m)
 {
@@ -103,12 +107,10 @@ void fp_model_memory(const fp_model *m, fp_model_mem *o)
     o->saved_peak = m->saved_peak > o->saved ? m->saved_peak : o->saved;
     o->act_grads = m->gb_bytes;
     o->act_grads_peak = m->gb_peak;
-    o->workspace = m->ws.cap * sizeof(float);
-    o->workspace_peak = m->ws_peak > o->workspace ? m->ws_peak : o->workspace;
-    size_t casts = 3 * m->cs_floats * sizeof(float) + m->wscr_floats * sizeof(float);
-    o->workspace += casts;
-    o->workspace_peak += (m->cs_peak > 3 * m->cs_floats * sizeof(float) ? m->cs_peak : 3 * m->cs_floats * sizeof(float)) +
-                         m->wscr_floats * sizeof(float);
-    o->casts = casts;
+    fp_backend_mem bm;
+    m->ops->memory(m->be, &bm);   /* the conv workspace and the fp32 staging of 16-bit tensors */
+    o->workspace = bm.workspace + bm.staging;
+    o->workspace_peak = bm.workspace_peak + bm.staging_peak;
+    o->casts = bm.staging;
     o->weight_copy = m->wlow ? m->nparams * sizeof(float) : 0;
 }

@@ -11,6 +11,7 @@
 #include "error.h"
 #include "numfmt.h"
 #include "probe/probe.h"
+#include "trainer/backend.h"
 #include "trainer/model.h"
 
 #define ALIGN_FLOATS 16   /* 64-byte alignment of arena blocks */
@@ -77,22 +78,19 @@ struct fp_model {
     gblock_t *gb;
     int ngb, cap_gb;
     int *vgrad;                   /* per value: gradient block or -1 */
-    size_t gb_bytes, gb_peak, act_peak, saved_peak, ws_peak;
-    float *dlogits;               /* train_step's buffer */
+    size_t gb_bytes, gb_peak, act_peak, saved_peak;
+    float *dlogits;               /* train_step's buffer (backend memory) */
     size_t dlogits_cap;
-    fp_workspace ws;
+    const fp_backend_ops *ops;    /* chosen at creation (the CPU backend for now) */
+    fp_backend *be;               /* its instance: conv workspace, staging, memory accounting */
+    int threads;                  /* fp_model_set_threads (>= 1) */
     /* precision policy (fp_model_set_policy) */
     fp_policy pol;
     int lowp;                     /* 1: some tensor is rounded (policy other than fp32) */
     float *wlow;                  /* conv / linear weights (and linear bias) rounded to pol.compute, fp32
-                                   * containers, same layout as params; NULL when compute is fp32 */
-    float *cs[3];                 /* fp32 cast scratch: 16-bit tensors widened around the kernels */
-    size_t cs_floats;
-    float *wscr;                  /* fp32 scratch for a low-precision weight gradient before rounding */
-    size_t wscr_floats;
-    float *logits32;              /* logits widened for the loss */
+                                   * containers, same layout as params; NULL when compute is fp32 (backend memory) */
+    float *logits32;              /* logits widened for the loss (backend memory) */
     size_t logits32_cap;
-    size_t cs_peak;
     fp_probe *probe;              /* fp_model_set_probe; NULL: no hooks beyond this pointer check */
 };
 
@@ -125,8 +123,6 @@ static inline fp_dims batch_dims(fp_dims d, int n) { d.n = n; return d; }
 
 static inline int is16(fp_dtype d) { return d == FP_DT_F16 || d == FP_DT_BF16; }
 
-#define CHUNK 2048
-
 static inline void *vptr(fp_model *m, int mode, int v)
 {
     return m->plan[mode].arena + m->plan[mode].st_off[m->values[v].storage];
@@ -134,41 +130,15 @@ static inline void *vptr(fp_model *m, int mode, int v)
 static inline float *val(fp_model *m, int mode, int v) { return (float *)vptr(m, mode, v); }   /* fp32 storage */
 static inline fp_dtype vdt(const fp_model *m, int v) { return m->values[v].dt; }
 
-/* A tensor p of format d as fp32 for a kernel: p itself when fp32, else widened into buf. */
-static inline float *as_f32(void *p, fp_dtype d, size_t cnt, float *buf)
+/* Value v of the batch-n plan of `mode` as a typed tensor (its storage, format and batch dims). */
+static inline fp_tensor vten(fp_model *m, int mode, int v, int n)
 {
-    if (!is16(d))
-        return p;
-    fp_widen_array(buf, p, cnt, d);
-    return buf;
+    return fp_tensor_of(vptr(m, mode, v), vdt(m, v), batch_dims(m->values[v].d, n));
 }
-
-/* A tensor p of format d as a conv / linear input: rounded to pol.compute (p itself when nothing
- * changes, else in buf). */
-static inline const float *to_compute(const fp_model *m, void *p, fp_dtype d, size_t cnt, float *buf)
+/* count fp32 values at p as a flat tensor {1, 1, 1, count} (count <= INT_MAX: checked at build). */
+static inline fp_tensor flat32(float *p, size_t count)
 {
-    fp_dtype c = m->pol.compute;
-    if (is16(d)) {
-        fp_widen_array(buf, p, cnt, d);
-        if (c != d && c != FP_DT_F32)
-            fp_round_to_dtype(buf, cnt, c);
-        return buf;
-    }
-    if (c == FP_DT_F32)
-        return p;
-    fp_round_to_dtype_copy(buf, p, cnt, c);
-    return buf;
-}
-
-/* Where a kernel writes value v: its storage when fp32, else buf, narrowed by store_out. */
-static inline float *out_f32(fp_model *m, int mode, int v, float *buf)
-{
-    return is16(vdt(m, v)) ? buf : val(m, mode, v);
-}
-static inline void store_out(fp_model *m, int mode, int v, size_t cnt, const float *buf)
-{
-    if (is16(vdt(m, v)))
-        fp_narrow_array(vptr(m, mode, v), buf, cnt, vdt(m, v));
+    return fp_tensor_of(p, FP_DT_F32, (fp_dims){1, 1, 1, (int)count});
 }
 
 static inline size_t vfloats(const fp_model *m, int v, int n) { return dims_floats(m->values[v].d) * (size_t)n; }
@@ -184,14 +154,9 @@ static inline size_t vbytes(const fp_model *m, int v, int n)
 int fp_mi_plan_build(fp_model *m, plan_t *pl, int n, fp_mode mode);
 size_t fp_mi_plan_bytes(const plan_t *pl);
 void fp_mi_note_peaks(fp_model *m);
-void fp_mi_plan_free(plan_t *pl);
+void fp_mi_plan_free(fp_model *m, plan_t *pl);
 /* model_policy.c */
-int fp_mi_ensure_cs(fp_model *m, size_t floats);
-void fp_mi_prepare_weights(fp_model *m);
-void fp_mi_add16(uint16_t *y, const uint16_t *a, const uint16_t *b, size_t n, fp_dtype d);
-void fp_mi_acc16(uint16_t *dst, const float *c, size_t n, fp_dtype d);
-void fp_mi_relu16(uint16_t *restrict y, const uint16_t *restrict x, size_t n, fp_dtype d);
-void fp_mi_relu_mask16(uint16_t *restrict dy, const uint16_t *restrict y, size_t n, fp_dtype d);
+int fp_mi_prepare_weights(fp_model *m);
 /* model_forward.c */
 void fp_mi_relabel(int rc, const char *model, const char *what, const char *layer);
 void fp_mi_probe_value(fp_model *m, const void *p, fp_dtype d, size_t cnt, int layer, fp_tensor_role role);

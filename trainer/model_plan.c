@@ -101,17 +101,13 @@ int fp_mi_plan_build(fp_model *m, plan_t *pl, int n, fp_mode mode)
                 aux += round_up(dims_floats(nd->info.out) * (size_t)n);
         }
     }
-    unsigned char *arena = malloc(total ? total : 1);
-    void *auxp = malloc((aux ? aux : 1) * 4);
-    if (!arena || !auxp) {
-        free(arena);
-        free(auxp);
+    void *arena = NULL, *auxp = NULL;
+    if (m->ops->alloc(m->be, &arena, total) || m->ops->alloc(m->be, &auxp, aux * 4)) {
+        m->ops->free(m->be, arena, total);
         rc = fp_fail(FP_ENOMEM, "model %s: out of memory for %zu MiB of activations", m->name, total >> 20);
         goto out;
     }
-    free(pl->arena);
-    free(pl->st_off);
-    free(pl->aux);
+    fp_mi_plan_free(m, pl);
     pl->arena = arena;
     pl->arena_bytes = total;
     pl->max_floats = maxf;
@@ -143,15 +139,13 @@ void fp_mi_note_peaks(fp_model *m)
     size_t saved = m->plan[FP_MODE_TRAIN].saved_bytes;
     if (saved > m->saved_peak)
         m->saved_peak = saved;
-    if (m->ws.cap * sizeof(float) > m->ws_peak)
-        m->ws_peak = m->ws.cap * sizeof(float);
     if (m->gb_bytes > m->gb_peak)
         m->gb_peak = m->gb_bytes;
 }
-void fp_mi_plan_free(plan_t *pl)
+void fp_mi_plan_free(fp_model *m, plan_t *pl)
 {
-    free(pl->arena);
+    m->ops->free(m->be, pl->arena, pl->arena_bytes);
     free(pl->st_off);
-    free(pl->aux);
+    m->ops->free(m->be, pl->aux, pl->aux_units * 4);
     memset(pl, 0, sizeof *pl);
 }

@@ -3,6 +3,10 @@ lib_libfp_a_SOURCES += trainer/layers.h trainer/cpu/workspace.c trainer/cpu/conv
 	trainer/cpu/batchnorm.c trainer/cpu/pool.c trainer/cpu/elementwise.c trainer/cpu/linear.c \
 	trainer/cpu/xent.c trainer/cpu/thread_pool.h trainer/cpu/thread_pool.c
 
+# The backend table (trainer/backend.h) and its CPU implementation over the kernels above.
+lib_libfp_a_SOURCES += trainer/backend.h trainer/backend_cpu.h trainer/cpu/backend_cpu.c \
+	trainer/cpu/backend_cpu_layers.c
+
 check_PROGRAMS += tests/test_layers_conv tests/test_layers_misc
 TESTS += tests/test_layers_conv tests/test_layers_misc
 tests_test_layers_conv_LDADD = $(TEST_LDADD)
