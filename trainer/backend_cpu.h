@@ -61,6 +61,17 @@ float *fp_bcpu_wstage(fp_backend *be, size_t floats);
 /* y = round_d(a + b) on 16-bit storage (through fp32 in chunks; y may alias a or b). */
 void fp_bcpu_add16(uint16_t *y, const uint16_t *a, const uint16_t *b, size_t n, fp_dtype d);
 
+/* The element-wise ops (backend_cpu_elementwise.c). */
+int fp_bcpu_cast(fp_backend *be, fp_tensor dst, fp_tensor src);
+int fp_bcpu_round(fp_backend *be, fp_tensor dst, fp_tensor src, fp_dtype to);
+int fp_bcpu_relu_forward(fp_backend *be, fp_tensor y, fp_tensor x);
+int fp_bcpu_relu_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor y, int accumulate);
+int fp_bcpu_add(fp_backend *be, fp_tensor y, fp_tensor a, fp_tensor b);
+int fp_bcpu_accumulate(fp_backend *be, fp_tensor dst, fp_tensor src);
+int fp_bcpu_softmax_xent(fp_backend *be, float *loss, fp_tensor dlogits, int *correct1, int *correct5,
+                         fp_tensor logits, const int *labels, float dscale);
+int fp_bcpu_unscale_check(fp_backend *be, int *found_inf, fp_tensor g, float inv_scale);
+
 /* The layer ops (backend_cpu_layers.c). */
 int fp_bcpu_conv_forward(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor w, const fp_conv_params *p,
                          fp_dtype compute);

@@ -5,10 +5,11 @@ lib_libfp_a_SOURCES += trainer/layers.h trainer/cpu/workspace.c trainer/cpu/conv
 
 # The backend table (trainer/backend.h) and its CPU implementation over the kernels above.
 lib_libfp_a_SOURCES += trainer/backend.h trainer/backend_cpu.h trainer/cpu/backend_cpu.c \
-	trainer/cpu/backend_cpu_layers.c
+	trainer/cpu/backend_cpu_elementwise.c trainer/cpu/backend_cpu_layers.c
 
-check_PROGRAMS += tests/test_layers_conv tests/test_layers_misc
-TESTS += tests/test_layers_conv tests/test_layers_misc
+check_PROGRAMS += tests/test_layers_conv tests/test_layers_misc tests/test_backend_cpu
+TESTS += tests/test_layers_conv tests/test_layers_misc tests/test_backend_cpu
+tests_test_backend_cpu_LDADD = $(TEST_LDADD)
 tests_test_layers_conv_LDADD = $(TEST_LDADD)
 tests_test_layers_misc_LDADD = $(TEST_LDADD)
 
