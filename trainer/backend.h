@@ -26,7 +26,12 @@ typedef struct {
 } fp_tensor;
 
 /* Elements of a tensor view (n*h*w*c; 0 when a dim is < 1). */
-size_t fp_tensor_count(const fp_tensor *t);
+static inline size_t fp_tensor_count(const fp_tensor *t)
+{
+    if (t->d.n < 1 || t->d.h < 1 || t->d.w < 1 || t->d.c < 1)
+        return 0;
+    return (size_t)t->d.n * (size_t)t->d.h * (size_t)t->d.w * (size_t)t->d.c;
+}
 static inline fp_tensor fp_tensor_of(void *p, fp_dtype dt, fp_dims d)
 {
     fp_tensor t = {p, dt, d};

@@ -10,13 +10,6 @@
 
 #define CHUNK 2048
 
-size_t fp_tensor_count(const fp_tensor *t)
-{
-    if (t->d.n < 1 || t->d.h < 1 || t->d.w < 1 || t->d.c < 1)
-        return 0;
-    return (size_t)t->d.n * (size_t)t->d.h * (size_t)t->d.w * (size_t)t->d.c;
-}
-
 /* ---------------------------------------------------------------- checks */
 
 int fp_bcpu_check(const char *op, const char *name, const fp_tensor *t, unsigned mask, int may_skip)
