@@ -128,10 +128,17 @@ int fp_bcpu_relu_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor 
     if (!fp_bcpu_is16(dy.dt)) {
         if (accumulate)
             return fp_relu_backward(dx.p, dy.p, y.p, n);
-        float *o = dx.p;
-        const float *g = dy.p, *yy = y.p;
-        for (size_t k = 0; k < n; k++)
-            o[k] = yy[k] > 0 ? g[k] : 0.0f;
+        const float *yy = y.p;
+        if (dx.p == dy.p) {   /* in place: one pointer read and written, so the loop vectorises */
+            float *g = dy.p;
+            for (size_t k = 0; k < n; k++)
+                g[k] = yy[k] > 0 ? g[k] : 0.0f;
+        } else {
+            float *restrict o = dx.p;
+            const float *restrict g = dy.p;
+            for (size_t k = 0; k < n; k++)
+                o[k] = yy[k] > 0 ? g[k] : 0.0f;
+        }
         return FP_OK;
     }
     if (!accumulate) {
