@@ -187,6 +187,7 @@ const fp_backend_ops *fp_backend_cpu(void);
  *    checkpoint, safetensors) write: upload before a step and download after, or move those callers
  *    onto the table (optimizer step, unscale_check above);
  *  - labels and the loss: labels uploaded, loss and top-k counts returned to the host by softmax_xent.
- * Until then fp_model_create refuses a backend whose host_memory is 0 (FP_EUNAVAIL). */
+ * Not in the table yet: tensor histograms for probes and the optimizer step (both run on the host
+ * today). Until then fp_model_create refuses a backend whose host_memory is 0 (FP_EUNAVAIL). */
 
 #endif

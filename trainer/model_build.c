@@ -1,8 +1,6 @@
 /* model_build.c — building the flat node list of model.h: values, storages (in-place relu / add
  * share one), the tensor table (one parameter, gradient and running-stat buffer), build_finish and free.
  * Promises: a sticky first build error; torchvision names; FLOP / MAC counts per layer. */
-/* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the loop vectoriser (relu mask). */
-#pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #include <limits.h>
 #include "trainer/model_internal.h"
 

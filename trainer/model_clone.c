@@ -1,8 +1,6 @@
 /* model_clone.c — a new model of the same architecture (fp_model_clone) and parameter copies between
  * models of one architecture (fp_model_copy_params).
  * Promises: the clone has the same nodes, names and values; policy fp32, no probe. */
-/* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the loop vectoriser (relu mask). */
-#pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #include "trainer/model_internal.h"
 
 int fp_model_clone(fp_model **out, const fp_model *m)

@@ -1,8 +1,6 @@
 /* model_forward.c — forward over the nodes (TRAIN / EVAL), every tensor operation through the backend
  * table (backend.h), with the probe hooks of the forward pass and the layer-output copy for tests.
  * Promises: fp32 results equal to the kernels' composition; 16-bit storage as described in model.h. */
-/* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the loop vectoriser (relu mask). */
-#pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #include "trainer/model_internal.h"
 
 /* ---------------------------------------------------------------- forward */
@@ -14,6 +12,7 @@ void fp_mi_relabel(int rc, const char *model, const char *what, const char *laye
     snprintf(msg, sizeof msg, "%s", fp_error_message());
     fp_fail(rc, "model %s: %s %s: %s", model, what, layer, msg);
 }
+
 /* ---------------------------------------------------------------- probe hooks */
 
 void fp_model_set_probe(fp_model *m, fp_probe *p) { m->probe = p; }
@@ -31,8 +30,8 @@ void fp_mi_probe_value(fp_model *m, const void *p, fp_dtype d, size_t cnt, int l
 static void sample_forward(fp_model *m, int mode, const node_t *nd, int n, unsigned want)
 {
     if (want & FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION))
-        fp_mi_probe_value(m, vptr(m, mode, nd->out), vdt(m, nd->out), vfloats(m, nd->out, n), nd->info.index,
-                    FP_ROLE_ACTIVATION);
+        fp_mi_probe_value(m, vptr(m, mode, nd->out), vdt(m, nd->out), vfloats(m, nd->out, n),
+                          nd->info.index, FP_ROLE_ACTIVATION);
     if ((want & FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT)) && nd->info.params)
         fp_probe_tensor(m->probe, nd->info.index, FP_ROLE_WEIGHT, m->params + nd->pw, nd->info.params);
 }

@@ -1,8 +1,6 @@
 /* model_info.c — read-only views of a built model: accessors, layer and tensor tables, MACs / FLOPs,
  * OIHW <-> OHWI, and the memory accounting of fp_model_memory.
  * Promises: no allocation, no change to the model (except set_threads / zero_grad). */
-/* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the loop vectoriser (relu mask). */
-#pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #include "trainer/model_internal.h"
 
 /* ---------------------------------------------------------------- accessors */

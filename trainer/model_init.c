@@ -1,8 +1,6 @@
 /* model_init.c — torchvision's parameter init from a seeded splitmix64 / xoshiro256** RNG.
  * Promises: the same seed and model give the same parameters on every machine with a correctly
  * rounded libm (see fp_model_init_params in model.h). */
-/* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the loop vectoriser (relu mask). */
-#pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #include <math.h>
 #include "trainer/model_internal.h"
 

@@ -1,8 +1,6 @@
 /* model_plan.c — activation planning: liveness of every storage over the node order, best-fit blocks
  * laid out in one arena per mode (TRAIN keeps what backward reads), plus the BN / argmax aux area.
  * Promises: one allocation per (mode, batch) plan; nothing allocated per step afterwards. */
-/* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the loop vectoriser (relu mask). */
-#pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #include "trainer/model_internal.h"
 
 /* ---------------------------------------------------------------- activation planning */

@@ -1,8 +1,6 @@
 /* model_st.c — parameters and running statistics in safetensors: load (strict or allowing extra
  * tensors) and save, torchvision names, conv weights OIHW in the file and OHWI in memory.
  * Promises: a missing or mismatched tensor is FP_EFORMAT naming the file and the tensor. */
-/* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the loop vectoriser (relu mask). */
-#pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #include "safetensors.h"
 #include "trainer/model_internal.h"
 

@@ -2,7 +2,7 @@
  * the fp32 staging (widen / compute / narrow) shared by its ops, and the ops table.
  * Promises: every op is the layers.h kernel (or the former model helper) bit for bit, 16-bit tensors
  * widened into fp32 staging before and narrowed after; dims and dtypes checked first. */
-/* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the loop vectoriser (relu mask). */
+/* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the loop vectoriser (16-bit add). */
 #pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #include <stdlib.h>
 #include "numfmt.h"
