@@ -1,7 +1,7 @@
-/* model.h — a network as a flat list of layer nodes (conv, batchnorm, relu, pools, linear, add)
- * over tensor slots, fp32 on the CPU kernels of layers.h. Promises: one parameter buffer and one
- * gradient buffer handed out by a sizes table (as karpathy/llm.c), torchvision names and init,
- * forward (train / eval) and backward that match PyTorch, and exact memory accounting. */
+/* model.h — a network as a flat list of layer nodes (conv, batchnorm, relu, pools, linear, add) over
+ * tensor slots, run through the backend table of backend.h (the CPU backend: layers.h kernels). Promises:
+ * one parameter buffer and one gradient buffer handed out by a sizes table (as karpathy/llm.c), torchvision
+ * names and init, forward (train / eval) and backward that match PyTorch, and exact memory accounting. */
 #ifndef FP_MODEL_H
 #define FP_MODEL_H
 

@@ -3,8 +3,13 @@ lib_libfp_a_SOURCES += trainer/layers.h trainer/cpu/workspace.c trainer/cpu/conv
 	trainer/cpu/batchnorm.c trainer/cpu/pool.c trainer/cpu/elementwise.c trainer/cpu/linear.c \
 	trainer/cpu/xent.c trainer/cpu/thread_pool.h trainer/cpu/thread_pool.c
 
-check_PROGRAMS += tests/test_layers_conv tests/test_layers_misc
-TESTS += tests/test_layers_conv tests/test_layers_misc
+# The backend table (trainer/backend.h) and its CPU implementation over the kernels above.
+lib_libfp_a_SOURCES += trainer/backend.h trainer/backend_cpu.h trainer/cpu/backend_cpu.c \
+	trainer/cpu/backend_cpu_elementwise.c trainer/cpu/backend_cpu_layers.c
+
+check_PROGRAMS += tests/test_layers_conv tests/test_layers_misc tests/test_backend_cpu
+TESTS += tests/test_layers_conv tests/test_layers_misc tests/test_backend_cpu
+tests_test_backend_cpu_LDADD = $(TEST_LDADD)
 tests_test_layers_conv_LDADD = $(TEST_LDADD)
 tests_test_layers_misc_LDADD = $(TEST_LDADD)
 
@@ -12,7 +17,9 @@ BENCHMARKS += bench/bench_conv
 bench_bench_conv_LDADD = $(FP_LDADD)
 
 # The model brick: node list, planning, forward/backward, the ResNet zoo; `fp16probe models`.
-lib_libfp_a_SOURCES += trainer/model.h trainer/model.c trainer/resnet.c
+lib_libfp_a_SOURCES += trainer/model.h trainer/model_internal.h trainer/model_build.c trainer/model_init.c \
+	trainer/model_info.c trainer/model_plan.c trainer/model_policy.c trainer/model_forward.c \
+	trainer/model_backward.c trainer/model_clone.c trainer/model_st.c trainer/resnet.c
 fp16probe_SOURCES += cli/cmd_models.c
 
 check_PROGRAMS += tests/test_model tests/test_model_reference

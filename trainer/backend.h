@@ -1,0 +1,193 @@
+/* backend.h — the table of operations the model runs on (DESIGN.md: "backends hide behind one table of
+ * operations"): memory, conv, batchnorm, relu, pools, linear, residual add / accumulate, softmax
+ * cross-entropy, casts, the fused unscale + non-finite check, sync. Layers and models call only this.
+ * Promises: the CPU backend (fp_backend_cpu, the numerical reference) is bit-identical to the fp32
+ * kernels of layers.h composed with widen (16-bit -> fp32) / round / narrow as described per op. */
+#ifndef FP_BACKEND_H
+#define FP_BACKEND_H
+
+#include <stddef.h>
+#include "trainer/layers.h"
+#include "trainer/precision.h"
+
+/* ---- tensors ----
+ * A typed view of backend memory: p (from the backend's alloc, or a pointer into such a block), the
+ * storage format dt (FP_DT_F32, FP_DT_F16 or FP_DT_BF16; never TF32: tf32 is a compute format only)
+ * and NHWC dims d (element (n, y, x, c) at ((n*h + y)*w + x)*c + c; all four >= 1). Vectors and
+ * matrices use d = {rows, 1, 1, cols}: a linear weight [out, in] is {out, 1, 1, in}, a bias or a
+ * per-channel vector of c values is {1, 1, 1, c}, logits [n, classes] are {n, 1, 1, classes}.
+ * p == NULL marks an output the op shall skip, where an op says so ("may be skipped").
+ * Every op checks dims and dtypes and returns FP_EINVAL with fp_error_message() set on a mismatch;
+ * no op reads or writes outside its tensors. */
+typedef struct {
+    void *p;
+    fp_dtype dt;
+    fp_dims d;
+} fp_tensor;
+
+/* Elements of a tensor view (n*h*w*c; 0 when a dim is < 1). */
+static inline size_t fp_tensor_count(const fp_tensor *t)
+{
+    if (t->d.n < 1 || t->d.h < 1 || t->d.w < 1 || t->d.c < 1)
+        return 0;
+    return (size_t)t->d.n * (size_t)t->d.h * (size_t)t->d.w * (size_t)t->d.c;
+}
+static inline fp_tensor fp_tensor_of(void *p, fp_dtype dt, fp_dims d)
+{
+    fp_tensor t = {p, dt, d};
+    return t;
+}
+
+/* Backend memory accounting (bytes). */
+typedef struct {
+    size_t allocated, allocated_peak;   /* through alloc / free (activations, gradients, copies) */
+    size_t workspace, workspace_peak;   /* the backend's own scratch for the conv kernels (im2col / algos) */
+    size_t staging, staging_peak;       /* the backend's own fp32 staging for 16-bit tensors (widen /
+                                         * compute / narrow) and 16-bit weight gradients before rounding */
+} fp_backend_mem;
+
+typedef struct fp_backend fp_backend;   /* one instance: handles, streams, scratch, accounting */
+
+/* ---- the table ----
+ * Conventions (DESIGN.md): outputs first; `be` before everything. Forward ops OVERWRITE their output.
+ * Gradient ops take `accumulate`: 0 overwrites the output with the result, 1 adds the result to what
+ * is there (cuDNN / cuBLAS beta = 0 / 1); where an op says "ACCUMULATES" it always adds (parameter
+ * gradients, zeroed once per step by the caller). For a 16-bit gradient output, accumulate 0 stores
+ * round(result) and accumulate 1 stores round(old + round(result)) (PyTorch adds two 16-bit tensors);
+ * the sign of a zero result written with accumulate 0 may differ between backends (the CPU
+ * backend computes most fp32 gradients as 0 + result, storing +0).
+ * `compute` (conv / linear) is the format the inputs and weights are rounded to before an fp32-
+ * accumulating GEMM: FP_DT_F32 (none), FP_DT_TF32, FP_DT_F16 or FP_DT_BF16 (autocast).
+ * Every op may be asynchronous on a device backend: results are visible to the host after sync (the
+ * CPU backend is synchronous). All ops return FP_OK or a negative FP_E* code with the message set. */
+typedef struct fp_backend_ops {
+    const char *name;          /* "cpu" */
+    int host_memory;           /* 1: alloc returns host memory that callers may read and write directly
+                                * (CPU). The model needs this today: it hands logits, layer outputs and
+                                * probe tensors out as host pointers and keeps parameters, gradients and
+                                * running statistics in host buffers. A device backend (0) must be
+                                * reached through download for those: see "device backends" below. */
+
+    /* -- instance -- */
+    int (*create)(fp_backend **out);          /* FP_ENOMEM */
+    void (*destroy)(fp_backend *be);          /* NULL is fine; frees the backend's own scratch */
+    void (*set_threads)(fp_backend *be, int threads);   /* host threads hint (>= 1; CPU: kernels' hint) */
+    int (*sync)(fp_backend *be);              /* waits for every op issued so far */
+
+    /* -- memory --
+     * alloc: *p gets `bytes` (>= 1) of backend memory, contents undefined; FP_ENOMEM. free: p from
+     * alloc with the same bytes (NULL is fine). upload: host -> backend; download: backend -> host;
+     * copy: backend -> backend (no overlap); zero: bytes of backend memory set to 0.
+     * reserve: grows (never shrinks) the backend's staging so that ops on tensors of up to act_elems
+     * elements and weight gradients of up to weight_elems allocate nothing per step; an op that needs
+     * more grows it itself; it is freed with the instance. memory: the accounting above. */
+    int (*alloc)(fp_backend *be, void **p, size_t bytes);
+    void (*free)(fp_backend *be, void *p, size_t bytes);
+    int (*upload)(fp_backend *be, void *dst, const void *src, size_t bytes);
+    int (*download)(fp_backend *be, void *dst, const void *src, size_t bytes);
+    int (*copy)(fp_backend *be, void *dst, const void *src, size_t bytes);
+    int (*zero)(fp_backend *be, void *p, size_t bytes);
+    int (*reserve)(fp_backend *be, size_t act_elems, size_t weight_elems);
+    void (*memory)(const fp_backend *be, fp_backend_mem *out);
+
+    /* -- casts --
+     * cast: dst = src converted to dst.dt (same count): F32 -> F16 / BF16 rounds to nearest even
+     * (overflow -> Inf), F16 / BF16 -> F32 is exact, 16-bit -> other 16-bit goes through fp32, the same
+     * format copies. No overlap unless dst.p == src.p with the same dtype.
+     * round: dst = src rounded to `to` (F32, TF32, F16 or BF16) but kept in fp32 containers (dst, src
+     * F32; dst may be src): the weight copy of autocast, `half` master weights and statistics. */
+    int (*cast)(fp_backend *be, fp_tensor dst, fp_tensor src);
+    int (*round)(fp_backend *be, fp_tensor dst, fp_tensor src, fp_dtype to);
+
+    /* -- convolution (no bias; layers.h: fp_conv_params, weights OHWI as d = {cout, kh, kw, cin}) --
+     * x, y, dy, dx: F32 / F16 / BF16; w: F32 (values already rounded to `compute`: the model's weight
+     * copy) or 16-bit; dw: F32. Inputs rounded to compute, fp32 accumulation, the output narrowed to
+     * its own format. forward: y = conv(x, w). backward_data: dx (accumulate) = conv^T(dy, w).
+     * backward_weights: ACCUMULATES dw += g, where g = conv grad of (dy, x), rounded to compute first
+     * when compute is 16-bit (autocast's cast backward). */
+    int (*conv_forward)(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor w, const fp_conv_params *p,
+                        fp_dtype compute);
+    int (*conv_backward_data)(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor w, const fp_conv_params *p,
+                              fp_dtype compute, int accumulate);
+    int (*conv_backward_weights)(fp_backend *be, fp_tensor dw, fp_tensor dy, fp_tensor x,
+                                 const fp_conv_params *p, fp_dtype compute);
+
+    /* -- batchnorm (layers.h semantics; per channel over N*H*W, computed in fp32) --
+     * x, y, dy, dx: F32 / F16 / BF16 (y in any format, usually x's; y may alias x when the formats
+     * agree); gamma, beta, running stats, save (2*c: mean then inverse std), dgamma, dbeta: F32 with
+     * d = {1, 1, 1, c}. forward_train: batch statistics, running stats updated (may be skipped),
+     * save written (may be skipped). backward: dx (accumulate; may be skipped), dgamma and dbeta
+     * ACCUMULATE (may be skipped). */
+    int (*bn_forward_train)(fp_backend *be, fp_tensor y, fp_tensor save, fp_tensor running_mean,
+                            fp_tensor running_var, fp_tensor x, fp_tensor gamma, fp_tensor beta,
+                            const fp_bn_params *p);
+    int (*bn_forward_eval)(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor gamma, fp_tensor beta,
+                           fp_tensor running_mean, fp_tensor running_var, const fp_bn_params *p);
+    int (*bn_backward)(fp_backend *be, fp_tensor dx, fp_tensor dgamma, fp_tensor dbeta, fp_tensor dy, fp_tensor x,
+                       fp_tensor gamma, fp_tensor save, int accumulate);
+
+    /* -- relu --
+     * forward: y = max(x, 0) (v < 0 ? 0 : v: -0 and NaN pass), y and x of one format (any), y may
+     * alias x. backward: dx (accumulate) = y > 0 ? dy : +0 (y: the forward output; NaN and -0 are not
+     * > 0); dx, dy, y of one format; dx may alias dy with accumulate 0 (masks in place). */
+    int (*relu_forward)(fp_backend *be, fp_tensor y, fp_tensor x);
+    int (*relu_backward)(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor y, int accumulate);
+
+    /* -- pools (layers.h semantics, computed in fp32; x, y, dy, dx: F32 / F16 / BF16) --
+     * max: argmax (int32, one per output element, backend memory; may be NULL in forward) routes dy
+     * back. avg: global, y d = {n, 1, 1, c}. Backward: dx (accumulate). */
+    int (*maxpool_forward)(fp_backend *be, fp_tensor y, int *argmax, fp_tensor x, const fp_pool_params *p);
+    int (*maxpool_backward)(fp_backend *be, fp_tensor dx, fp_tensor dy, const int *argmax,
+                            const fp_pool_params *p, int accumulate);
+    int (*avgpool_forward)(fp_backend *be, fp_tensor y, fp_tensor x);
+    int (*avgpool_backward)(fp_backend *be, fp_tensor dx, fp_tensor dy, int accumulate);
+
+    /* -- linear: y[n, out] = x[n, in] W^T + b (x of any NHWC dims, flattened per image to in) --
+     * x, y, dy, dx: F32 / F16 / BF16; w {out, 1, 1, in}, b {1, 1, 1, out}: F32 (rounded to compute
+     * already) or 16-bit, b may be skipped; dw, db: F32. Rounding as for conv. backward_weights:
+     * dw and db ACCUMULATE (db may be skipped); backward_data: dx (accumulate). */
+    int (*linear_forward)(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor w, fp_tensor b, fp_dtype compute);
+    int (*linear_backward_data)(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor w, fp_dtype compute,
+                                int accumulate);
+    int (*linear_backward_weights)(fp_backend *be, fp_tensor dw, fp_tensor db, fp_tensor dy, fp_tensor x,
+                                   fp_tensor w, fp_dtype compute);
+
+    /* -- residual --
+     * add: y = a + b computed in fp32, rounded to y's format (y may alias a or b; any formats, equal
+     * counts). accumulate: dst = dst + src in fp32, rounded to dst's format (any formats). */
+    int (*add)(fp_backend *be, fp_tensor y, fp_tensor a, fp_tensor b);
+    int (*accumulate)(fp_backend *be, fp_tensor dst, fp_tensor src);
+
+    /* -- loss --
+     * Softmax cross-entropy, mean over the batch (layers.h): logits F32 {n, 1, 1, classes}; labels
+     * (n int32, backend memory); *loss, *correct1, *correct5: host (the last two may be NULL);
+     * dlogits F32 (may be skipped) = (softmax - onehot) / n, then multiplied by dscale in fp32 when
+     * dscale != 1 (the loss scale of scaler.scale(loss).backward()). */
+    int (*softmax_xent)(fp_backend *be, float *loss, fp_tensor dlogits, int *correct1, int *correct5,
+                        fp_tensor logits, const int *labels, float dscale);
+
+    /* -- gradient scaler --
+     * g (F32) *= inv_scale in place, *found_inf (host) = 1 when some g was Inf or NaN before scaling,
+     * else 0 (PyTorch's fused unscale_ + found_inf). */
+    int (*unscale_check)(fp_backend *be, int *found_inf, fp_tensor g, float inv_scale);
+} fp_backend_ops;
+
+/* The CPU backend (trainer/cpu/backend_cpu*.c): host memory, the fp32 kernels of layers.h, 16-bit
+ * tensors widened into fp32 staging around each kernel and narrowed after. */
+const fp_backend_ops *fp_backend_cpu(void);
+
+/* ---- device backends ----
+ * A backend with host_memory 0 (CUDA: cuDNN NHWC, cuBLASLt, fp16 / bf16 stored natively, memory from
+ * one arena per arm) implements the same ops on device pointers. What the layers above need of it:
+ *  - probes (probe/probe.h) read tensors on the host: the model must download an activation, a
+ *    gradient or a weight (in its storage format) into a host buffer before fp_probe_tensor_dt, or
+ *    the backend must offer device-side histograms (a later op of this table);
+ *  - fp_model_forward returns host logits: download after softmax / cast, then sync;
+ *  - parameters, gradients and running statistics live in host buffers that callers (optimizer,
+ *    checkpoint, safetensors) write: upload before a step and download after, or move those callers
+ *    onto the table (optimizer step, unscale_check above);
+ *  - labels and the loss: labels uploaded, loss and top-k counts returned to the host by softmax_xent.
+ * Not in the table yet: tensor histograms for probes and the optimizer step (both run on the host
+ * today). Until then fp_model_create refuses a backend whose host_memory is 0 (FP_EUNAVAIL). */
+
+#endif

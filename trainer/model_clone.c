@@ -1,0 +1,66 @@
+/* model_clone.c — a new model of the same architecture (fp_model_clone), parameter copies between
+ * models of one architecture (fp_model_copy_params) and read-only sharing (fp_model_share_params).
+ * Promises: the clone has the same nodes, names and values; policy fp32, no probe. */
+#include "trainer/model_internal.h"
+
+int fp_model_clone(fp_model **out, const fp_model *m)
+{
+    *out = NULL;
+    if (!m || !m->finished)
+        return fp_fail(FP_EINVAL, "model: clone of an unfinished model");
+    fp_model *c = NULL;
+    fp_dims in = m->values[0].d;
+    int rc = fp_model_build_begin(&c, m->name, in.h, in.w, in.c);
+    if (rc)
+        return rc;
+    for (int i = 0; i < m->nnodes; i++) {   /* node i produces value i + 1 in both models */
+        const node_t *nd = &m->nodes[i];
+        const char *nm = nd->info.name;
+        switch (nd->info.type) {
+        case FP_LAYER_CONV:
+            fp_model_add_conv(c, nm, nd->in, nd->conv.cout, nd->conv.kh, nd->conv.stride, nd->conv.pad);
+            break;
+        case FP_LAYER_BN: fp_model_add_bn(c, nm, nd->in); break;
+        case FP_LAYER_RELU: fp_model_add_relu(c, nm, nd->in); break;
+        case FP_LAYER_MAXPOOL: fp_model_add_maxpool(c, nm, nd->in, nd->pool.k, nd->pool.stride, nd->pool.pad); break;
+        case FP_LAYER_AVGPOOL: fp_model_add_avgpool(c, nm, nd->in); break;
+        case FP_LAYER_LINEAR: fp_model_add_linear(c, nm, nd->in, nd->info.out.c); break;
+        case FP_LAYER_ADD: fp_model_add_add(c, nm, nd->in, nd->in2); break;
+        default: break;
+        }
+    }
+    rc = fp_model_build_finish(c);
+    if (!rc && (c->nparams != m->nparams || c->nbuffers != m->nbuffers || c->nnodes != m->nnodes))
+        rc = fp_fail(FP_EINTERNAL, "model %s: clone differs from the original", m->name);
+    if (rc) {
+        fp_model_free(c);
+        return rc;
+    }
+    fp_model_set_threads(c, m->threads);
+    fp_model_copy_params(c, m, 1);
+    *out = c;
+    return FP_OK;
+}
+
+int fp_model_copy_params(fp_model *dst, const fp_model *m, int with_buffers)
+{
+    if (!dst || !m || dst->nparams != m->nparams || dst->nbuffers != m->nbuffers || dst->nnodes != m->nnodes)
+        return fp_fail(FP_EINVAL, "model: copy_params between different architectures");
+    dst->params = dst->own_params;
+    memcpy(dst->params, m->params, m->nparams * sizeof(float));
+    if (with_buffers)
+        memcpy(dst->buffers, m->buffers, m->nbuffers * sizeof(float));
+    return FP_OK;
+}
+
+int fp_model_share_params(fp_model *dst, fp_model *src)
+{
+    if (!dst || !src || dst->nparams != src->nparams || dst->nbuffers != src->nbuffers || dst->nnodes != src->nnodes)
+        return fp_fail(FP_EINVAL, "model: share_params between different architectures");
+    if (dst->pol.master != FP_DT_F32)
+        return fp_fail(FP_EINVAL, "model %s: policy %s rounds its parameters and cannot share another model's",
+                       dst->name, dst->pol.name);
+    dst->params = src->params;
+    memcpy(dst->buffers, src->buffers, src->nbuffers * sizeof(float));
+    return FP_OK;
+}

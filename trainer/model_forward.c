@@ -1,0 +1,180 @@
+/* model_forward.c — forward over the nodes (TRAIN / EVAL), every tensor operation through the backend
+ * table (backend.h), with the probe hooks of the forward pass and the layer-output copy for tests.
+ * Promises: fp32 results equal to the kernels' composition; 16-bit storage as described in model.h. */
+#include "trainer/model_internal.h"
+
+/* ---------------------------------------------------------------- forward */
+
+/* Prefixes the kernel's message with the model and layer (copied first: fp_fail writes the buffer). */
+void fp_mi_relabel(int rc, const char *model, const char *what, const char *layer)
+{
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", fp_error_message());
+    fp_fail(rc, "model %s: %s %s: %s", model, what, layer, msg);
+}
+
+/* ---------------------------------------------------------------- probe hooks */
+
+void fp_model_set_probe(fp_model *m, fp_probe *p) { m->probe = p; }
+fp_probe *fp_model_probe(const fp_model *m) { return m->probe; }
+
+/* Value v to the probe in its storage format (16-bit tensors as stored: the probe widens them only
+ * for backends that cannot take the bit patterns). */
+void fp_mi_probe_value(fp_model *m, const void *p, fp_dtype d, size_t cnt, int layer, fp_tensor_role role)
+{
+    fp_probe_tensor_dt(m->probe, layer, role, p, is16(d) ? d : FP_DT_F32, cnt);
+}
+
+/* After layer nd's forward at a sampling step: its output (activation) and its parameters (weight:
+ * the fp32 master values, all of the layer's parameters in one tensor). */
+static void sample_forward(fp_model *m, int mode, const node_t *nd, int n, unsigned want)
+{
+    if (want & FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION))
+        fp_mi_probe_value(m, vptr(m, mode, nd->out), vdt(m, nd->out), vfloats(m, nd->out, n),
+                          nd->info.index, FP_ROLE_ACTIVATION);
+    if ((want & FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT)) && nd->info.params)
+        fp_probe_tensor(m->probe, nd->info.index, FP_ROLE_WEIGHT, m->params + nd->pw, nd->info.params);
+}
+
+/* Backend views of a node's parameters (fp32 host buffers; conv / linear weights as computed). */
+static fp_tensor conv_w(const float *W, const node_t *nd)
+{
+    const fp_conv_params *c = &nd->conv;
+    return fp_tensor_of((void *)(W + nd->pw), FP_DT_F32, (fp_dims){c->cout, c->kh, c->kw, c->cin});
+}
+static fp_tensor vec32(float *base, long long off, int c)
+{
+    return fp_tensor_of(base + off, FP_DT_F32, (fp_dims){1, 1, 1, c});
+}
+
+int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, fp_mode mode)
+{
+    if (logits)
+        *logits = NULL;
+    if (!m || !m->finished)
+        return fp_fail(FP_EINVAL, "model: forward on an unfinished model");
+    if (!x || n < 1 || (mode != FP_MODE_TRAIN && mode != FP_MODE_EVAL))
+        return fp_fail(FP_EINVAL, "model %s: forward with %s input, batch %d", m->name, x ? "an" : "a NULL", n);
+    m->fwd_ok = 0;
+    plan_t *pl = &m->plan[mode];
+    if (pl->n != n) {
+        int rc = fp_mi_plan_build(m, pl, n, mode);
+        if (rc)
+            return rc;
+    }
+    const fp_backend_ops *ops = m->ops;
+    fp_backend *be = m->be;
+    int lowp = m->lowp || m->pol.compute != FP_DT_F32;
+    if (lowp) {   /* staging for the widened tensors, sized once per plan */
+        int rc = ops->reserve(be, pl->max_floats, 0);
+        if (!rc && m->wlow)
+            rc = fp_mi_prepare_weights(m);
+        if (rc)
+            return rc;
+    }
+    int rc = ops->upload(be, val(m, mode, 0), x, dims_floats(m->values[0].d) * (size_t)n * sizeof(float));
+    if (rc)
+        return rc;
+    float *W = m->wlow ? m->wlow : m->params;   /* conv / linear weights as computed */
+    fp_dtype cdt = m->pol.compute;
+    fp_probe *pr = m->probe;
+    unsigned want = pr && mode == FP_MODE_TRAIN ? fp_probe_wants(pr) : 0;
+    for (int i = 0; i < m->nnodes && rc == FP_OK; i++) {
+        node_t *nd = &m->nodes[i];
+        fp_tensor X = vten(m, mode, nd->in, n), Y = vten(m, mode, nd->out, n);
+        float *P = m->params, *B = m->buffers;
+        int c = nd->info.in.c;
+        if (pr)
+            fp_probe_layer_begin(pr, i, FP_PHASE_FORWARD);
+        switch (nd->info.type) {
+        case FP_LAYER_CONV:
+            rc = ops->conv_forward(be, Y, X, conv_w(W, nd), &nd->conv, cdt);
+            break;
+        case FP_LAYER_BN:
+            if (mode == FP_MODE_TRAIN) {
+                fp_tensor save = vec32((float *)pl->aux, (long long)nd->aux, 2 * c);
+                fp_tensor rm = vec32(B, nd->brm, c), rv = vec32(B, nd->brv, c);
+                rc = ops->bn_forward_train(be, Y, save, rm, rv, X, vec32(P, nd->pw, c), vec32(P, nd->pb, c), &nd->bn);
+                if (!rc && m->pol.master != FP_DT_F32) {   /* `half`: the running statistics are fp16 tensors */
+                    rc = ops->round(be, rm, rm, m->pol.master);
+                    rc = rc ? rc : ops->round(be, rv, rv, m->pol.master);
+                }
+            } else {
+                rc = ops->bn_forward_eval(be, Y, X, vec32(P, nd->pw, c), vec32(P, nd->pb, c), vec32(B, nd->brm, c),
+                                          vec32(B, nd->brv, c), &nd->bn);
+            }
+            break;
+        case FP_LAYER_RELU:
+            rc = ops->relu_forward(be, Y, X);
+            break;
+        case FP_LAYER_MAXPOOL:
+            rc = ops->maxpool_forward(be, Y, mode == FP_MODE_TRAIN ? (int *)pl->aux + nd->aux : NULL, X, &nd->pool);
+            break;
+        case FP_LAYER_AVGPOOL:
+            rc = ops->avgpool_forward(be, Y, X);
+            break;
+        case FP_LAYER_LINEAR: {
+            int fin = (int)dims_floats(nd->info.in), fout = nd->info.out.c;
+            fp_tensor w = fp_tensor_of(W + nd->pw, FP_DT_F32, (fp_dims){fout, 1, 1, fin});
+            rc = ops->linear_forward(be, Y, X, w, vec32(W, nd->pb, fout), cdt);
+            break;
+        }
+        case FP_LAYER_ADD:
+            rc = ops->add(be, Y, X, vten(m, mode, nd->in2, n));
+            break;
+        default:
+            rc = fp_fail(FP_EINTERNAL, "model: bad node type");
+        }
+        if (pr) {
+            fp_probe_layer_end(pr, i, FP_PHASE_FORWARD);
+            if (want && !rc)
+                sample_forward(m, mode, nd, n, want);
+        }
+        if (rc)
+            fp_mi_relabel(rc, m->name, "layer", nd->info.name);
+    }
+    fp_mi_note_peaks(m);
+    if (rc)
+        return rc;
+    m->last_mode = mode;
+    m->last_n = n;
+    m->fwd_ok = mode == FP_MODE_TRAIN;
+    int last = m->nvalues - 1;
+    const float *out = val(m, mode, last);
+    if (is16(vdt(m, last))) {   /* autocast's fp32 list: the loss sees the logits widened */
+        size_t cnt = vfloats(m, last, n);
+        if (m->logits32_cap < cnt) {
+            void *p = NULL;
+            if (ops->alloc(be, &p, cnt * sizeof(float)))
+                return fp_fail(FP_ENOMEM, "model %s: out of memory", m->name);
+            ops->free(be, m->logits32, m->logits32_cap * sizeof(float));
+            m->logits32 = p;
+            m->logits32_cap = cnt;
+        }
+        fp_tensor L = vten(m, mode, last, n);
+        rc = ops->cast(be, fp_tensor_of(m->logits32, FP_DT_F32, L.d), L);
+        if (rc)
+            return rc;
+        out = m->logits32;
+    }
+    if (logits)
+        *logits = out;   /* host memory (backend.h: host_memory) */
+    return FP_OK;
+}
+
+int fp_model_layer_output(fp_model *m, int layer, float *dst, size_t cap, fp_dtype *stored)
+{
+    if (!m || layer < 0 || layer >= m->nnodes || m->plan[m->last_mode].n == 0)
+        return fp_fail(FP_EINVAL, "model: no output of layer %d (no forward yet?)", layer);
+    int v = m->nodes[layer].out, n = m->plan[m->last_mode].n;
+    size_t cnt = vfloats(m, v, n);
+    if (stored)
+        *stored = vdt(m, v);
+    if (!dst)
+        return (int)cnt;
+    if (cap < cnt)
+        return fp_fail(FP_EINVAL, "model %s: layer %d output has %zu values, buffer %zu", m->name, layer, cnt, cap);
+    fp_tensor src = vten(m, m->last_mode, v, n);   /* host memory (backend.h: host_memory) */
+    int rc = m->ops->cast(m->be, fp_tensor_of(dst, FP_DT_F32, src.d), src);
+    return rc ? rc : (int)cnt;
+}

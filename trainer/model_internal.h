@@ -1,0 +1,165 @@
+/* model_internal.h — private to trainer/model*.c: the model's structures (nodes, values, storages,
+ * plans, gradient blocks) and the small helpers the model files share. Not an API: nothing outside
+ * trainer/model*.c includes it. */
+#ifndef FP_MODEL_INTERNAL_H
+#define FP_MODEL_INTERNAL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "error.h"
+#include "numfmt.h"
+#include "probe/probe.h"
+#include "trainer/backend.h"
+#include "trainer/model.h"
+
+#define ALIGN_FLOATS 16   /* 64-byte alignment of arena blocks */
+#define ALIGN_BYTES 64
+
+typedef struct {
+    fp_dims d;        /* per image (n = 1) */
+    int storage;
+    int producer;     /* node index; -1 for the model input */
+    int needed_bwd;   /* read by some node's backward */
+    fp_dtype dt;      /* storage format under the policy: F32, F16 or BF16 */
+} value_t;
+
+typedef struct {
+    size_t floats;    /* per image */
+    int bytes;        /* per element under the policy: 4 or 2 */
+} storage_t;
+
+typedef struct {
+    fp_layer_info info;
+    int in, in2, out;             /* value ids; in2 only for add */
+    fp_conv_params conv;
+    fp_pool_params pool;
+    fp_bn_params bn;
+    long long pw, pb;             /* parameter offsets (floats), -1 when none */
+    long long brm, brv;           /* running-stat offsets, -1 when none */
+    size_t aux;                   /* train plan: offset (4-byte units) of argmax / BN save */
+} node_t;
+
+typedef struct {
+    int n;                        /* batch the plan is for; 0 = none */
+    unsigned char *arena;
+    size_t arena_bytes;
+    size_t *st_off;               /* per storage, bytes into arena */
+    void *aux;                    /* train: BN mean/invstd (float) and max-pool argmax (int) */
+    size_t aux_units;
+    size_t saved_bytes;           /* kept-for-backward part (train) */
+    size_t max_floats;            /* largest value of this plan (elements), sizes the cast scratch */
+} plan_t;
+
+typedef struct {
+    void *p;
+    size_t cap;                   /* bytes */
+    int used;
+} gblock_t;
+
+struct fp_model {
+    char *name;
+    node_t *nodes;
+    int nnodes, cap_nodes;
+    value_t *values;
+    int nvalues, cap_values;
+    storage_t *storages;
+    int nstorages, cap_storages;
+    fp_tensor_info *tensors;
+    size_t ntensors, cap_tensors;
+    size_t nparams, nbuffers;
+    float *params, *grads, *buffers;
+    float *own_params;            /* params' allocation; params points elsewhere while shared */
+    int build_err, finished;
+    int num_classes;
+    plan_t plan[2];               /* indexed by fp_mode */
+    int last_mode, fwd_ok;        /* fwd_ok: a TRAIN forward whose state backward may use */
+    int last_n;
+    gblock_t *gb;
+    int ngb, cap_gb;
+    int *vgrad;                   /* per value: gradient block or -1 */
+    size_t gb_bytes, gb_peak, act_peak, saved_peak;
+    float *dlogits;               /* train_step's buffer (backend memory) */
+    size_t dlogits_cap;
+    const fp_backend_ops *ops;    /* chosen at creation (the CPU backend for now) */
+    fp_backend *be;               /* its instance: conv workspace, staging, memory accounting */
+    int threads;                  /* fp_model_set_threads (>= 1) */
+    /* precision policy (fp_model_set_policy) */
+    fp_policy pol;
+    int lowp;                     /* 1: some tensor is rounded (policy other than fp32) */
+    float *wlow;                  /* conv / linear weights (and linear bias) rounded to pol.compute, fp32
+                                   * containers, same layout as params; NULL when compute is fp32 (backend memory) */
+    float *logits32;              /* logits widened for the loss (backend memory) */
+    size_t logits32_cap;
+    fp_probe *probe;              /* fp_model_set_probe; NULL: no hooks beyond this pointer check */
+};
+
+/* ---------------------------------------------------------------- small helpers */
+
+static inline void *grow(void *p, int *cap, int need, size_t elem)
+{
+    if (need <= *cap)
+        return p;
+    int nc = *cap ? *cap * 2 : 16;
+    while (nc < need)
+        nc *= 2;
+    void *q = realloc(p, (size_t)nc * elem);
+    if (q)
+        *cap = nc;
+    return q;
+}
+
+static inline char *dupstr(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+static inline size_t dims_floats(fp_dims d) { return (size_t)d.h * d.w * d.c; }
+static inline fp_dims batch_dims(fp_dims d, int n) { d.n = n; return d; }
+
+static inline int is16(fp_dtype d) { return d == FP_DT_F16 || d == FP_DT_BF16; }
+
+static inline void *vptr(fp_model *m, int mode, int v)
+{
+    return m->plan[mode].arena + m->plan[mode].st_off[m->values[v].storage];
+}
+static inline float *val(fp_model *m, int mode, int v) { return (float *)vptr(m, mode, v); }   /* fp32 storage */
+static inline fp_dtype vdt(const fp_model *m, int v) { return m->values[v].dt; }
+
+/* Value v of the batch-n plan of `mode` as a typed tensor (its storage, format and batch dims). */
+static inline fp_tensor vten(fp_model *m, int mode, int v, int n)
+{
+    return fp_tensor_of(vptr(m, mode, v), vdt(m, v), batch_dims(m->values[v].d, n));
+}
+/* count fp32 values at p as a flat tensor {1, 1, 1, count} (count <= INT_MAX: checked at build). */
+static inline fp_tensor flat32(float *p, size_t count)
+{
+    return fp_tensor_of(p, FP_DT_F32, (fp_dims){1, 1, 1, (int)count});
+}
+
+static inline size_t vfloats(const fp_model *m, int v, int n) { return dims_floats(m->values[v].d) * (size_t)n; }
+
+static inline size_t vbytes(const fp_model *m, int v, int n)
+{
+    return vfloats(m, v, n) * (size_t)fp_dtype_bytes(vdt(m, v));
+}
+
+/* ---------------------------------------------------------------- shared between the model files */
+
+/* model_plan.c */
+int fp_mi_plan_build(fp_model *m, plan_t *pl, int n, fp_mode mode);
+size_t fp_mi_plan_bytes(const plan_t *pl);
+void fp_mi_note_peaks(fp_model *m);
+void fp_mi_plan_free(fp_model *m, plan_t *pl);
+/* model_policy.c */
+int fp_mi_prepare_weights(fp_model *m);
+/* model_forward.c */
+void fp_mi_relabel(int rc, const char *model, const char *what, const char *layer);
+void fp_mi_probe_value(fp_model *m, const void *p, fp_dtype d, size_t cnt, int layer, fp_tensor_role role);
+
+#endif
