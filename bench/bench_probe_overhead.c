@@ -2,8 +2,8 @@
  * policy, CPU: the configurations interleaved step by step (order rotating) to cancel the load of a
  * shared machine; headline: the median over cycles of EVERY steps of the paired ratio (cycle time on
  * / off; a median of single steps would hide the sampling steps), with its min..max. "on" = per-layer
- * CPU timers every step, histograms of every layer's tensors (all roles, updates included) every 10
- * steps, per-layer rounding error every 10 steps as trainer/compare.c runs it (fp_prec_err_compare
+ * CPU timers every step, histograms of every layer's tensors (all roles, updates included; the weight
+ * roles in the one pass after the optimizer, as compare.c) every 10 steps, per-layer rounding error every 10 steps as trainer/compare.c runs it (fp_prec_err_compare
  * against an fp32 model, on FP_PREC_ERR_DEFAULT_SUBBATCH images of the batch). The same run gives the
  * parts, robust to load: the timers' per-step cost (median paired ratio of non-sampling steps), the
  * sampling step's histogram extra and the precision-error call (medians); from them the overhead at
@@ -17,12 +17,14 @@
 #include "probe/analysis.h"
 #include "probe/probe.h"
 #include "trainer/model.h"
+#include "trainer/precision.h"
 
 #define BATCH 16
 #define SIZE 64
 #define MAX_ROUNDS 64
 #define WARMUP 2
 #define EVERY 10
+#define LOSS_SCALE 1024.0f   /* GradScaler-like: a power of two */
 
 enum { OFF, TIMERS, FULL, NCFG };
 
@@ -62,20 +64,21 @@ static int one_step(bench_t *b, int cfg)
         rc = fp_prec_err_compare(b->pe, b->ref, b->x, BATCH, step);
     double t1 = now_s();
     fp_model_set_probe(m, p);
-    fp_probe_step_begin(p, step, 1024.0f);
+    fp_probe_step_begin(p, step, LOSS_SCALE);
+    size_t np = fp_model_num_params(m);
+    int upd = fp_probe_wants_all(p) & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE);
+    if (upd)   /* as compare.c: the parameters before a sampled step */
+        memcpy(b->old, fp_model_params(m), np * sizeof(float));
     fp_model_zero_grad(m);
     float loss;
-    rc = rc ? rc : fp_model_train_step(m, &loss, NULL, NULL, b->x, b->labels, BATCH);
-    size_t np = fp_model_num_params(m);
-    int upd = fp_probe_wants(p) & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE);
-    if (upd)
-        memcpy(b->old, fp_model_params(m), np * sizeof(float));
+    rc = rc ? rc : fp_model_train_step_scaled(m, &loss, NULL, NULL, b->x, b->labels, BATCH, LOSS_SCALE);
+    fp_unscale_and_check(fp_model_grads(m), np, 1.0f / LOSS_SCALE);   /* as trainer/arm.c */
     float *w = fp_model_params(m);
     const float *g = fp_model_grads(m);
     for (size_t i = 0; i < np; i++)   /* SGD, tiny lr: the same work in every configuration */
         w[i] -= 1e-9f * g[i];
     if (upd)
-        fp_probe_sample_updates(p, m, b->old, g, NULL);
+        fp_probe_sample_params(p, m, b->old, g, NULL);
     fp_probe_step_end(p);
     b->prec_s = t1 - t0;
     b->sampled_s = now_s() - t0;
@@ -116,6 +119,7 @@ int main(void)
     }
     fp_hist_probe_create(&b.hp, L, EVERY, 0, NULL, 0);
     fp_hist_probe_attach(b.hp, b.p[FULL]);
+    fp_probe_caller_roles(b.p[FULL], FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT) | FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD));   /* as compare.c */
     if (fp_prec_err_create(&b.pe, b.ref, fp_policy_find("fp16"))) {
         fprintf(stderr, "bench_probe_overhead: %s\n", fp_error_message());
         return 1;

@@ -69,13 +69,16 @@ double fp_lost_update_fraction(const float *old_w, const float *new_w, const flo
  * used (unscaled). Returns the fraction over all parameters. */
 double fp_model_lost_updates(const fp_model *m, const float *old_params, const float *grads, double *per_layer);
 
-/* ---- the update tensor and the lost updates, in one pass ----
- * After the optimizer step of a sampled step (old_params: the parameters before it, the model holds
- * the new ones, grads: the gradients the step used): per layer with parameters, new - old handed to
- * p's tensor hook as FP_ROLE_UPDATE when p wants that role (p may be NULL), and per_layer[l] (when not
- * NULL) as fp_model_lost_updates gives it. Returns fp_model_lost_updates' overall fraction. Reads
- * each array once, in L1-sized pieces; allocates nothing. Call before fp_probe_step_end. */
-double fp_probe_sample_updates(fp_probe *p, fp_model *m, const float *old_params, const float *grads, double *per_layer);
+/* ---- the parameter roles and the lost updates, in one pass ----
+ * After the optimizer step of a sampled step (old_params: the parameters before it, as the forward
+ * used them; the model holds the new ones; grads: the unscaled gradients the step used), per layer
+ * with parameters, to p's tensor hooks (p may be NULL): new - old as FP_ROLE_UPDATE when p wants it,
+ * and old as FP_ROLE_WEIGHT and grads as FP_ROLE_WEIGHT_GRAD (at loss scale 1) when p wants them and
+ * the caller took them over from the model (fp_probe_caller_roles), so that the model does not read
+ * those arrays a second time. per_layer[l] (when not NULL) as fp_model_lost_updates gives it; returns
+ * its overall fraction. Reads each array once, in cache-sized pieces (a 256 KiB buffer per call;
+ * smaller pieces on the stack when that cannot be had). Call before fp_probe_step_end. */
+double fp_probe_sample_params(fp_probe *p, fp_model *m, const float *old_params, const float *grads, double *per_layer);
 
 /* ---- a skipped step ----
  * From the parameter gradients of a skipped step as the backward left them (scaled), in backward

@@ -24,6 +24,7 @@ struct fp_probe {
     int64_t step;
     float loss_scale;
     unsigned wants;
+    unsigned caller_roles;   /* fp_probe_caller_roles: delivered by the caller, not the model */
     float *wide;      /* fp_probe_tensor_dt: 16-bit tensors widened for backends without tensor16 */
     size_t wide_cap;
 };
@@ -123,7 +124,14 @@ void fp_probe_layer_end(fp_probe *p, int layer, fp_phase phase)
         p->le[i]->ops->layer_end(p->le[i]->self, layer, phase);
 }
 
-unsigned fp_probe_wants(const fp_probe *p) { return p && p->in_step ? p->wants : 0; }
+unsigned fp_probe_wants(const fp_probe *p) { return p && p->in_step ? p->wants & ~p->caller_roles : 0; }
+unsigned fp_probe_wants_all(const fp_probe *p) { return p && p->in_step ? p->wants : 0; }
+
+void fp_probe_caller_roles(fp_probe *p, unsigned roles)
+{
+    if (p)
+        p->caller_roles = roles & FP_PROBE_ALL_ROLES;
+}
 
 void fp_probe_tensor(fp_probe *p, int layer, fp_tensor_role role, const float *x, size_t n)
 {

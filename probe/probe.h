@@ -72,9 +72,16 @@ float fp_probe_loss_scale(const fp_probe *p);
 
 void fp_probe_layer_begin(fp_probe *p, int layer, fp_phase phase);
 void fp_probe_layer_end(fp_probe *p, int layer, fp_phase phase);
-/* The roles some backend wants now (0 outside a step or at a non-sampling step). The model hands a
- * tensor over only when its role is wanted (16-bit ones as stored, through fp_probe_tensor_dt). */
+/* The roles some backend wants now from the model (0 outside a step or at a non-sampling step): the
+ * model hands a tensor over only when its role is wanted (16-bit ones as stored, through
+ * fp_probe_tensor_dt). Roles the caller delivers itself (fp_probe_caller_roles) are left out. */
 unsigned fp_probe_wants(const fp_probe *p);
+/* Every role some backend wants now, the caller's included. */
+unsigned fp_probe_wants_all(const fp_probe *p);
+/* Roles the caller hands over itself from now on (e.g. the parameter roles, in one pass after the
+ * optimizer step: analysis.h fp_probe_sample_params); fp_probe_wants stops reporting them to the
+ * model, fp_probe_tensor still delivers them. 0 (the default): the model delivers every role. */
+void fp_probe_caller_roles(fp_probe *p, unsigned roles);
 /* Hands the tensor to every backend that wants its role this step. */
 void fp_probe_tensor(fp_probe *p, int layer, fp_tensor_role role, const float *x, size_t n);
 /* The same for a tensor in its storage format dt (FP_DT_F32: as fp_probe_tensor; FP_DT_F16 /

@@ -89,7 +89,7 @@ int main(void)
     fp_hist_probe_attach(hp, p);
     fp_probe_step_begin(p, 0, 1);
     double per2[16];
-    double tot2 = fp_probe_sample_updates(p, m, old, fp_model_grads(m), per2);
+    double tot2 = fp_probe_sample_params(p, m, old, fp_model_grads(m), per2);
     fp_probe_step_end(p);
     const fp_hist_t *uh = fp_hist_probe_get(hp, 8, FP_ROLE_UPDATE), *u0 = fp_hist_probe_get(hp, 0, FP_ROLE_UPDATE);
     tap_ok(uh && uh->amax == 0.5f && uh->count == cnt8 && u0 && u0->zero == u0->count, "update role: new - old per layer");
@@ -98,7 +98,7 @@ int main(void)
         same &= per2[l] == per[l] || (isnan(per2[l]) && isnan(per[l]));
     tap_ok(same, "the update pass gives fp_model_lost_updates' fractions, overall and per layer");
     float *g0s = calloc(np, sizeof(float));
-    tap_ok(g0s && isnan(fp_probe_sample_updates(NULL, m, old, g0s, per2)) && isnan(per2[8]),
+    tap_ok(g0s && isnan(fp_probe_sample_params(NULL, m, old, g0s, per2)) && isnan(per2[8]),
            "no probe, no nonzero gradient: NaN fractions");
     free(g0s);
     fp_hist_probe_free(hp);

@@ -119,8 +119,22 @@ int main(void)
     float *old = malloc(fp_model_num_params(m) * sizeof(float));
     float scale = 1024.0f;
     size_t wg_nonfinite = 0;
+    /* p2 gets the weight roles from the caller's one pass after the optimizer (fp_probe_caller_roles):
+     * its histograms must equal those the model hands p during forward / backward */
+    fp_probe *p2 = NULL;
+    fp_hist_probe *hp2 = NULL;
+    fp_probe_create(&p2);
+    fp_hist_probe_create(&hp2, L, 3, 0, NULL, 0);
+    fp_hist_probe_attach(hp2, p2);
+    const unsigned wroles = FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT) | FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD);
+    fp_probe_caller_roles(p2, wroles);
+    int same_params = 1, wants_ok = 1;
     for (int step = 0; step < 5; step++) {
         fp_probe_step_begin(p, step, scale);
+        fp_probe_step_begin(p2, step, scale);
+        if (step % 3 == 0)
+            wants_ok &= !(fp_probe_wants(p2) & wroles) && (fp_probe_wants_all(p2) & wroles) == wroles &&
+                        (fp_probe_wants(p) & wroles) == wroles;
         fp_model_zero_grad(m);
         float loss;
         fp_model_train_step_scaled(m, &loss, NULL, NULL, x, labels, NB, scale);
@@ -129,7 +143,17 @@ int main(void)
         float *w = fp_model_params(m), *g = fp_model_grads(m);
         for (size_t i = 0; i < fp_model_num_params(m); i++)   /* plain SGD, lr 0.01 */
             w[i] -= 0.01f * g[i];
-        fp_probe_sample_updates(p, m, old, fp_model_grads(m), NULL);
+        fp_probe_sample_params(p, m, old, fp_model_grads(m), NULL);
+        fp_probe_sample_params(p2, m, old, fp_model_grads(m), NULL);
+        fp_probe_step_end(p2);
+        if (step % 3 == 0)
+            for (int l = 0; l < L; l++)
+                for (int r = FP_ROLE_WEIGHT; r <= FP_ROLE_UPDATE; r++) {
+                    const fp_hist_t *a = fp_hist_probe_get(hp2, l, (fp_tensor_role)r);
+                    size_t pc;
+                    fp_model_layer_params(m, l, NULL, &pc);
+                    same_params &= pc ? a != NULL : a == NULL;
+                }
         if (step == 3) {   /* compare the unscaled weight-gradient histogram with the real gradient */
             fp_hist_t ref;
             fp_hist_init(&ref);
@@ -168,6 +192,15 @@ int main(void)
         }
     }
     tap_is_int(wg_nonfinite, 0, "no non-finite weight gradient");
+    for (int l = 0; l < L; l++)   /* the last sampling step (3) of both */
+        for (int r = FP_ROLE_WEIGHT; r <= FP_ROLE_UPDATE; r++) {
+            const fp_hist_t *a = fp_hist_probe_get(hp, l, (fp_tensor_role)r), *b = fp_hist_probe_get(hp2, l, (fp_tensor_role)r);
+            same_params &= (a == NULL) == (b == NULL) && (!a || (same_counts(a, b) && a->amax == b->amax));
+        }
+    tap_ok(wants_ok, "caller roles: left out of what the model is asked for, still wanted by the probe");
+    tap_ok(same_params, "weights, unscaled weight gradients and updates from the caller's pass = the model's");
+    fp_hist_probe_free(hp2);
+    fp_probe_free(p2);
     tap_is_int(fp_hist_probe_last_step(hp), 3, "last sampling step is 3 (period 3, steps 0..4)");
     tap_ok(fp_store_flush(st) == FP_OK && fp_hist_probe_status(hp) == FP_OK, "store flushed");
     char q[512];

@@ -296,6 +296,9 @@ static int attach_probes(fp_compare *c, int i)
         rc = fp_hist_probe_create(&a->hist, nl, c->cfg.hist_every, 0, c->store, a->run);
         if (!rc)
             rc = fp_hist_probe_attach(a->hist, a->probe);
+        /* weights and weight gradients come with the updates, in one pass after the optimizer step
+         * (fp_probe_sample_params), not from the model's forward / backward */
+        fp_probe_caller_roles(a->probe, FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT) | FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD));
         if (!rc && !(a->old_params = malloc(fp_model_num_params(m) * sizeof *a->old_params)))
             rc = fp_fail(FP_ENOMEM, "out of memory");
         if (!rc && !(a->per_layer = malloc((size_t)(nl > 0 ? nl : 1) * sizeof *a->per_layer)))
@@ -609,7 +612,7 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
     int64_t w1 = wall_ns();
     double lost_all = NAN;   /* the update tensor and the lost updates, one pass */
     if (!rc && sampled)
-        lost_all = fp_probe_sample_updates(a->probe, m, a->old_params, fp_model_grads(m), a->per_layer);
+        lost_all = fp_probe_sample_params(a->probe, m, a->old_params, fp_model_grads(m), a->per_layer);
     fp_probe_step_end(a->probe);
     if (rc) {
         char msg[512];
