@@ -40,8 +40,8 @@ typedef struct {
  * images and the comparison stays like for like; the figure is the rounding error of a k-image
  * batch, which for per-element rounding (rel_l2 ~ 2^-11 under fp16) matches the full batch's to
  * within sampling noise. With k < n the reference forward runs on a clone of the reference model
- * (made once, parameters and running statistics copied in each time): the reference model itself is
- * not run, and keeps its state. This costs about 2 * k / n of a training forward instead of two whole
+ * (made once; it reads the reference's parameters in place and gets a copy of its running statistics
+ * each time): the reference model itself is not run, and keeps its state. This costs about 2 * k / n of a training forward instead of two whole
  * forwards (bench/bench_probe_overhead.c). The riding path (fp_prec_err_run_lowp + attach) needs the
  * step's own batch and always uses all of it. */
 #define FP_PREC_ERR_DEFAULT_SUBBATCH 4
