@@ -17,6 +17,8 @@
 
 #define BUF_SIZE (8u << 20)        /* 4-8 MB as CUPTI's samples and kineto */
 #define BUF_ALIGN 8
+#define CUPTI_DEVICE_BUFFER_BYTES ((size_t)32 << 20)   /* CUPTI's device record buffers (its default ~3 MB) */
+#define CUPTI_DEVICE_BUFFER_POOL ((size_t)4)
 #define CORR_SLOTS (1u << 16)      /* correlation id -> external id, open addressing */
 #define NAME_SLOTS 4096
 #define EXT_TAG (1ull << 62)       /* marks our external ids */
@@ -46,6 +48,7 @@ struct fp_cupti {
     pthread_mutex_t mu;
     qbuf *head, *tail;               /* completed buffers, oldest first */
     uint64_t dropped, kernels;
+    size_t dev_buf_bytes, dev_buf_pool;   /* CUPTI's own device buffers as CUPTI reports them (0: unknown) */
     int64_t step;
     int tracing;                     /* the current step is traced */
     int64_t traced_step;             /* step whose kernels the next flush stores; -1 none */
@@ -260,6 +263,18 @@ int fp_cupti_open(fp_cupti **out, fp_store_t *store, int64_t run, int trace_ever
         g_cupti = NULL;
         return FP_OK;
     }
+    /* CUPTI's device-side record buffers: a fixed size and pool, set before any context exists so
+     * that they hold for the whole run, then read back (CUPTI may round) and kept for the record */
+    size_t sz = sizeof(size_t), bytes = CUPTI_DEVICE_BUFFER_BYTES, pool = CUPTI_DEVICE_BUFFER_POOL;
+    cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &bytes);
+    sz = sizeof(size_t);
+    cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT, &sz, &pool);
+    sz = sizeof(size_t);
+    if (cuptiActivityGetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &c->dev_buf_bytes) != CUPTI_SUCCESS)
+        c->dev_buf_bytes = 0;
+    sz = sizeof(size_t);
+    if (cuptiActivityGetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT, &sz, &c->dev_buf_pool) != CUPTI_SUCCESS)
+        c->dev_buf_pool = 0;
     r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     if (r != CUPTI_SUCCESS) {
         snprintf(c->reason, sizeof c->reason, "cuptiActivityEnable(CONCURRENT_KERNEL): %s", cupti_err(r));
@@ -308,6 +323,14 @@ void fp_cupti_close(fp_cupti *c)
 int fp_cupti_available(const fp_cupti *c) { return c && c->available; }
 const char *fp_cupti_reason(const fp_cupti *c) { return !c ? "no CUPTI" : c->available ? "" : c->reason; }
 uint64_t fp_cupti_dropped(const fp_cupti *c) { return c ? c->dropped : 0; }
+
+void fp_cupti_device_buffers(const fp_cupti *c, size_t *bytes, size_t *pool)
+{
+    if (bytes)
+        *bytes = c && c->available ? c->dev_buf_bytes : 0;
+    if (pool)
+        *pool = c && c->available ? c->dev_buf_pool : 0;
+}
 uint64_t fp_cupti_kernels(const fp_cupti *c) { return c ? c->kernels : 0; }
 
 int fp_cupti_flush(fp_cupti *c)

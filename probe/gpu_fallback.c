@@ -49,6 +49,14 @@ uint64_t fp_cupti_kernels(const fp_cupti *c)
     (void)c;
     return 0;
 }
+void fp_cupti_device_buffers(const fp_cupti *c, size_t *bytes, size_t *pool)
+{
+    (void)c;
+    if (bytes)
+        *bytes = 0;
+    if (pool)
+        *pool = 0;
+}
 #endif
 
 #ifndef HAVE_NVTX

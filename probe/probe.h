@@ -197,6 +197,9 @@ int fp_cupti_attach(fp_cupti *c, fp_probe *p);
 int fp_cupti_flush(fp_cupti *c);       /* flush now (end of a sampled step, exit) */
 uint64_t fp_cupti_dropped(const fp_cupti *c);   /* records CUPTI reported dropped */
 uint64_t fp_cupti_kernels(const fp_cupti *c);   /* kernel rows written */
+/* CUPTI's own device-side record buffers, set to a fixed size and pool limit at open and read back:
+ * bytes per buffer and the most buffers per context (0, 0 when unavailable). */
+void fp_cupti_device_buffers(const fp_cupti *c, size_t *bytes, size_t *pool);
 /* Kernel-name heuristic, usable without CUPTI: 1 when the name marks a tensor-core kernel
  * ("hmma", "imma", "s16816", "h1688", "s1688", "h16816", "xmma", "gmma", "wgmma", "_tensorop_",
  * "tensorop", or "cutlass" together with "f16"/"bf16"/"h16"), else 0. cuDNN / cuBLAS name their
