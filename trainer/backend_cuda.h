@@ -10,8 +10,10 @@
 /* The table: host_memory 0, name "cuda". Its create sizes the arena by the default below. */
 const fp_backend_ops *fp_backend_cuda(void);
 
-/* The arena a plain create takes: 45% of the device's total memory (two arms side by side leave room
- * for cuDNN's handles and workspaces), at most 90% of what is free at that moment. */
+/* One of `arms` equal arenas: 90% of the device memory free now (the rest for cuDNN's handles and
+ * workspaces) divided by arms (>= 1); 0 without a usable device. Ask before the first arm allocates. */
+size_t fp_backend_cuda_arena_share(int arms);
+/* The arena a plain create takes: fp_backend_cuda_arena_share(2) (two arms side by side). */
 size_t fp_backend_cuda_default_arena(void);
 
 /* An instance over an arena of exactly arena_bytes (> 0), named `name` in out-of-memory messages

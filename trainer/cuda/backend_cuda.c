@@ -157,14 +157,17 @@ fp_cudnn *fp_bcu_ctx(fp_backend *be, fp_dtype compute, int *rc)
 
 /* ---------------------------------------------------------------- instance and memory */
 
-size_t fp_backend_cuda_default_arena(void)
+size_t fp_backend_cuda_arena_share(int arms)
 {
+    fp_gpu_info_t gpu;
+    fp_gpu_detect(&gpu);
     size_t fr = 0, total = 0;
-    if (cudaMemGetInfo(&fr, &total) != cudaSuccess)
+    if (!gpu.available || cudaMemGetInfo(&fr, &total) != cudaSuccess)
         return 0;
-    size_t want = total / 100 * 45, cap = fr / 10 * 9;
-    return want < cap ? want : cap;
+    return fr / 10 * 9 / (size_t)(arms < 1 ? 1 : arms);
 }
+
+size_t fp_backend_cuda_default_arena(void) { return fp_backend_cuda_arena_share(2); }
 
 static void cuda_destroy(fp_backend *be)
 {
@@ -434,6 +437,7 @@ static const fp_backend_ops cuda_ops = {
     .destroy = cuda_destroy,
     .set_threads = cuda_set_threads,
     .sync = cuda_sync,
+    .set_label = fp_backend_cuda_set_label,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .upload = cuda_upload,
