@@ -32,6 +32,11 @@ check_PROGRAMS += tests/gpu/test_cuda_kernels
 TESTS += tests/gpu/test_cuda_kernels
 tests_gpu_test_cuda_kernels_LDADD = $(TEST_LDADD)
 
+# The CUDA backend against the CPU backend: model logits / loss / gradients per policy, an arm step.
+check_PROGRAMS += tests/gpu/test_cuda_backend
+TESTS += tests/gpu/test_cuda_backend
+tests_gpu_test_cuda_backend_LDADD = $(TEST_LDADD)
+
 # Kernel-name classification (every build: the store and the report use it without CUDA too).
 lib_libfp_a_SOURCES += probe/kernel_class.c probe/kernel_class.h
 check_PROGRAMS += tests/test_kernel_class
