@@ -33,9 +33,10 @@ TESTS += tests/gpu/test_cuda_kernels
 tests_gpu_test_cuda_kernels_LDADD = $(TEST_LDADD)
 
 # The CUDA backend against the CPU backend: model logits / loss / gradients per policy, an arm step.
-check_PROGRAMS += tests/gpu/test_cuda_backend
-TESTS += tests/gpu/test_cuda_backend
+check_PROGRAMS += tests/gpu/test_cuda_backend tests/gpu/test_cuda_backend_ops
+TESTS += tests/gpu/test_cuda_backend tests/gpu/test_cuda_backend_ops
 tests_gpu_test_cuda_backend_LDADD = $(TEST_LDADD)
+tests_gpu_test_cuda_backend_ops_LDADD = $(TEST_LDADD)
 
 # Kernel-name classification (every build: the store and the report use it without CUDA too).
 lib_libfp_a_SOURCES += probe/kernel_class.c probe/kernel_class.h
