@@ -61,8 +61,8 @@ static void usage(FILE *to)
             "  --warmup N             linear warmup steps from lr/3 (default %d)\n"
             "  --seed N               initialisation, data and augmentation seed (default 0)\n"
             "  --threads N            BLAS and kernel threads (default: online CPUs)\n"
-            "  --device cpu|cuda|auto where to train (default auto: the GPU when there is one; the CUDA\n"
-            "                         backend has not landed yet, so training runs on the CPU)\n"
+            "  --device cpu|cuda|auto where to train (default auto: the GPU when one is usable, else one\n"
+            "                         line saying why and the CPU; the same for cuda)\n"
             "  --db FILE              database (default %s; '' records into a temporary file)\n"
             "  --eval-every N         validate every N steps (default: steps / 2)\n"
             "  --eval-batches N       validation batches per evaluation (default %d, 0: the whole split)\n"
@@ -298,9 +298,8 @@ int cmd_compare(int argc, char **argv)
         if (m < 0 || rc)
             return 2;
     }
-    /* Defaults: on a GPU (once the CUDA backend trains there) realistic sizes, else the CPU's embedded one. */
-    fp_train_options_gpu_note(&o);
-    const int gpu = 0;   /* the CUDA backend has not landed: even where a GPU was found, the CPU trains */
+    /* Defaults: on a GPU realistic sizes, else the CPU's embedded one. */
+    const int gpu = fp_train_options_pick_device(&o, &cfg.base);
     if (!o.set_image_size)
         o.image_size = gpu ? GPU_IMAGE_SIZE : CPU_IMAGE_SIZE;
     if (!o.set_batch)
@@ -340,10 +339,13 @@ int cmd_compare(int argc, char **argv)
     {
         const char *names[FP_COMPARE_MAX_ARMS];
         int n = 0;
-        if (fp_compare_parse_policies(cfg.precision, names, FP_COMPARE_MAX_ARMS, &n) == FP_OK)
+        if (fp_compare_parse_policies(cfg.precision, names, FP_COMPARE_MAX_ARMS, &n) == FP_OK) {
             for (int i = 0; i < n; i++)
                 if ((int)strlen(names[i]) > pc.width)
                     pc.width = (int)strlen(names[i]);
+            if (is_model(o.model))   /* arguments good: the device line (a usage error stays one line) */
+                fp_train_options_device_note(&o);
+        }
     }
     cfg.progress = progress;
     cfg.progress_user = &pc;

@@ -35,7 +35,8 @@ static void usage(FILE *to)
             "  --warmup N             linear warmup steps from lr/3 (default 0)\n"
             "  --seed N               initialisation, data and augmentation seed (default 0)\n"
             "  --threads N            BLAS and kernel threads (default: online CPUs)\n"
-            "  --device cpu|cuda|auto where to train (default cpu; the CUDA backend has not landed yet)\n"
+            "  --device cpu|cuda|auto where to train (default cpu; cuda / auto: the GPU when one is usable, else\n"
+            "                         one line saying why and the CPU)\n"
             "  --db FILE              database (default %s)\n"
             "  --eval-every N         validate every N steps (default 0: at the end only)\n"
             "  --eval-batches N       validation batches per evaluation (default 50, 0: the whole split)\n"
@@ -115,7 +116,8 @@ int cmd_train(int argc, char **argv)
     c.progress = progress;
     c.progress_interval_s = c.steps <= 20 ? 0 : 5.0;
 
-    fp_train_options_gpu_note(&o);
+    fp_train_options_pick_device(&o, &c);
+    fp_train_options_device_note(&o);
     fp_train_set_blas_threads(o.threads);
     fp_store_install_signal_handlers();
 

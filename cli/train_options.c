@@ -15,6 +15,9 @@
 #include "store.h"
 #include "store_cli.h"
 #include "train_options.h"
+#ifdef HAVE_CUDA
+#include "trainer/backend_cuda.h"
+#endif
 
 void fp_train_options_init(fp_train_options *o, const char *cmd)
 {
@@ -167,18 +170,29 @@ int fp_train_options_apply(const fp_train_options *o, fp_train_config *c)
     return 0;
 }
 
-int fp_train_options_gpu_note(const fp_train_options *o)
+int fp_train_options_pick_device(fp_train_options *o, fp_train_config *c)
 {
     if (strcmp(o->device, "cpu") == 0)
         return 0;
     fp_gpu_info_t gi;
     fp_gpu_detect(&gi);
-    if (gi.available)
-        fprintf(stderr, "fp16probe: %s: GPU %s found, but the CUDA backend has not landed yet; training on the CPU\n",
-                o->cmd, gi.name);
-    else if (strcmp(o->device, "cuda") == 0)
-        fprintf(stderr, "fp16probe: %s: GPU unavailable (%s); training on the CPU\n", o->cmd, gi.reason);
-    return gi.available;
+#ifdef HAVE_CUDA
+    if (gi.available) {
+        snprintf(o->device_text, sizeof o->device_text, "cuda: %s", gi.name);
+        c->device = o->device_text;
+        c->arm.backend = fp_backend_cuda();
+        return 1;
+    }
+#endif
+    snprintf(o->device_note, sizeof o->device_note, "fp16probe: %s: gpu: unavailable: %s; training on the CPU",
+             o->cmd, gi.available ? "this binary was built without the CUDA backend" : gi.reason);
+    return 0;
+}
+
+void fp_train_options_device_note(const fp_train_options *o)
+{
+    if (o->device_note[0])
+        fprintf(stderr, "%s\n", o->device_note);
 }
 
 void fp_cli_fmt_time(char *buf, size_t size, double s)

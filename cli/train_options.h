@@ -16,6 +16,8 @@ typedef struct {
     double lr, momentum, weight_decay;   /* NaN: the optimizer's default */
     /* 1 where the user gave the option (device-dependent defaults apply to the others) */
     int set_steps, set_batch, set_image_size, set_lr, set_warmup, set_eval_every, set_eval_batches;
+    char device_text[300];            /* fp_train_options_pick_device: "cuda: <GPU name>" */
+    char device_note[400];            /* ... or the "gpu: unavailable" line ("" when none) */
 } fp_train_options;
 
 /* cmd, no model, synthetic data, sgd, constant schedule, device cpu, FP_STORE_DEFAULT_PATH, 100 steps, batch
@@ -39,9 +41,16 @@ int fp_cli_parse_int(const char *cmd, const char *opt, const char *s, int lo, in
  * weights, data, evaluation, database; the policy is left alone). 0, or 2 with the error printed. */
 int fp_train_options_apply(const fp_train_options *o, fp_train_config *c);
 
-/* For --device cuda|auto: 1 when a GPU is there (and a note on stderr that the CUDA backend has not landed,
- * so training runs on the CPU), else 0 (with a note when cuda was asked for). */
-int fp_train_options_gpu_note(const fp_train_options *o);
+/* --device cpu|cuda|auto into c: cuda and auto take the GPU when lib/gpu_detect.h says one is usable and
+ * the binary has the CUDA backend (c->arm.backend = the CUDA backend, c->device = "cuda: <GPU name>", text
+ * kept in o); otherwise the CPU path, with ONE line for stderr kept in o->device_note: "fp16probe: <cmd>:
+ * gpu: unavailable: <why>; training on the CPU". `--device cuda` without a usable GPU trains on the CPU
+ * too (no error: the comparison is still worth having; the line and the runs table's device column say
+ * where it ran). Returns 1 when the GPU trains, else 0. */
+int fp_train_options_pick_device(fp_train_options *o, fp_train_config *c);
+/* Prints o->device_note (when there is one) once the command's arguments are known to be good, so that a
+ * usage error stays one line. */
+void fp_train_options_device_note(const fp_train_options *o);
 
 /* "m:ss" / "h:mm:ss", "?" when unknown. */
 void fp_cli_fmt_time(char *buf, size_t size, double s);

@@ -3,13 +3,19 @@
  * (scale, backward, unscale_, skip on inf/NaN, scaler.update, scheduler per iteration) exactly. */
 #include "config.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "error.h"
 #include "safetensors.h"
 #include "trainer/arm.h"
+#include "trainer/backend.h"
 #include "trainer/layers.h"
+#ifdef HAVE_CUDA
+#include "trainer/backend_cuda.h"
+#include "trainer/cuda/kernels.h"
+#endif
 
 struct fp_arm {
     fp_arm_config cfg;
@@ -21,6 +27,11 @@ struct fp_arm {
     int64_t iteration;
     float *dlogits;
     size_t dlogits_cap;
+    /* device arm (backend with host_memory 0) */
+    int dev;
+    float *dmom;                /* SGD momentum buffers on the device, the parameters' layout (NULL: none) */
+    int mom_host_newer;         /* fp_optim's host state was handed out (restore): upload before a step */
+    int mom_dev_newer;          /* the device buffers moved on: download before the host state is read */
 };
 
 void fp_arm_config_default(fp_arm_config *cfg)
@@ -63,6 +74,77 @@ static void round_state(fp_arm *a)
         }
     }
 }
+
+/* ---------------------------------------------------------------- device arms */
+
+#ifdef HAVE_CUDA
+/* The k-th SGD state entry of fp_optim belongs to the k-th parameter tensor (optim.h: in tensor order). */
+static int mom_transfer(fp_arm *a, int down)
+{
+    const fp_backend_ops *ops = fp_model_backend_ops(a->model);
+    fp_backend *be = fp_model_backend(a->model);
+    size_t nt = fp_model_tensor_count(a->model), k = 0;
+    int rc = FP_OK;
+    for (size_t i = 0; i < nt && !rc; i++) {
+        const fp_tensor_info *t = fp_model_tensor(a->model, i);
+        if (!t->is_param)
+            continue;
+        fp_optim_state st;
+        if ((rc = fp_optim_state_at(a->optim, k++, &st)))
+            break;
+        if (st.n != t->numel)
+            return fp_fail(FP_EINTERNAL, "arm: optimizer state %s does not match tensor %s", st.name, t->name);
+        rc = down ? ops->download(be, st.data, a->dmom + t->offset, t->numel * sizeof(float))
+                  : ops->upload(be, a->dmom + t->offset, st.data, t->numel * sizeof(float));
+    }
+    return rc ? rc : ops->sync(be);
+}
+#endif
+
+/* Moves the model onto cfg->backend (a CUDA arm gets its own named arena) and, for SGD with momentum on
+ * a device, allocates the momentum buffers there (zero: fp_optim's state before the first step). */
+static int to_backend(fp_arm *a, const fp_arm_config *cfg)
+{
+    fp_backend *be = NULL;
+    int rc;
+#ifdef HAVE_CUDA
+    if (cfg->backend == fp_backend_cuda()) {
+        char name[64];
+        snprintf(name, sizeof name, "%s arm", a->policy->name);
+        size_t bytes = cfg->arena_bytes ? cfg->arena_bytes : fp_backend_cuda_default_arena();
+        if (!bytes)
+            return fp_fail(FP_EUNAVAIL, "%s: cannot size the device arena (no usable GPU?)", name);
+        if ((rc = fp_backend_cuda_create_sized(&be, bytes, name)))
+            return rc;
+    }
+#endif
+    if ((rc = fp_model_set_backend(a->model, cfg->backend, be)))
+        return rc;
+    a->dev = !cfg->backend->host_memory;
+    if (!a->dev)
+        return FP_OK;
+#ifdef HAVE_CUDA
+    if (cfg->optim.kind == FP_OPTIM_SGD && cfg->optim.momentum > 0) {
+        const fp_backend_ops *ops = cfg->backend;
+        fp_backend *mb = fp_model_backend(a->model);
+        size_t bytes = (fp_model_num_params(a->model) ? fp_model_num_params(a->model) : 1) * sizeof(float);
+        void *p = NULL;
+        if (ops->set_label)
+            ops->set_label(mb, "momentum buffers");
+        rc = ops->alloc(mb, &p, bytes);
+        if (ops->set_label)
+            ops->set_label(mb, NULL);
+        if (rc || (rc = ops->zero(mb, p, bytes)))
+            return rc;
+        a->dmom = p;
+    }
+    return FP_OK;
+#else
+    return fp_fail(FP_EUNAVAIL, "arm: backend %s needs the CUDA build", cfg->backend->name);
+#endif
+}
+
+int fp_arm_on_device(const fp_arm *a) { return a->dev; }
 
 int fp_arm_create(fp_arm **out, const fp_arm_config *cfg)
 {
@@ -142,6 +224,8 @@ int fp_arm_create(fp_arm **out, const fp_arm_config *cfg)
             a->scaler.growth_interval = cfg->growth_interval;
     }
     round_state(a);
+    if (cfg->backend && cfg->backend != fp_backend_cpu() && (rc = to_backend(a, cfg)))
+        goto fail;
     *out = a;
     return FP_OK;
 fail:
@@ -153,6 +237,10 @@ void fp_arm_free(fp_arm *a)
 {
     if (!a)
         return;
+    if (a->dmom)
+        fp_model_backend_ops(a->model)->free(fp_model_backend(a->model), a->dmom,
+                                             (fp_model_num_params(a->model) ? fp_model_num_params(a->model) : 1) *
+                                                 sizeof(float));
     fp_optim_free(a->optim);
     fp_model_free(a->model);
     free(a->dlogits);
@@ -163,12 +251,159 @@ void fp_arm_free(fp_arm *a)
 }
 
 fp_model *fp_arm_model(fp_arm *a) { return a->model; }
-fp_optim *fp_arm_optim(fp_arm *a) { return a->optim; }
+fp_optim *fp_arm_optim(fp_arm *a)
+{
+#ifdef HAVE_CUDA
+    if (a->dmom && a->mom_dev_newer && mom_transfer(a, 1) == FP_OK)
+        a->mom_dev_newer = 0;
+    if (a->dmom)
+        a->mom_host_newer = 1;   /* the caller may write (checkpoint restore) */
+#endif
+    return a->optim;
+}
 const fp_policy *fp_arm_policy(const fp_arm *a) { return a->policy; }
 fp_grad_scaler *fp_arm_scaler(fp_arm *a) { return &a->scaler; }
 const fp_arm_config *fp_arm_get_config(const fp_arm *a) { return &a->cfg; }
 int64_t fp_arm_iteration(const fp_arm *a) { return a->iteration; }
 void fp_arm_set_iteration(fp_arm *a, int64_t t) { a->iteration = t < 0 ? 0 : t; }
+
+#ifdef HAVE_CUDA
+/* unscale_ + the inf/NaN check on the device: one launch over every parameter gradient; the layer is
+ * looked up on the host (in backward order, as the CPU path) only when something was found. */
+static int device_unscale(fp_arm *a, float inv, int *found, fp_arm_step_result *r)
+{
+    fp_model *m = a->model;
+    fp_backend *be = fp_model_backend(m);
+    size_t nt = fp_model_tensor_count(m), ns = 0;
+    fp_cuda_segment *segs = calloc(nt ? nt : 1, sizeof *segs);
+    float *g = fp_model_backend_grads(m);
+    int *d_found = fp_backend_cuda_scratch(be, sizeof(int));
+    int rc = !segs ? fp_fail(FP_ENOMEM, "out of memory") : !g || !d_found ? FP_ENOMEM : FP_OK;
+    for (size_t i = nt; !rc && i-- > 0;) {
+        const fp_tensor_info *t = fp_model_tensor(m, i);
+        if (t->is_param)
+            segs[ns++] = (fp_cuda_segment){.grad = g + t->offset, .n = t->numel};
+    }
+    void *stream = fp_backend_cuda_stream(be);
+    rc = rc ? rc : fp_cuda_unscale_and_check(segs, ns, inv, d_found, stream);
+    rc = rc ? rc : fp_model_backend_ops(m)->download(be, found, d_found, sizeof(int));
+    rc = rc ? rc : fp_model_backend_ops(m)->sync(be);
+    free(segs);
+    if (rc || !*found)
+        return rc;
+    for (size_t i = nt; i-- > 0;) {   /* Inf / NaN stay so under the scaling: the same first tensor */
+        const fp_tensor_info *t = fp_model_tensor(m, i);
+        const float *h = t->is_param ? fp_model_tensor_grad(m, t) : NULL;
+        for (size_t k = 0; h && k < t->numel; k++)
+            if (!isfinite(h[k])) {
+                r->nonfinite_layer = t->layer;
+                r->nonfinite_tensor = t->name;
+                return FP_OK;
+            }
+    }
+    return FP_OK;
+}
+
+/* The optimizer step of a device arm: SGD on the device (optim.c's update, kernels.h), anything else on
+ * the host mirrors; then the policy's rounding of master weights / state (`half`) where they live. */
+static int device_optim(fp_arm *a, double lr)
+{
+    fp_model *m = a->model;
+    const fp_backend_ops *ops = fp_model_backend_ops(m);
+    fp_backend *be = fp_model_backend(m);
+    const fp_optim_config *oc = &a->cfg.optim;
+    if (oc->kind != FP_OPTIM_SGD) {
+        float *p = fp_model_params(m), *g = fp_model_grads(m);   /* downloads; next forward uploads */
+        int rc = !p || !g ? FP_EINTERNAL : fp_optim_step(a->optim, lr);
+        if (!rc)
+            round_state(a);
+        return rc;
+    }
+    if (!isfinite(lr) || lr < 0)
+        return fp_fail(FP_EINVAL, "optimizer: learning rate %g is not finite and >= 0", lr);
+    int rc = FP_OK;
+    if (a->dmom && a->mom_host_newer) {
+        if ((rc = mom_transfer(a, 0)))
+            return rc;
+        a->mom_host_newer = 0;
+    }
+    size_t nt = fp_model_tensor_count(m), ns = 0;
+    fp_cuda_segment *segs = calloc(nt ? nt : 1, sizeof *segs);
+    float *p = fp_model_backend_params(m), *g = fp_model_backend_grads(m);
+    if (!segs || !p || !g) {
+        free(segs);
+        return segs ? FP_EINTERNAL : fp_fail(FP_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < nt; i++) {
+        const fp_tensor_info *t = fp_model_tensor(m, i);
+        if (t->is_param)
+            segs[ns++] = (fp_cuda_segment){p + t->offset, g + t->offset, a->dmom ? a->dmom + t->offset : NULL, NULL,
+                                           t->numel, 1};
+    }
+    int64_t step = fp_optim_get_step(a->optim);
+    rc = fp_cuda_sgd_step(segs, ns, lr, oc->momentum, oc->weight_decay, oc->nesterov, step == 0, FP_DT_F32,
+                          fp_backend_cuda_stream(be));
+    free(segs);
+    rc = rc ? rc : fp_optim_set_step(a->optim, step + 1);
+    size_t np = fp_model_num_params(m);
+    fp_tensor pt = fp_tensor_of(p, FP_DT_F32, (fp_dims){1, 1, 1, (int)np});
+    if (!rc && np && a->policy->master != FP_DT_F32)
+        rc = ops->round(be, pt, pt, a->policy->master);
+    if (!rc && np && a->dmom && a->policy->optim_state != FP_DT_F32) {
+        fp_tensor mt = fp_tensor_of(a->dmom, FP_DT_F32, (fp_dims){1, 1, 1, (int)np});
+        rc = ops->round(be, mt, mt, a->policy->optim_state);
+    }
+    if (a->dmom)
+        a->mom_dev_newer = 1;
+    return rc;
+}
+
+static int step_device(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
+{
+    fp_model *m = a->model;
+    int64_t t0 = mono_ns();
+    fp_model_zero_grad(m);
+    float scale = a->scaler.scale;
+    int rc = fp_model_forward_loss(m, &r->loss, &r->correct1, &r->correct5, b->images, (const int *)b->labels, b->n,
+                                   scale);
+    if (rc)
+        return rc;
+    int64_t t1 = mono_ns();
+    r->loss_finite = isfinite(r->loss) != 0;
+    if (!r->loss_finite && a->policy->scaling == FP_SCALE_NONE) {
+        r->diverged = 1;
+        r->forward_ns = t1 - t0;
+        r->total_ns = mono_ns() - t0;
+        return FP_OK;
+    }
+    rc = fp_model_backward_loss(m);
+    rc = rc ? rc : fp_model_backend_ops(m)->sync(fp_model_backend(m));   /* honest backward time */
+    if (rc)
+        return rc;
+    int64_t t2 = mono_ns();
+    int found = 0;
+    if ((rc = device_unscale(a, 1.0f / scale, &found, r)))
+        return rc;
+    if (a->policy->scaling != FP_SCALE_NONE) {
+        r->skipped = found;
+        fp_grad_scaler_update(&a->scaler, found);
+        r->next_scale = a->scaler.scale;
+        r->scale_changed = r->next_scale != r->scale;
+    }
+    if (!r->skipped && (rc = device_optim(a, r->lr)))
+        return rc;
+    rc = fp_model_backend_ops(m)->sync(fp_model_backend(m));
+    if (rc)
+        return rc;
+    a->iteration++;
+    int64_t t3 = mono_ns();
+    r->forward_ns = t1 - t0;
+    r->backward_ns = t2 - t1;
+    r->optim_ns = t3 - t2;
+    r->total_ns = t3 - t0;
+    return FP_OK;
+}
+#endif
 
 int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
 {
@@ -178,6 +413,10 @@ int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
     r->nonfinite_layer = -1;
     r->scale = r->next_scale = a->scaler.scale;
     r->lr = fp_lr_at(&a->cfg.lr, a->iteration);
+#ifdef HAVE_CUDA
+    if (a->dev)
+        return step_device(a, b, r);
+#endif
     int classes = fp_model_num_classes(a->model);
     size_t need = (size_t)b->n * (size_t)classes;
     if (a->dlogits_cap < need) {

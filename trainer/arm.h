@@ -26,6 +26,12 @@ typedef struct {
     /* Loss-scaler overrides (0 keeps PyTorch's default): initial scale, growth interval. */
     float init_scale;
     int growth_interval;
+    /* The backend the model runs on (trainer/backend.h): NULL is the CPU backend. A device backend (the
+     * CUDA one, trainer/backend_cuda.h) gets the model after init / weights / policy; on it the SGD step
+     * and the unscale + non-finite check run on the device (trainer/cuda/kernels.h), Adam / AdamW on the
+     * host mirrors. arena_bytes: the CUDA arm's arena (0: fp_backend_cuda_default_arena()). */
+    const struct fp_backend_ops *backend;
+    size_t arena_bytes;
 } fp_arm_config;
 
 /* {"resnet18", 10 classes, 32 px, width 64, seed 0, "fp32", SGD lr 0.1 momentum 0.9 weight decay 5e-4,
@@ -42,7 +48,11 @@ int fp_arm_create(fp_arm **out, const fp_arm_config *cfg);
 void fp_arm_free(fp_arm *a);    /* NULL is fine */
 
 fp_model *fp_arm_model(fp_arm *a);
+/* The optimizer; on a device arm its state (momentum buffers) is downloaded first and marked as possibly
+ * written (a checkpoint restore), to be uploaded before the next device step. */
 fp_optim *fp_arm_optim(fp_arm *a);
+/* 1 when the arm's model runs on a device backend (host_memory 0). */
+int fp_arm_on_device(const fp_arm *a);
 const fp_policy *fp_arm_policy(const fp_arm *a);
 fp_grad_scaler *fp_arm_scaler(fp_arm *a);
 const fp_arm_config *fp_arm_get_config(const fp_arm *a);   /* strings point at the arm's copies */

@@ -73,6 +73,9 @@ typedef struct fp_backend_ops {
     void (*destroy)(fp_backend *be);          /* NULL is fine; frees the backend's own scratch */
     void (*set_threads)(fp_backend *be, int threads);   /* host threads hint (>= 1; CPU: kernels' hint) */
     int (*sync)(fp_backend *be);              /* waits for every op issued so far */
+    /* names (copied) what the next allocations and ops are for (a layer, "parameters"), for out-of-memory
+     * and library messages; NULL clears. May be NULL in the table (the CPU backend has none). */
+    void (*set_label)(fp_backend *be, const char *label);
 
     /* -- memory --
      * alloc: *p gets `bytes` (>= 1) of backend memory, contents undefined; FP_ENOMEM. free: p from
@@ -177,8 +180,11 @@ typedef struct fp_backend_ops {
 const fp_backend_ops *fp_backend_cpu(void);
 
 /* ---- device backends ----
- * A backend with host_memory 0 (CUDA: cuDNN NHWC, cuBLASLt, fp16 / bf16 stored natively, memory from
- * one arena per arm) implements the same ops on device pointers. What the layers above need of it:
+ * A backend with host_memory 0 (CUDA: trainer/backend_cuda.h, cuDNN NHWC, cuBLASLt, fp16 / bf16 stored
+ * natively, memory from one arena per arm) implements the same ops on device pointers. The model runs on
+ * one through fp_model_set_backend (model.h, "backends"; trainer/model_device.c), which does what
+ * follows; the arm runs its SGD step and the unscale + check on the device (trainer/cuda/kernels.h).
+ * What the layers above need of it:
  *  - probes (probe/probe.h) read tensors on the host: the model must download an activation, a
  *    gradient or a weight (in its storage format) into a host buffer before fp_probe_tensor_dt, or
  *    the backend must offer device-side histograms (a later op of this table);
@@ -187,7 +193,7 @@ const fp_backend_ops *fp_backend_cpu(void);
  *    checkpoint, safetensors) write: upload before a step and download after, or move those callers
  *    onto the table (optimizer step, unscale_check above);
  *  - labels and the loss: labels uploaded, loss and top-k counts returned to the host by softmax_xent.
- * Not in the table yet: tensor histograms for probes and the optimizer step (both run on the host
- * today). Until then fp_model_create refuses a backend whose host_memory is 0 (FP_EUNAVAIL). */
+ * Not in the table: tensor histograms for probes (probe tensors are downloaded into a host staging
+ * buffer at sampling steps only) and the optimizer step (the CUDA arm calls kernels.h directly). */
 
 #endif

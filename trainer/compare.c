@@ -16,6 +16,9 @@
 #include "probe/probe.h"
 #include "store.h"
 #include "trainer/compare.h"
+#ifdef HAVE_CUDA
+#include "trainer/backend_cuda.h"
+#endif
 
 typedef struct {
     const char *policy;
@@ -407,6 +410,10 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
 
     /* ---- 2. arms (same seed / weights) and the loader; failures are recorded ---- */
     int setup_rc = rc, created = 0;
+#ifdef HAVE_CUDA
+    if (c->acfg.backend == fp_backend_cuda() && !c->acfg.arena_bytes)   /* the GPU shared out evenly */
+        c->acfg.arena_bytes = fp_backend_cuda_arena_share(c->narms);
+#endif
     if (rc == FP_OK) {
         c->data = fp_dataset_spec(c->ds);
         for (int i = 0; i < c->narms; i++) {

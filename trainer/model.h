@@ -22,7 +22,7 @@ typedef struct {
                            * by base_width/64 (smaller widths are for test fixtures) */
     uint64_t seed;        /* parameter init (see fp_model_init_params) */
     int no_init;          /* 1: leave parameters and running stats at zero (listing, or loading next) */
-} fp_model_config;
+} fp_model_config;        /* models are created on the CPU backend: see fp_model_set_backend */
 
 /* NULL-terminated list: resnet18, resnet34, resnet50, resnet101, resnet152, tinynet. */
 const char *const *fp_model_names(void);
@@ -130,6 +130,34 @@ void fp_model_flops(const fp_model *m, double *fwd, double *bwd);  /* per image,
 void fp_oihw_to_ohwi(float *dst, const float *src, int o, int i, int kh, int kw);
 void fp_ohwi_to_oihw(float *dst, const float *src, int o, int i, int kh, int kw);
 
+/* ---- backends (trainer/backend.h; model_device.c) ----
+ * A model is built on the CPU backend and may move onto another one, a device backend (host_memory 0,
+ * e.g. CUDA) included. There, parameters, gradients and running statistics live in backend memory and
+ * the host buffers of the accessors above are mirrors, synchronised lazily: fp_model_params / grads /
+ * buffers / tensor_data / tensor_grad download what the device changed since (returning NULL, with the
+ * message set, when that fails) and mark the part as possibly written by the host, so that the next
+ * forward / backward uploads it. Keep no such pointer across a step of a device model: ask again.
+ * On a host backend all of this costs nothing and every pointer is the host buffer itself. */
+struct fp_backend_ops;
+struct fp_backend;
+/* Moves m (finished) onto ops, using the instance be (owned by the model from now on) or, be NULL, a
+ * new one from ops->create. Values are kept; plans, gradient blocks and the weight copy are remade on
+ * the new backend; a shared parameter buffer becomes the model's own. On failure m is back on the CPU
+ * backend and the message names the backend (FP_EUNAVAIL: no device; FP_ENOMEM names what and bytes). */
+int fp_model_set_backend(fp_model *m, const struct fp_backend_ops *ops, struct fp_backend *be);
+const struct fp_backend_ops *fp_model_backend_ops(const fp_model *m);
+struct fp_backend *fp_model_backend(const fp_model *m);
+/* Downloads every part the device holds newer (checkpoints, reports): afterwards the host buffers are
+ * current without marking them written. / Uploads every part handed out to the host for writing. */
+int fp_model_sync_to_host(fp_model *m);
+int fp_model_sync_to_device(fp_model *m);
+/* Backend-memory views (device pointers on a device backend) for code that runs on the backend itself
+ * (the device optimizer, kernels.h): uploads what the host wrote first, then marks the part as changed
+ * on the device (the next host access downloads it). NULL on failure. Same layout as the host buffers. */
+float *fp_model_backend_params(fp_model *m);
+float *fp_model_backend_grads(fp_model *m);
+float *fp_model_backend_buffers(fp_model *m);
+
 /* ---- running ---- */
 
 typedef enum { FP_MODE_TRAIN, FP_MODE_EVAL } fp_mode;
@@ -147,6 +175,13 @@ int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, f
  * gives Inf there), and the parameter gradients come out scaled — unscale them with
  * fp_unscale_and_check (precision.h), which also reports Inf / NaN. */
 int fp_model_backward(fp_model *m, const float *dlogits);
+
+/* forward (TRAIN) + softmax cross-entropy (mean) with the loss gradient (times loss_scale) kept in
+ * backend memory, and no backward yet (the caller may stop on a non-finite loss); labels are host
+ * memory (uploaded on a device backend). backward_loss: the backward of that gradient. */
+int fp_model_forward_loss(fp_model *m, float *loss, int *correct1, int *correct5, const float *x, const int *labels,
+                          int n, float loss_scale);
+int fp_model_backward_loss(fp_model *m);
 
 /* forward (TRAIN) + softmax cross-entropy (mean) + backward; loss, top-1 / top-5 hits (may be NULL). */
 int fp_model_train_step(fp_model *m, float *loss, int *correct1, int *correct5, const float *x, const int *labels,

@@ -71,13 +71,22 @@ static fp_tensor gten(fp_model *m, int v, int n)
     return fp_tensor_of(m->gb[m->vgrad[v]].p, vdt(m, v), batch_dims(m->values[v].d, n));
 }
 
+/* Out of memory for a gradient block: the backend's message (a device arena names the layer being
+ * differentiated and the bytes asked) kept after the model's name. */
+static int oom_backward(fp_model *m)
+{
+    char why[256];
+    snprintf(why, sizeof why, "%s", fp_error_message());
+    return fp_fail(FP_ENOMEM, "model %s: out of memory in backward (%s)", m->name, why);
+}
+
 /* The gradient of value v for an op to write: *accumulate 0 when it is created now (the op
  * overwrites it), 1 when it exists (the op adds to it). FP_ENOMEM. */
 static int grad_target(fp_model *m, int v, int n, fp_tensor *g, int *accumulate)
 {
     *accumulate = m->vgrad[v] >= 0;
     if (!*accumulate && !grad_new(m, v, n))
-        return fp_fail(FP_ENOMEM, "model %s: out of memory in backward", m->name);
+        return oom_backward(m);
     *g = gten(m, v, n);
     return FP_OK;
 }
@@ -87,7 +96,7 @@ static int grad_contrib(fp_model *m, int v, int n, fp_tensor src)
 {
     if (m->vgrad[v] < 0) {
         if (!grad_new(m, v, n))
-            return fp_fail(FP_ENOMEM, "model %s: out of memory in backward", m->name);
+            return oom_backward(m);
         return m->ops->cast(m->be, gten(m, v, n), src);
     }
     return m->ops->accumulate(m->be, gten(m, v, n), src);
@@ -102,13 +111,15 @@ static void grad_hand_over(fp_model *m, int to, int from)
 
 /* ---------------------------------------------------------------- backward */
 
-int fp_model_backward(fp_model *m, const float *dlogits)
+int fp_mi_backward(fp_model *m, const float *dlogits)
 {
     if (!m || !m->fwd_ok)
         return fp_fail(FP_EINVAL, "model %s: backward needs a TRAIN forward first", m ? m->name : "?");
     if (!dlogits)
         return fp_fail(FP_EINVAL, "model %s: backward with NULL dlogits", m->name);
-    int n = m->last_n, mode = FP_MODE_TRAIN, rc = FP_OK;
+    int n = m->last_n, mode = FP_MODE_TRAIN, rc = fp_mi_to_device(m);   /* zeroed / written gradients */
+    if (rc)
+        return rc;
     plan_t *pl = &m->plan[mode];
     const fp_backend_ops *ops = m->ops;
     fp_backend *be = m->be;
@@ -121,8 +132,8 @@ int fp_model_backward(fp_model *m, const float *dlogits)
     rc = grad_contrib(m, last, n, dl);   /* rounded entering 16 bits */
     if (rc)
         return rc;
-    float *P = m->params, *G = m->grads;
-    float *W = m->wlow ? m->wlow : m->params;
+    float *P = m->dparams, *G = m->dgrads;
+    float *W = m->wlow ? m->wlow : m->dparams;
     fp_dtype cdt = m->pol.compute;
     fp_probe *pr = m->probe;
     unsigned want = pr ? fp_probe_wants(pr) : 0;
@@ -133,6 +144,8 @@ int fp_model_backward(fp_model *m, const float *dlogits)
         int vin = nd->in, vout = nd->out;
         if (m->vgrad[vout] < 0)
             continue;   /* the output does not reach the loss */
+        if (ops->set_label)   /* device backends name the layer in out-of-memory messages */
+            ops->set_label(be, nd->info.name);
         int in_grad = m->values[vin].producer >= 0;   /* the model input needs none */
         fp_dtype din = vdt(m, vin), dout = vdt(m, vout);
         fp_tensor DY = gten(m, vout, n), X = vten(m, mode, vin, n), DX = {0};
@@ -231,7 +244,7 @@ int fp_model_backward(fp_model *m, const float *dlogits)
         if (!split)
             PROBE_END(FP_PHASE_BACKWARD_DATA);
         if ((want & FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD)) && nd->info.params && !rc)   /* accumulated, scaled */
-            fp_probe_tensor(pr, i, FP_ROLE_WEIGHT_GRAD, G + nd->pw, nd->info.params);
+            fp_mi_probe_value(m, G + nd->pw, FP_DT_F32, nd->info.params, i, FP_ROLE_WEIGHT_GRAD);
         if (rc)
             fp_mi_relabel(rc, m->name, "backward of", nd->info.name);
         grad_release(m, vout);
@@ -240,37 +253,96 @@ int fp_model_backward(fp_model *m, const float *dlogits)
 #undef PROBE_END
     for (int v = 0; v < m->nvalues; v++)
         grad_release(m, v);
+    if (ops->set_label)
+        ops->set_label(be, NULL);
     if (!rc && m->pol.master != FP_DT_F32)   /* `half`: parameter gradients are fp16 tensors */
         rc = ops->round(be, flat32(G, m->nparams), flat32(G, m->nparams), m->pol.master);
+    if (devmem(m))
+        m->stale |= FP_MI_HOST_G;   /* the gradients moved on the device */
     fp_mi_note_peaks(m);
     return rc;
+}
+
+/* A backend buffer of at least count floats in *buf (grown; contents not kept). */
+static int ensure_floats(fp_model *m, float **buf, size_t *cap, size_t count, const char *what)
+{
+    if (*cap >= count)
+        return FP_OK;
+    void *p = NULL;
+    if (m->ops->set_label)
+        m->ops->set_label(m->be, what);
+    int rc = m->ops->alloc(m->be, &p, count * sizeof(float));
+    if (m->ops->set_label)
+        m->ops->set_label(m->be, NULL);
+    if (rc)
+        return rc == FP_ENOMEM ? rc : fp_fail(rc, "model %s: out of memory for %s", m->name, what);
+    m->ops->free(m->be, *buf, *cap * sizeof(float));
+    *buf = p;
+    *cap = count;
+    return FP_OK;
+}
+
+int fp_model_backward(fp_model *m, const float *dlogits)
+{
+    if (!m || !dlogits || !devmem(m))
+        return fp_mi_backward(m, dlogits);
+    if (!m->fwd_ok)
+        return fp_mi_backward(m, dlogits);   /* its message */
+    size_t need = (size_t)m->last_n * (size_t)m->num_classes;   /* host dlogits go over first */
+    int rc = ensure_floats(m, &m->dlogits, &m->dlogits_cap, need, "dlogits");
+    rc = rc ? rc : m->ops->upload(m->be, m->dlogits, dlogits, need * sizeof(float));
+    return rc ? rc : fp_mi_backward(m, m->dlogits);
+}
+
+int fp_model_forward_loss(fp_model *m, float *loss, int *correct1, int *correct5, const float *x, const int *labels,
+                          int n, float loss_scale)
+{
+    const float *logits;
+    int rc = fp_mi_forward(m, &logits, x, n, FP_MODE_TRAIN);
+    if (rc)
+        return rc;
+    m->fwd_ok = 0;   /* until the loss gradient is in place */
+    size_t need = (size_t)n * m->num_classes;
+    if ((rc = ensure_floats(m, &m->dlogits, &m->dlogits_cap, need, "dlogits")))
+        return rc;
+    const int *lab = labels;
+    if (devmem(m) && labels) {   /* labels go over to the device */
+        if (m->dlabels_cap < (size_t)n) {
+            void *p = NULL;
+            if ((rc = m->ops->alloc(m->be, &p, (size_t)n * sizeof(int))))
+                return rc;
+            m->ops->free(m->be, m->dlabels, m->dlabels_cap * sizeof(int));
+            m->dlabels = p;
+            m->dlabels_cap = (size_t)n;
+        }
+        if ((rc = m->ops->upload(m->be, m->dlabels, labels, (size_t)n * sizeof(int))))
+            return rc;
+        lab = m->dlabels;
+    }
+    fp_dims ld = {n, 1, 1, m->num_classes};
+    float l = 0;   /* scaler.scale(loss).backward(): d(loss * s)/dlogits, in fp32 */
+    rc = m->ops->softmax_xent(m->be, &l, fp_tensor_of(m->dlogits, FP_DT_F32, ld), correct1, correct5,
+                              fp_tensor_of((void *)logits, FP_DT_F32, ld), lab, loss_scale);
+    if (rc)
+        return rc;
+    if (loss)
+        *loss = l;
+    m->fwd_ok = 1;
+    return FP_OK;
+}
+
+int fp_model_backward_loss(fp_model *m)
+{
+    if (!m || !m->fwd_ok || !m->dlogits)
+        return fp_fail(FP_EINVAL, "model %s: backward_loss needs forward_loss first", m ? m->name : "?");
+    return fp_mi_backward(m, m->dlogits);
 }
 
 int fp_model_train_step_scaled(fp_model *m, float *loss, int *correct1, int *correct5, const float *x,
                                const int *labels, int n, float loss_scale)
 {
-    const float *logits;
-    int rc = fp_model_forward(m, &logits, x, n, FP_MODE_TRAIN);
-    if (rc)
-        return rc;
-    size_t need = (size_t)n * m->num_classes;
-    if (m->dlogits_cap < need) {
-        void *p = NULL;
-        if (m->ops->alloc(m->be, &p, need * sizeof(float)))
-            return fp_fail(FP_ENOMEM, "model %s: out of memory", m->name);
-        m->ops->free(m->be, m->dlogits, m->dlogits_cap * sizeof(float));
-        m->dlogits = p;
-        m->dlogits_cap = need;
-    }
-    fp_dims ld = {n, 1, 1, m->num_classes};
-    float l = 0;   /* scaler.scale(loss).backward(): d(loss * s)/dlogits, in fp32 */
-    rc = m->ops->softmax_xent(m->be, &l, fp_tensor_of(m->dlogits, FP_DT_F32, ld), correct1, correct5,
-                              fp_tensor_of((void *)logits, FP_DT_F32, ld), labels, loss_scale);
-    if (rc)
-        return rc;
-    if (loss)
-        *loss = l;
-    return fp_model_backward(m, m->dlogits);
+    int rc = fp_model_forward_loss(m, loss, correct1, correct5, x, labels, n, loss_scale);
+    return rc ? rc : fp_model_backward_loss(m);
 }
 
 int fp_model_train_step(fp_model *m, float *loss, int *correct1, int *correct5, const float *x, const int *labels,

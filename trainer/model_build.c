@@ -52,11 +52,7 @@ int fp_model_build_begin(fp_model **out, const char *model_name, int h, int w, i
         return fp_fail(FP_ENOMEM, "model: out of memory");
     }
     m->threads = 1;
-    m->ops = fp_backend_cpu();   /* the only backend for now */
-    if (!m->ops->host_memory) {   /* see backend.h, "device backends" */
-        fp_model_free(m);
-        return fp_fail(FP_EUNAVAIL, "model: backend %s does not give host memory (not supported yet)", m->ops->name);
-    }
+    m->ops = fp_backend_cpu();   /* built on the CPU; fp_model_set_backend moves it (model_device.c) */
     if (m->ops->create(&m->be)) {
         fp_model_free(m);
         return fp_fail(FP_ENOMEM, "model: out of memory");
@@ -330,6 +326,9 @@ int fp_model_build_finish(fp_model *m)
         return m->build_err = fp_fail(FP_ENOMEM, "model %s: out of memory for %zu parameters", m->name, m->nparams);
     for (int v = 0; v < m->nvalues; v++)
         m->vgrad[v] = -1;
+    m->dparams = m->params;   /* host backend: the backend pointers are the host buffers */
+    m->dgrads = m->grads;
+    m->dbuffers = m->buffers;
     m->num_classes = m->values[m->nvalues - 1].d.c;
     m->pol = *fp_policy_find("fp32");
     m->finished = 1;
@@ -345,15 +344,11 @@ void fp_model_free(fp_model *m)
     for (size_t i = 0; i < m->ntensors; i++)
         free((char *)m->tensors[i].name);
     if (m->be) {   /* backend memory first, then the instance */
-        for (int p = 0; p < 2; p++)
-            fp_mi_plan_free(m, &m->plan[p]);
-        for (int i = 0; i < m->ngb; i++)
-            m->ops->free(m->be, m->gb[i].p, m->gb[i].cap);
-        m->ops->free(m->be, m->dlogits, m->dlogits_cap * sizeof(float));
-        m->ops->free(m->be, m->wlow, m->nparams * sizeof(float));
-        m->ops->free(m->be, m->logits32, m->logits32_cap * sizeof(float));
+        fp_mi_release_backend_memory(m);
         m->ops->destroy(m->be);
     }
+    free(m->logits_host);
+    free(m->probe_host);
     free(m->gb);
     free(m->vgrad);
     free(m->nodes);

@@ -1,6 +1,7 @@
 /* model_clone.c — a new model of the same architecture (fp_model_clone), parameter copies between
  * models of one architecture (fp_model_copy_params) and read-only sharing (fp_model_share_params).
- * Promises: the clone has the same nodes, names and values; policy fp32, no probe. */
+ * Promises: the clone has the same nodes, names and values; policy fp32, no probe, on the CPU backend;
+ * device mirrors are synchronised first (sharing with a device model copies). */
 #include "trainer/model_internal.h"
 
 int fp_model_clone(fp_model **out, const fp_model *m)
@@ -46,10 +47,19 @@ int fp_model_copy_params(fp_model *dst, const fp_model *m, int with_buffers)
 {
     if (!dst || !m || dst->nparams != m->nparams || dst->nbuffers != m->nbuffers || dst->nnodes != m->nnodes)
         return fp_fail(FP_EINVAL, "model: copy_params between different architectures");
+    /* the source's device copies (if any) are current on the host first: its mirrors are part of its value */
+    int rc = fp_mi_to_host((fp_model *)m, FP_MI_HOST_P | (with_buffers ? FP_MI_HOST_B : 0u));
+    if (rc || (rc = fp_mi_to_host(dst, with_buffers ? 0u : FP_MI_HOST_B)))
+        return rc;
     dst->params = dst->own_params;
+    if (!devmem(dst))
+        dst->dparams = dst->params;
     memcpy(dst->params, m->params, m->nparams * sizeof(float));
     if (with_buffers)
         memcpy(dst->buffers, m->buffers, m->nbuffers * sizeof(float));
+    if (devmem(dst))
+        dst->stale = (dst->stale & ~(unsigned)(FP_MI_HOST_P | FP_MI_HOST_B)) | FP_MI_DEV_P |
+                     (with_buffers ? FP_MI_DEV_B : 0u);
     return FP_OK;
 }
 
@@ -60,7 +70,12 @@ int fp_model_share_params(fp_model *dst, fp_model *src)
     if (dst->pol.master != FP_DT_F32)
         return fp_fail(FP_EINVAL, "model %s: policy %s rounds its parameters and cannot share another model's",
                        dst->name, dst->pol.name);
-    dst->params = src->params;
+    int rc = fp_mi_to_host(src, FP_MI_HOST_P | FP_MI_HOST_B);
+    if (rc)
+        return rc;
+    if (devmem(dst))   /* a device model keeps its own copy: sharing is a copy there */
+        return fp_model_copy_params(dst, src, 1);
+    dst->params = dst->dparams = src->params;
     memcpy(dst->buffers, src->buffers, src->nbuffers * sizeof(float));
     return FP_OK;
 }

@@ -18,12 +18,6 @@ void fp_mi_relabel(int rc, const char *model, const char *what, const char *laye
 void fp_model_set_probe(fp_model *m, fp_probe *p) { m->probe = p; }
 fp_probe *fp_model_probe(const fp_model *m) { return m->probe; }
 
-/* Value v to the probe in its storage format (16-bit tensors as stored: the probe widens them only
- * for backends that cannot take the bit patterns). */
-void fp_mi_probe_value(fp_model *m, const void *p, fp_dtype d, size_t cnt, int layer, fp_tensor_role role)
-{
-    fp_probe_tensor_dt(m->probe, layer, role, p, is16(d) ? d : FP_DT_F32, cnt);
-}
 
 /* After layer nd's forward at a sampling step: its output (activation) and its parameters (weight:
  * the fp32 master values, all of the layer's parameters in one tensor). */
@@ -33,10 +27,10 @@ static void sample_forward(fp_model *m, int mode, const node_t *nd, int n, unsig
         fp_mi_probe_value(m, vptr(m, mode, nd->out), vdt(m, nd->out), vfloats(m, nd->out, n),
                           nd->info.index, FP_ROLE_ACTIVATION);
     if ((want & FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT)) && nd->info.params)
-        fp_probe_tensor(m->probe, nd->info.index, FP_ROLE_WEIGHT, m->params + nd->pw, nd->info.params);
+        fp_mi_probe_value(m, m->dparams + nd->pw, FP_DT_F32, nd->info.params, nd->info.index, FP_ROLE_WEIGHT);
 }
 
-/* Backend views of a node's parameters (fp32 host buffers; conv / linear weights as computed). */
+/* Backend views of a node's parameters (fp32 backend memory; conv / linear weights as computed). */
 static fp_tensor conv_w(const float *W, const node_t *nd)
 {
     const fp_conv_params *c = &nd->conv;
@@ -47,7 +41,7 @@ static fp_tensor vec32(float *base, long long off, int c)
     return fp_tensor_of(base + off, FP_DT_F32, (fp_dims){1, 1, 1, c});
 }
 
-int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, fp_mode mode)
+int fp_mi_forward(fp_model *m, const float **logits, const float *x, int n, fp_mode mode)
 {
     if (logits)
         *logits = NULL;
@@ -58,32 +52,41 @@ int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, f
     m->fwd_ok = 0;
     plan_t *pl = &m->plan[mode];
     if (pl->n != n) {
-        int rc = fp_mi_plan_build(m, pl, n, mode);
-        if (rc)
-            return rc;
+        if (m->ops->set_label)
+            m->ops->set_label(m->be, mode == FP_MODE_TRAIN ? "activations (train plan)" : "activations (eval plan)");
+        int prc = fp_mi_plan_build(m, pl, n, mode);
+        if (m->ops->set_label)
+            m->ops->set_label(m->be, NULL);
+        if (prc)
+            return prc;
     }
     const fp_backend_ops *ops = m->ops;
     fp_backend *be = m->be;
+    int rc = fp_mi_to_device(m);   /* what host code wrote through the accessors */
+    if (rc)
+        return rc;
     int lowp = m->lowp || m->pol.compute != FP_DT_F32;
     if (lowp) {   /* staging for the widened tensors, sized once per plan */
-        int rc = ops->reserve(be, pl->max_floats, 0);
+        rc = ops->reserve(be, pl->max_floats, 0);
         if (!rc && m->wlow)
             rc = fp_mi_prepare_weights(m);
         if (rc)
             return rc;
     }
-    int rc = ops->upload(be, val(m, mode, 0), x, dims_floats(m->values[0].d) * (size_t)n * sizeof(float));
+    rc = ops->upload(be, val(m, mode, 0), x, dims_floats(m->values[0].d) * (size_t)n * sizeof(float));
     if (rc)
         return rc;
-    float *W = m->wlow ? m->wlow : m->params;   /* conv / linear weights as computed */
+    float *W = m->wlow ? m->wlow : m->dparams;   /* conv / linear weights as computed */
     fp_dtype cdt = m->pol.compute;
     fp_probe *pr = m->probe;
     unsigned want = pr && mode == FP_MODE_TRAIN ? fp_probe_wants(pr) : 0;
     for (int i = 0; i < m->nnodes && rc == FP_OK; i++) {
         node_t *nd = &m->nodes[i];
         fp_tensor X = vten(m, mode, nd->in, n), Y = vten(m, mode, nd->out, n);
-        float *P = m->params, *B = m->buffers;
+        float *P = m->dparams, *B = m->dbuffers;
         int c = nd->info.in.c;
+        if (ops->set_label)   /* device backends name the layer in out-of-memory messages */
+            ops->set_label(be, nd->info.name);
         if (pr)
             fp_probe_layer_begin(pr, i, FP_PHASE_FORWARD);
         switch (nd->info.type) {
@@ -133,9 +136,13 @@ int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, f
         if (rc)
             fp_mi_relabel(rc, m->name, "layer", nd->info.name);
     }
+    if (ops->set_label)
+        ops->set_label(be, NULL);
     fp_mi_note_peaks(m);
     if (rc)
         return rc;
+    if (mode == FP_MODE_TRAIN && devmem(m))
+        m->stale |= FP_MI_HOST_B;   /* running statistics moved on the device */
     m->last_mode = mode;
     m->last_n = n;
     m->fwd_ok = mode == FP_MODE_TRAIN;
@@ -157,9 +164,36 @@ int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, f
             return rc;
         out = m->logits32;
     }
+    m->blogits = out;
     if (logits)
-        *logits = out;   /* host memory (backend.h: host_memory) */
+        *logits = out;   /* backend memory */
     return FP_OK;
+}
+
+int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, fp_mode mode)
+{
+    const float *bl = NULL;
+    if (logits)
+        *logits = NULL;
+    int rc = fp_mi_forward(m, &bl, x, n, mode);
+    if (rc || !devmem(m)) {
+        if (!rc && logits)
+            *logits = bl;   /* host memory (backend.h: host_memory) */
+        return rc;
+    }
+    size_t cnt = (size_t)n * (size_t)m->num_classes;   /* device: the logits come over to the host */
+    if (m->logits_host_cap < cnt) {
+        float *p = realloc(m->logits_host, cnt * sizeof(float));
+        if (!p)
+            return fp_fail(FP_ENOMEM, "model %s: out of memory for the logits", m->name);
+        m->logits_host = p;
+        m->logits_host_cap = cnt;
+    }
+    rc = m->ops->download(m->be, m->logits_host, bl, cnt * sizeof(float));
+    rc = rc ? rc : m->ops->sync(m->be);
+    if (!rc && logits)
+        *logits = m->logits_host;
+    return rc;
 }
 
 int fp_model_layer_output(fp_model *m, int layer, float *dst, size_t cap, fp_dtype *stored)
@@ -174,7 +208,18 @@ int fp_model_layer_output(fp_model *m, int layer, float *dst, size_t cap, fp_dty
         return (int)cnt;
     if (cap < cnt)
         return fp_fail(FP_EINVAL, "model %s: layer %d output has %zu values, buffer %zu", m->name, layer, cnt, cap);
-    fp_tensor src = vten(m, m->last_mode, v, n);   /* host memory (backend.h: host_memory) */
-    int rc = m->ops->cast(m->be, fp_tensor_of(dst, FP_DT_F32, src.d), src);
+    fp_tensor src = vten(m, m->last_mode, v, n);
+    if (!devmem(m)) {   /* host memory (backend.h: host_memory) */
+        int rc = m->ops->cast(m->be, fp_tensor_of(dst, FP_DT_F32, src.d), src);
+        return rc ? rc : (int)cnt;
+    }
+    void *tmp = NULL;   /* device: widened there, then downloaded */
+    int rc = m->ops->alloc(m->be, &tmp, cnt * sizeof(float));
+    if (rc)
+        return rc;
+    rc = m->ops->cast(m->be, fp_tensor_of(tmp, FP_DT_F32, src.d), src);
+    rc = rc ? rc : m->ops->download(m->be, dst, tmp, cnt * sizeof(float));
+    rc = rc ? rc : m->ops->sync(m->be);
+    m->ops->free(m->be, tmp, cnt * sizeof(float));
     return rc ? rc : (int)cnt;
 }

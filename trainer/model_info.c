@@ -1,6 +1,7 @@
 /* model_info.c — read-only views of a built model: accessors, layer and tensor tables, MACs / FLOPs,
  * OIHW <-> OHWI, and the memory accounting of fp_model_memory.
- * Promises: no allocation, no change to the model (except set_threads / zero_grad). */
+ * Promises: no allocation, no change to the model (except set_threads). The accessors that hand out
+ * parameter / gradient / buffer memory live in model_device.c (they synchronise device mirrors). */
 #include "trainer/model_internal.h"
 
 /* ---------------------------------------------------------------- accessors */
@@ -19,18 +20,9 @@ const fp_tensor_info *fp_model_find_tensor(const fp_model *m, const char *name)
             return &m->tensors[i];
     return NULL;
 }
-float *fp_model_tensor_data(fp_model *m, const fp_tensor_info *t)
-{
-    return (t->is_param ? m->params : m->buffers) + t->offset;
-}
-float *fp_model_tensor_grad(fp_model *m, const fp_tensor_info *t) { return t->is_param ? m->grads + t->offset : NULL; }
 const char *fp_model_name(const fp_model *m) { return m->name; }
 size_t fp_model_num_params(const fp_model *m) { return m->nparams; }
-float *fp_model_params(fp_model *m) { return m->params; }
-float *fp_model_grads(fp_model *m) { return m->grads; }
 size_t fp_model_num_buffers(const fp_model *m) { return m->nbuffers; }
-float *fp_model_buffers(fp_model *m) { return m->buffers; }
-void fp_model_zero_grad(fp_model *m) { memset(m->grads, 0, m->nparams * sizeof(float)); }
 fp_dims fp_model_input_dims(const fp_model *m) { return m->values[0].d; }
 int fp_model_num_classes(const fp_model *m) { return m->num_classes; }
 void fp_model_set_threads(fp_model *m, int threads)

@@ -93,7 +93,23 @@ struct fp_model {
     float *logits32;              /* logits widened for the loss (backend memory) */
     size_t logits32_cap;
     fp_probe *probe;              /* fp_model_set_probe; NULL: no hooks beyond this pointer check */
+    /* device backends (host_memory 0; model_device.c): parameters, gradients and running statistics
+     * live in backend memory (dparams, dgrads, dbuffers) with params / grads / buffers as host mirrors,
+     * synchronised lazily through `stale`; on a host backend the d* pointers equal the host ones */
+    float *dparams, *dgrads, *dbuffers;
+    unsigned stale;               /* FP_MI_* bits below */
+    float *logits_host;           /* fp_model_forward's logits, downloaded (device backends) */
+    size_t logits_host_cap;       /* floats */
+    void *probe_host;             /* probe tensors downloaded at sampling steps (device backends) */
+    size_t probe_host_cap;        /* bytes */
+    int *dlabels;                 /* train_step's labels, uploaded (backend memory) */
+    size_t dlabels_cap;           /* ints */
+    const float *blogits;         /* the last TRAIN forward's logits (backend memory), for forward_loss */
 };
+
+/* m->stale: which copy is behind. HOST_*: the device copy is newer (download before host reads);
+ * DEV_*: the host copy may have been written (upload before the device reads). */
+enum { FP_MI_HOST_P = 1, FP_MI_HOST_G = 2, FP_MI_HOST_B = 4, FP_MI_DEV_P = 8, FP_MI_DEV_G = 16, FP_MI_DEV_B = 32 };
 
 /* ---------------------------------------------------------------- small helpers */
 
@@ -158,8 +174,18 @@ void fp_mi_note_peaks(fp_model *m);
 void fp_mi_plan_free(fp_model *m, plan_t *pl);
 /* model_policy.c */
 int fp_mi_prepare_weights(fp_model *m);
+/* model_device.c: backend pointers and the mirrors' synchronisation (no-ops on host backends) */
+static inline int devmem(const fp_model *m) { return !m->ops->host_memory; }
+int fp_mi_to_host(fp_model *m, unsigned host_bits);   /* downloads the HOST_* parts asked that are behind */
+int fp_mi_to_device(fp_model *m);                     /* uploads every DEV_* part that is behind */
+void fp_mi_release_backend_memory(fp_model *m);       /* plans, gradient blocks, scratch, mirrors, weight copy */
+/* Forward / backward on backend memory: *blogits (backend memory, fp32); bdlogits backend memory. */
+int fp_mi_forward(fp_model *m, const float **blogits, const float *x, int n, fp_mode mode);
+int fp_mi_backward(fp_model *m, const float *bdlogits);
 /* model_forward.c */
 void fp_mi_relabel(int rc, const char *model, const char *what, const char *layer);
+/* Hands a tensor (backend memory, storage format d) to the probe; on a device backend it is downloaded
+ * into the host staging buffer first (only called at sampling steps). */
 void fp_mi_probe_value(fp_model *m, const void *p, fp_dtype d, size_t cnt, int layer, fp_tensor_role role);
 
 #endif

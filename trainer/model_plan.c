@@ -101,8 +101,10 @@ int fp_mi_plan_build(fp_model *m, plan_t *pl, int n, fp_mode mode)
     }
     void *arena = NULL, *auxp = NULL;
     if (m->ops->alloc(m->be, &arena, total) || m->ops->alloc(m->be, &auxp, aux * 4)) {
+        char why[256];   /* the backend's own message (a device arena names its size and use) */
+        snprintf(why, sizeof why, "%s", fp_error_message());
         m->ops->free(m->be, arena, total);
-        rc = fp_fail(FP_ENOMEM, "model %s: out of memory for %zu MiB of activations", m->name, total >> 20);
+        rc = fp_fail(FP_ENOMEM, "model %s: out of memory for %zu MiB of activations (%s)", m->name, total >> 20, why);
         goto out;
     }
     fp_mi_plan_free(m, pl);

@@ -69,6 +69,11 @@ int fp_model_set_policy(fp_model *m, const fp_policy *p)
     fp_mi_plan_free(m, &m->plan[1]);
     m->fwd_ok = 0;
     if (p->master != FP_DT_F32) {   /* model.half(): parameters and buffers converted (own copy) */
+        int rc = fp_mi_to_host(m, FP_MI_HOST_P | FP_MI_HOST_B);   /* rounded on the host, then uploaded */
+        if (rc)
+            return rc;
+        if (devmem(m))
+            m->stale |= FP_MI_DEV_P | FP_MI_DEV_B;
         if (m->params != m->own_params) {
             memcpy(m->own_params, m->params, m->nparams * sizeof(float));
             m->params = m->own_params;
@@ -89,7 +94,7 @@ int fp_mi_prepare_weights(fp_model *m)
         const node_t *nd = &m->nodes[i];
         if (nd->info.type == FP_LAYER_CONV || nd->info.type == FP_LAYER_LINEAR) {
             int rc = m->ops->round(m->be, flat32(m->wlow + nd->pw, nd->info.params),
-                                   flat32(m->params + nd->pw, nd->info.params), m->pol.compute);
+                                   flat32(m->dparams + nd->pw, nd->info.params), m->pol.compute);
             if (rc)
                 return rc;
         }

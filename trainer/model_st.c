@@ -28,6 +28,10 @@ int fp_model_load_st(fp_model *m, const fp_st *st, int allow_extra)
     for (size_t k = 0; k < m->ntensors && rc == FP_OK; k++) {
         const fp_tensor_info *t = &m->tensors[k];
         float *d = fp_model_tensor_data(m, t);
+        if (!d) {   /* a device model whose mirror could not be synchronised: the message says why */
+            rc = FP_EINTERNAL;
+            break;
+        }
         if (t->ohwi) {
             int o, i, kh, kw;
             conv_dims(t, &o, &i, &kh, &kw);
@@ -67,8 +71,12 @@ int fp_model_load(fp_model *m, const char *path)
 int fp_model_save(const fp_model *m, const char *path)
 {
     fp_st_writer *w = NULL;
+    /* device mirrors current on the host first (they are part of the model's value: const holds) */
+    int rc = fp_mi_to_host((fp_model *)m, FP_MI_HOST_P | FP_MI_HOST_B);
+    if (rc)
+        return rc;
     float *conv = malloc((m->nparams ? m->nparams : 1) * sizeof(float));
-    int rc = conv ? fp_st_writer_new(&w) : fp_fail(FP_ENOMEM, "%s: out of memory", path);
+    rc = conv ? fp_st_writer_new(&w) : fp_fail(FP_ENOMEM, "%s: out of memory", path);
     for (size_t k = 0; k < m->ntensors && rc == FP_OK; k++) {
         const fp_tensor_info *t = &m->tensors[k];
         const float *d = (t->is_param ? m->params : m->buffers) + t->offset;

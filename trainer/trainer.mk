@@ -19,11 +19,12 @@ bench_bench_conv_LDADD = $(FP_LDADD)
 # The model brick: node list, planning, forward/backward, the ResNet zoo; `fp16probe models`.
 lib_libfp_a_SOURCES += trainer/model.h trainer/model_internal.h trainer/model_build.c trainer/model_init.c \
 	trainer/model_info.c trainer/model_plan.c trainer/model_policy.c trainer/model_forward.c \
-	trainer/model_backward.c trainer/model_clone.c trainer/model_st.c trainer/resnet.c
+	trainer/model_backward.c trainer/model_clone.c trainer/model_st.c trainer/model_device.c trainer/resnet.c
 fp16probe_SOURCES += cli/cmd_models.c
 
-check_PROGRAMS += tests/test_model tests/test_model_reference
-TESTS += tests/test_model tests/test_model_reference
+check_PROGRAMS += tests/test_model tests/test_model_reference tests/test_model_device
+TESTS += tests/test_model tests/test_model_reference tests/test_model_device
+tests_test_model_device_LDADD = $(TEST_LDADD)
 tests_test_model_LDADD = $(TEST_LDADD)
 tests_test_model_reference_LDADD = $(TEST_LDADD)
 tests_test_model_reference_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_DIR='"$(abs_top_srcdir)/tests/fixtures"'

@@ -8,6 +8,16 @@ FP_CUDA_KERNEL_DEPS = trainer/cuda/kernels.h lib/error.h lib/hist.h lib/formats.
 trainer/cuda/xent.$(OBJEXT) trainer/cuda/amp.$(OBJEXT) trainer/cuda/sgd.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
 trainer/cuda/hist.$(OBJEXT) trainer/cuda/layer_error.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
 endif
+
+# The backend table's CUDA implementation (trainer/backend_cuda.h) over cuDNN / cuBLASLt, the kernels
+# above and its own element-wise / pooling kernels.
+FP_CUDA_BACKEND_SOURCES = trainer/backend_cuda.h trainer/cuda/backend_cuda_internal.h trainer/cuda/backend_cuda.c \
+	trainer/cuda/backend_cuda_layers.c trainer/cuda/backend_kernels.h trainer/cuda/backend_kernels.cu
+if HAVE_CUDA
+lib_libfp_a_SOURCES += $(FP_CUDA_BACKEND_SOURCES)
+trainer/cuda/backend_kernels.$(OBJEXT): trainer/cuda/backend_kernels.h $(FP_CUDA_KERNEL_DEPS)
+endif
+EXTRA_DIST += $(FP_CUDA_BACKEND_SOURCES)
 EXTRA_DIST += trainer/cuda/kernels.h trainer/cuda/xent.cu trainer/cuda/amp.cu trainer/cuda/sgd.cu \
 	trainer/cuda/hist.cu trainer/cuda/layer_error.cu
 
@@ -21,6 +31,12 @@ tests_test_arena_LDADD = $(TEST_LDADD)
 check_PROGRAMS += tests/gpu/test_cuda_kernels
 TESTS += tests/gpu/test_cuda_kernels
 tests_gpu_test_cuda_kernels_LDADD = $(TEST_LDADD)
+
+# The CUDA backend against the CPU backend: model logits / loss / gradients per policy, an arm step.
+check_PROGRAMS += tests/gpu/test_cuda_backend tests/gpu/test_cuda_backend_ops
+TESTS += tests/gpu/test_cuda_backend tests/gpu/test_cuda_backend_ops
+tests_gpu_test_cuda_backend_LDADD = $(TEST_LDADD)
+tests_gpu_test_cuda_backend_ops_LDADD = $(TEST_LDADD)
 
 # Kernel-name classification (every build: the store and the report use it without CUDA too).
 lib_libfp_a_SOURCES += probe/kernel_class.c probe/kernel_class.h

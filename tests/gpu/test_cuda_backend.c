@@ -1,0 +1,207 @@
+/* test_cuda_backend.c — the CUDA backend (trainer/backend_cuda.h) against the CPU backend, the numerical
+ * reference: same weights, same batch, for fp32 / tf32 / fp16 / bf16, on tinynet and a small ResNet:
+ * logits, loss and every parameter gradient agree within the tolerances stated per policy below, and one
+ * arm step (SGD with momentum and weight decay on the device, unscale + check) moves the parameters as on
+ * the CPU. Skips with a TAP reason when built without CUDA or when no GPU is usable. */
+#include "config.h"
+#include "gpu_detect.h"
+#include "tap.h"
+#ifdef HAVE_CUDA
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "error.h"
+#include "trainer/arm.h"
+#include "trainer/backend_cuda.h"
+#include "trainer/model.h"
+
+/* Tolerances per policy (DESIGN.md: the CUDA backend agrees with the CPU within stated tolerances).
+ * fp32: cuDNN / cuBLAS sum in another order than the CPU's GEMMs (both true fp32, no TF32): loss within
+ * 1e-4 relative; logits within 1e-4 of the largest |logit|; each gradient tensor within 1e-3 relative L2.
+ * tf32: both round the inputs to TF32 the same way (nearest even) and accumulate in fp32: 1e-3 / 1e-3 / 5e-3.
+ * fp16 / bf16: 16-bit outputs differ by an ulp where the fp32 sums straddle a rounding boundary, and those
+ * differences travel: about 20 ulps of the format (fp16 ulp 2^-11, bf16 2^-8) for loss and logits, 60 for
+ * gradients. The optimizer step: the parameter change (lr * update) within 10x the gradient tolerance. */
+typedef struct {
+    const char *policy;
+    double loss_rel, logit_rel, grad_rel;
+} tol_t;
+static const tol_t tols[] = {
+    {"fp32", 1e-4, 1e-4, 1e-3},
+    {"tf32", 1e-3, 1e-3, 5e-3},
+    {"fp16", 20 * 0x1p-11, 20 * 0x1p-11, 60 * 0x1p-11},
+    {"bf16", 20 * 0x1p-8, 20 * 0x1p-8, 60 * 0x1p-8},
+};
+
+enum { N = 8, CLASSES = 10, SIZE = 32 };
+
+static uint32_t rng = 0x9E3779B9u;
+static float urand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 17;
+    rng ^= rng << 5;
+    return (float)(rng >> 8) / 16777216.0f * 2.0f - 1.0f;
+}
+
+static double rel_l2(const float *a, const float *b, size_t n)
+{
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)a[i] - b[i];
+        d += e * e;
+        s += (double)b[i] * b[i];
+    }
+    return s > 0 ? sqrt(d / s) : sqrt(d);
+}
+
+static int make_model(fp_model **m, int resnet)
+{
+    if (resnet) {
+        static const int layers[4] = {1, 1, 1, 1};
+        return fp_resnet_create(m, "resnet-small", 0, layers, 8, CLASSES, SIZE, 7);
+    }
+    fp_model_config mc = {"tinynet", CLASSES, SIZE, 16, 7, 0};
+    return fp_model_create(m, &mc);
+}
+
+/* Logits, loss and gradients of one policy on one model: CPU model vs a clone moved onto CUDA. */
+static void compare_model(int resnet, const tol_t *t, const float *x, const int *labels)
+{
+    const char *name = resnet ? "resnet-small" : "tinynet";
+    fp_model *c = NULL, *g = NULL;
+    int rc = make_model(&c, resnet);
+    rc = rc ? rc : fp_model_clone(&g, c);
+    rc = rc ? rc : fp_model_set_backend(g, fp_backend_cuda(), NULL);
+    rc = rc ? rc : fp_model_set_policy(c, fp_policy_find(t->policy));
+    rc = rc ? rc : fp_model_set_policy(g, fp_policy_find(t->policy));
+    if (!tap_ok(rc == FP_OK, "%s %s: CPU model and its CUDA clone ready (%s)", name, t->policy,
+                rc ? fp_error_message() : "ok")) {
+        tap_skip(4, "no model");
+        fp_model_free(c);
+        fp_model_free(g);
+        return;
+    }
+    const float *lc = NULL, *lg = NULL;
+    float *keep = malloc(N * CLASSES * sizeof(float));
+    rc = fp_model_forward(c, &lc, x, N, FP_MODE_EVAL);
+    if (!rc)
+        memcpy(keep, lc, N * CLASSES * sizeof(float));
+    rc = rc ? rc : fp_model_forward(g, &lg, x, N, FP_MODE_EVAL);
+    double amax = 0, dmax = 0;
+    for (int i = 0; !rc && i < N * CLASSES; i++) {
+        amax = fmax(amax, fabs(keep[i]));
+        dmax = fmax(dmax, fabs((double)keep[i] - lg[i]));
+    }
+    tap_ok(!rc && dmax <= t->logit_rel * amax, "%s %s: eval logits agree (max diff %.3g <= %.3g x max |logit| %.3g)",
+           name, t->policy, dmax, t->logit_rel, amax);
+    float loss_c = NAN, loss_g = NAN;
+    fp_model_zero_grad(c);
+    fp_model_zero_grad(g);
+    rc = fp_model_train_step(c, &loss_c, NULL, NULL, x, labels, N);
+    rc = rc ? rc : fp_model_train_step(g, &loss_g, NULL, NULL, x, labels, N);
+    tap_ok(!rc && fabs((double)loss_g - loss_c) <= t->loss_rel * fabs(loss_c),
+           "%s %s: training loss agrees (cpu %.7g, cuda %.7g, relative tolerance %.3g)", name, t->policy, loss_c,
+           loss_g, t->loss_rel);
+    const float *gc = fp_model_grads(c), *gg = fp_model_grads(g);
+    double worst = 0;
+    const char *worst_name = "-";
+    for (size_t i = 0; !rc && gc && gg && i < fp_model_tensor_count(c); i++) {
+        const fp_tensor_info *ti = fp_model_tensor(c, i);
+        if (!ti->is_param)
+            continue;
+        double e = rel_l2(gg + ti->offset, gc + ti->offset, ti->numel);
+        if (!(e <= worst)) {
+            worst = e;
+            worst_name = ti->name;
+        }
+    }
+    tap_ok(!rc && gc && gg && worst <= t->grad_rel, "%s %s: every parameter gradient agrees (worst %s: rel L2 %.3g <= %.3g)",
+           name, t->policy, worst_name, worst, t->grad_rel);
+    const float *bc = fp_model_buffers(c), *bg = fp_model_buffers(g);
+    double be = bc && bg ? rel_l2(bg, bc, fp_model_num_buffers(c)) : INFINITY;
+    tap_ok(!rc && be <= t->logit_rel, "%s %s: running statistics after two train forwards agree (rel L2 %.3g)", name,
+           t->policy, be);
+    if (rc)
+        tap_diag("%s", fp_error_message());
+    free(keep);
+    fp_model_free(c);
+    fp_model_free(g);
+}
+
+/* One arm step on each backend from the same weights and batch: the parameter change agrees. */
+static void compare_step(const tol_t *t, float *x, int *labels)
+{
+    fp_arm_config ac;
+    fp_arm_config_default(&ac);
+    ac.model = "tinynet";
+    ac.base_width = 16;
+    ac.num_classes = CLASSES;
+    ac.image_size = SIZE;
+    ac.seed = 11;
+    ac.policy = t->policy;
+    fp_arm *cpu = NULL, *gpu = NULL;
+    int rc = fp_arm_create(&cpu, &ac);
+    ac.backend = fp_backend_cuda();
+    rc = rc ? rc : fp_arm_create(&gpu, &ac);
+    if (!tap_ok(rc == FP_OK && fp_arm_on_device(gpu), "%s: CPU and CUDA arms created (%s)", t->policy,
+                rc ? fp_error_message() : "ok")) {
+        tap_skip(1, "no arms");
+        fp_arm_free(cpu);
+        fp_arm_free(gpu);
+        return;
+    }
+    size_t np = fp_model_num_params(fp_arm_model(cpu));
+    float *p0 = malloc(np * sizeof(float)), *dc = malloc(np * sizeof(float)), *dg = malloc(np * sizeof(float));
+    memcpy(p0, fp_model_params(fp_arm_model(cpu)), np * sizeof(float));
+    fp_batch b = {N, SIZE, x, labels, 0, 0};
+    fp_arm_step_result rcpu, rgpu;
+    for (int s = 0; s < 2 && !rc; s++) {   /* two steps: the momentum buffer's first and second use */
+        rc = fp_arm_step(cpu, &b, &rcpu);
+        rc = rc ? rc : fp_arm_step(gpu, &b, &rgpu);
+    }
+    const float *pc = fp_model_params(fp_arm_model(cpu)), *pg = fp_model_params(fp_arm_model(gpu));
+    for (size_t i = 0; !rc && pc && pg && i < np; i++) {
+        dc[i] = pc[i] - p0[i];
+        dg[i] = pg[i] - p0[i];
+    }
+    double e = !rc && pc && pg ? rel_l2(dg, dc, np) : INFINITY;
+    tap_ok(e <= 10 * t->grad_rel && rcpu.skipped == rgpu.skipped,
+           "%s: two arm steps (SGD momentum 0.9, weight decay 5e-4) move the parameters alike (rel L2 of the change %.3g <= %.3g)",
+           t->policy, e, 10 * t->grad_rel);
+    if (rc)
+        tap_diag("%s", fp_error_message());
+    free(p0);
+    free(dc);
+    free(dg);
+    fp_arm_free(cpu);
+    fp_arm_free(gpu);
+}
+#endif
+
+int main(void)
+{
+    fp_gpu_info_t gpu;
+    fp_gpu_detect(&gpu);
+    if (!fp_gpu_compiled())
+        tap_skip_all("built without CUDA");
+    if (!gpu.available)
+        tap_skip_all(gpu.reason);
+#ifdef HAVE_CUDA
+    int npol = (int)(sizeof tols / sizeof *tols);
+    tap_plan(npol * (2 * 5 + 2));
+    float *x = malloc((size_t)N * SIZE * SIZE * 3 * sizeof(float));
+    int labels[N];
+    for (size_t i = 0; i < (size_t)N * SIZE * SIZE * 3; i++)
+        x[i] = urand();
+    for (int i = 0; i < N; i++)
+        labels[i] = (i * 7 + 3) % CLASSES;
+    for (int p = 0; p < npol; p++) {
+        compare_model(0, &tols[p], x, labels);
+        compare_model(1, &tols[p], x, labels);
+        compare_step(&tols[p], x, labels);
+    }
+    free(x);
+#endif
+    return tap_done();
+}

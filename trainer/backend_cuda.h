@@ -1,0 +1,35 @@
+/* backend_cuda.h — the CUDA backend of backend.h (trainer/cuda/backend_cuda*.c): cuDNN 9 / cuBLASLt layer
+ * ops, the backend's own kernels, device memory from one arena per instance (one instance per arm).
+ * Declared in every build, defined only where HAVE_CUDA is set: callers guard their calls with it. */
+#ifndef FP_BACKEND_CUDA_H
+#define FP_BACKEND_CUDA_H
+
+#include <stddef.h>
+#include "trainer/backend.h"
+
+/* The table: host_memory 0, name "cuda". Its create sizes the arena by the default below. */
+const fp_backend_ops *fp_backend_cuda(void);
+
+/* One of `arms` equal arenas: 90% of the device memory free now (the rest for cuDNN's handles and
+ * workspaces) divided by arms (>= 1); 0 without a usable device. Ask before the first arm allocates. */
+size_t fp_backend_cuda_arena_share(int arms);
+/* The arena a plain create takes: fp_backend_cuda_arena_share(2) (two arms side by side). */
+size_t fp_backend_cuda_default_arena(void);
+
+/* An instance over an arena of exactly arena_bytes (> 0), named `name` in out-of-memory messages
+ * ("fp16 arm"; NULL: "cuda backend"). FP_EUNAVAIL without a usable GPU (message says why), FP_ENOMEM
+ * when the arena cannot be had (message names arena and bytes). Destroy through the table. */
+int fp_backend_cuda_create_sized(fp_backend **out, size_t arena_bytes, const char *name);
+
+/* The label (a layer or tensor name, copied, 63 bytes) that the next allocations and cuDNN errors name:
+ * "conv1.w: out of device memory asking for 1.2 MiB (arena fp16 arm: ...)". NULL clears. */
+void fp_backend_cuda_set_label(fp_backend *be, const char *label);
+
+/* The stream every op runs on (cudaStream_t as void*), for the callers of kernels.h. */
+void *fp_backend_cuda_stream(fp_backend *be);
+
+/* Device scratch for kernels.h helpers (at least bytes, 256-byte aligned, from the arena; valid until the
+ * next call); NULL with the arena's message on failure. */
+void *fp_backend_cuda_scratch(fp_backend *be, size_t bytes);
+
+#endif

@@ -1,0 +1,472 @@
+/* backend_cuda.c — the CUDA backend of backend.h: instance (arena, cuDNN contexts on one stream), device
+ * memory with accounting, staging, casts, relu, residual add / accumulate, softmax cross-entropy, the
+ * fused unscale + check, and the ops table. Promises: backend.h's semantics (accumulate flags, dtypes,
+ * compute formats: fp32 never TF32); every op checks dims and dtypes first; all work on one stream. */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cuda/convert.h"
+#include "gpu_detect.h"
+#include "trainer/cuda/backend_cuda_internal.h"
+#include "trainer/cuda/backend_kernels.h"
+#include "trainer/cuda/kernels.h"
+
+#define TRY(expr) do { int rc_ = (expr); if (rc_) return rc_; } while (0)
+
+static int cuda_err(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return FP_OK;
+    return fp_fail(e == cudaErrorMemoryAllocation ? FP_ENOMEM : FP_EINTERNAL, "cuda backend: %s: %s (%s)", what,
+                   cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+/* ---------------------------------------------------------------- checks */
+
+int fp_bcu_check(const char *op, const char *name, const fp_tensor *t, unsigned mask, int may_skip)
+{
+    if (!t->p)
+        return may_skip ? FP_OK : fp_fail(FP_EINVAL, "%s: %s is NULL", op, name);
+    unsigned bit = t->dt == FP_DT_F32 ? 1u : t->dt == FP_DT_F16 ? 2u : t->dt == FP_DT_BF16 ? 4u : 0u;
+    if (!(bit & mask))
+        return fp_fail(FP_EINVAL, "%s: %s has dtype %s, not accepted here", op, name, fp_dtype_name(t->dt));
+    if (fp_tensor_count(t) == 0)
+        return fp_fail(FP_EINVAL, "%s: %s has bad dims %dx%dx%dx%d", op, name, t->d.n, t->d.h, t->d.w, t->d.c);
+    return FP_OK;
+}
+
+int fp_bcu_same_dims(const char *op, const char *an, const fp_tensor *a, const char *bn, const fp_tensor *b)
+{
+    if (a->d.n != b->d.n || a->d.h != b->d.h || a->d.w != b->d.w || a->d.c != b->d.c)
+        return fp_fail(FP_EINVAL, "%s: %s %dx%dx%dx%d and %s %dx%dx%dx%d differ", op, an, a->d.n, a->d.h, a->d.w,
+                       a->d.c, bn, b->d.n, b->d.h, b->d.w, b->d.c);
+    return FP_OK;
+}
+
+int fp_bcu_check_compute(const char *op, fp_dtype compute)
+{
+    if ((unsigned)compute > FP_DT_BF16)
+        return fp_fail(FP_EINVAL, "%s: bad compute dtype %d", op, (int)compute);
+    return FP_OK;
+}
+
+/* ---------------------------------------------------------------- staging */
+
+static size_t staging_bytes(const fp_backend *be)
+{
+    size_t s = be->scratch_cap;
+    for (int i = 0; i < FP_BCU_SLOTS; i++)
+        s += be->st_cap[i];
+    return s;
+}
+
+/* *buf holds at least bytes of arena memory (contents not kept). Releasing and re-carving while earlier
+ * kernels still read the old block is safe: every user runs on the one stream, in order. */
+static void *grow_slot(fp_backend *be, void **buf, size_t *cap, size_t bytes, const char *what)
+{
+    if (bytes <= *cap && *buf)
+        return *buf;
+    fp_arena_release(be->arena, *buf);
+    *buf = NULL;
+    *cap = 0;
+    char w[128];
+    snprintf(w, sizeof w, "%s%s%s", be->label[0] ? be->label : "", be->label[0] ? " " : "", what);
+    if (fp_arena_alloc(be->arena, bytes, w, buf))
+        return NULL;
+    *cap = bytes;
+    size_t s = staging_bytes(be);
+    if (s > be->staging_peak)
+        be->staging_peak = s;
+    return *buf;
+}
+
+void *fp_bcu_stage(fp_backend *be, int slot, size_t bytes)
+{
+    return grow_slot(be, &be->st[slot], &be->st_cap[slot], bytes, "(staging)");
+}
+
+void *fp_backend_cuda_scratch(fp_backend *be, size_t bytes)
+{
+    return grow_slot(be, &be->scratch, &be->scratch_cap, bytes, "(scratch)");
+}
+
+fp_dtensor fp_bcu_as(fp_backend *be, const fp_tensor *t, fp_dtype dt, int tf32, int slot, int *rc)
+{
+    fp_dtensor o = fp_bcu_dt(t);
+    *rc = FP_OK;
+    if (t->dt == dt && !(tf32 && dt == FP_DT_F32))
+        return o;
+    size_t n = fp_tensor_count(t);
+    void *p = fp_bcu_stage(be, slot, n * (size_t)fp_dtype_bytes(dt));
+    if (!p) {
+        *rc = FP_ENOMEM;
+        return o;
+    }
+    if (tf32 && dt == FP_DT_F32 && t->dt == FP_DT_F32)
+        *rc = fp_cbk_round(p, t->p, n, FP_DT_TF32, be->stream);
+    else {
+        *rc = fp_cbk_cast(p, dt, t->p, t->dt, n, be->stream);
+        if (!*rc && tf32 && dt == FP_DT_F32)
+            *rc = fp_cbk_round(p, p, n, FP_DT_TF32, be->stream);
+    }
+    o.data = p;
+    o.dtype = dt;
+    return o;
+}
+
+fp_dtensor fp_bcu_zeroed(fp_backend *be, fp_dims d, fp_dtype dt, int slot, int *rc)
+{
+    fp_dtensor o = {NULL, dt, d};
+    fp_tensor t = fp_tensor_of(NULL, dt, d);
+    size_t bytes = fp_tensor_count(&t) * (size_t)fp_dtype_bytes(dt);
+    o.data = fp_bcu_stage(be, slot, bytes);
+    if (!o.data) {
+        *rc = FP_ENOMEM;
+        return o;
+    }
+    *rc = cuda_err(cudaMemsetAsync(o.data, 0, bytes, (cudaStream_t)be->stream), "zero staging");
+    return o;
+}
+
+int fp_bcu_land_grad(fp_backend *be, const fp_tensor *dst, const fp_dtensor *tmp, int accumulate)
+{
+    size_t n = fp_tensor_count(dst);
+    if (accumulate)   /* fp32: old + r; 16-bit: round(old + round(r)) */
+        return fp_cbk_add(dst->p, dst->dt, dst->p, dst->dt, tmp->data, tmp->dtype, n, 1, be->stream);
+    if (tmp->dtype == dst->dt)
+        return cuda_err(cudaMemcpyAsync(dst->p, tmp->data, n * (size_t)fp_dtype_bytes(dst->dt), cudaMemcpyDeviceToDevice,
+                                        (cudaStream_t)be->stream), "copy gradient");
+    return fp_cbk_cast(dst->p, dst->dt, tmp->data, tmp->dtype, n, be->stream);
+}
+
+fp_cudnn *fp_bcu_ctx(fp_backend *be, fp_dtype compute, int *rc)
+{
+    int i = compute == FP_DT_TF32;
+    *rc = FP_OK;
+    if (!be->ctx[i]) {
+        fp_cudnn_config c;
+        fp_cudnn_config_default(&c, i ? FP_DT_TF32 : FP_DT_F32);
+        c.stream = be->stream;
+        if ((*rc = fp_cudnn_create(&be->ctx[i], &c)) != FP_OK)
+            return NULL;
+    }
+    fp_cudnn_set_label(be->ctx[i], be->label);
+    return be->ctx[i];
+}
+
+/* ---------------------------------------------------------------- instance and memory */
+
+size_t fp_backend_cuda_arena_share(int arms)
+{
+    fp_gpu_info_t gpu;
+    fp_gpu_detect(&gpu);
+    size_t fr = 0, total = 0;
+    if (!gpu.available || cudaMemGetInfo(&fr, &total) != cudaSuccess)
+        return 0;
+    return fr / 10 * 9 / (size_t)(arms < 1 ? 1 : arms);
+}
+
+size_t fp_backend_cuda_default_arena(void) { return fp_backend_cuda_arena_share(2); }
+
+static void cuda_destroy(fp_backend *be)
+{
+    if (!be)
+        return;
+    if (be->stream)
+        cudaStreamSynchronize((cudaStream_t)be->stream);
+    fp_cudnn_free(be->ctx[1]);   /* borrows ctx[0]'s stream: first */
+    fp_cudnn_free(be->ctx[0]);
+    fp_arena_free_all(be->arena);   /* staging, scratch and every allocation with it */
+    free(be);
+}
+
+int fp_backend_cuda_create_sized(fp_backend **out, size_t arena_bytes, const char *name)
+{
+    *out = NULL;
+    fp_gpu_info_t gpu;
+    fp_gpu_detect(&gpu);
+    if (!gpu.available)
+        return fp_fail(FP_EUNAVAIL, "cuda backend: %s", gpu.reason);
+    if (!arena_bytes)
+        return fp_fail(FP_EINVAL, "cuda backend: an arena of 0 bytes");
+    fp_backend *be = calloc(1, sizeof *be);
+    if (!be)
+        return fp_fail(FP_ENOMEM, "cuda backend: out of memory");
+    snprintf(be->name, sizeof be->name, "%s", name ? name : "cuda backend");
+    int rc = fp_arena_new_device(&be->arena, arena_bytes, be->name);
+    if (!rc) {
+        fp_cudnn_config c;
+        fp_cudnn_config_default(&c, FP_DT_F32);
+        rc = fp_cudnn_create(&be->ctx[0], &c);
+    }
+    if (!rc) {
+        be->stream = fp_cudnn_stream(be->ctx[0]);
+        rc = fp_arena_alloc(be->arena, FP_CUDA_XENT_OUT_BYTES, "cuda backend loss result", &be->xent_out);
+    }
+    if (!rc)
+        rc = fp_arena_alloc(be->arena, sizeof(int), "cuda backend non-finite flag", (void **)&be->found);
+    if (rc) {
+        cuda_destroy(be);
+        return rc;
+    }
+    *out = be;
+    return FP_OK;
+}
+
+static int cuda_create(fp_backend **out)
+{
+    *out = NULL;
+    fp_gpu_info_t gpu;
+    fp_gpu_detect(&gpu);
+    if (!gpu.available)
+        return fp_fail(FP_EUNAVAIL, "cuda backend: %s", gpu.reason);
+    size_t bytes = fp_backend_cuda_default_arena();
+    if (!bytes)
+        return fp_fail(FP_EUNAVAIL, "cuda backend: cannot read the device's memory size");
+    return fp_backend_cuda_create_sized(out, bytes, NULL);
+}
+
+void fp_backend_cuda_set_label(fp_backend *be, const char *label)
+{
+    snprintf(be->label, sizeof be->label, "%s", label ? label : "");
+    for (int i = 0; i < 2; i++)
+        if (be->ctx[i])
+            fp_cudnn_set_label(be->ctx[i], be->label);
+}
+
+void *fp_backend_cuda_stream(fp_backend *be) { return be->stream; }
+
+static void cuda_set_threads(fp_backend *be, int threads) { (void)be; (void)threads; }   /* no host kernels */
+
+static int cuda_sync(fp_backend *be) { return fp_cudnn_sync(be->ctx[0]); }
+
+static int cuda_alloc(fp_backend *be, void **p, size_t bytes)
+{
+    TRY(fp_arena_alloc(be->arena, bytes ? bytes : 1, be->label[0] ? be->label : "tensor", p));
+    be->allocated += bytes;
+    if (be->allocated > be->allocated_peak)
+        be->allocated_peak = be->allocated;
+    return FP_OK;
+}
+
+static void cuda_free(fp_backend *be, void *p, size_t bytes)
+{
+    if (!p)
+        return;
+    fp_arena_release(be->arena, p);
+    be->allocated -= bytes <= be->allocated ? bytes : be->allocated;
+}
+
+static int xfer(fp_backend *be, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind k, const char *what)
+{
+    if (!bytes)
+        return FP_OK;
+    if (!dst || !src)
+        return fp_fail(FP_EINVAL, "cuda backend: %s with a NULL pointer", what);
+    if (dst == src)
+        return FP_OK;
+    return cuda_err(cudaMemcpyAsync(dst, src, bytes, k, (cudaStream_t)be->stream), what);
+}
+
+static int cuda_upload(fp_backend *be, void *dst, const void *src, size_t bytes)
+{
+    return xfer(be, dst, src, bytes, cudaMemcpyHostToDevice, "upload");
+}
+
+static int cuda_download(fp_backend *be, void *dst, const void *src, size_t bytes)
+{
+    return xfer(be, dst, src, bytes, cudaMemcpyDeviceToHost, "download");
+}
+
+static int cuda_copy(fp_backend *be, void *dst, const void *src, size_t bytes)
+{
+    return xfer(be, dst, src, bytes, cudaMemcpyDeviceToDevice, "copy");
+}
+
+static int cuda_zero(fp_backend *be, void *p, size_t bytes)
+{
+    if (bytes && !p)
+        return fp_fail(FP_EINVAL, "cuda backend: zero of a NULL pointer");
+    return bytes ? cuda_err(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)be->stream), "zero") : FP_OK;
+}
+
+static int cuda_reserve(fp_backend *be, size_t act_elems, size_t weight_elems)
+{
+    /* inputs / outputs as fp32 (the widest format) for activations; the weight slot for weights */
+    static const int act_slots[] = {FP_BCU_A, FP_BCU_B, FP_BCU_OUT};
+    for (size_t i = 0; act_elems && i < sizeof act_slots / sizeof *act_slots; i++)
+        if (!fp_bcu_stage(be, act_slots[i], act_elems * sizeof(float)))
+            return FP_ENOMEM;
+    if (weight_elems && !fp_bcu_stage(be, FP_BCU_W, weight_elems * sizeof(float)))
+        return FP_ENOMEM;
+    return FP_OK;
+}
+
+static void cuda_memory(const fp_backend *be, fp_backend_mem *o)
+{
+    o->allocated = be->allocated;
+    o->allocated_peak = be->allocated_peak;
+    o->workspace = o->workspace_peak = 0;
+    for (int i = 0; i < 2; i++)
+        if (be->ctx[i]) {
+            fp_cudnn_stats s;
+            fp_cudnn_get_stats(be->ctx[i], &s);
+            o->workspace += s.bytes;
+        }
+    o->workspace_peak = o->workspace;   /* the workspace only grows */
+    o->staging = staging_bytes(be);
+    o->staging_peak = be->staging_peak > o->staging ? be->staging_peak : o->staging;
+}
+
+/* ---------------------------------------------------------------- casts */
+
+static int cuda_cast(fp_backend *be, fp_tensor dst, fp_tensor src)
+{
+    TRY(fp_bcu_check("cast", "dst", &dst, FP_BCU_ANY, 0));
+    TRY(fp_bcu_check("cast", "src", &src, FP_BCU_ANY, 0));
+    size_t n = fp_tensor_count(&src);
+    if (fp_tensor_count(&dst) != n)
+        return fp_fail(FP_EINVAL, "cast: %zu values into %zu", n, fp_tensor_count(&dst));
+    void *s = be->stream;
+    if (dst.dt == src.dt)
+        return cuda_copy(be, dst.p, src.p, n * (size_t)fp_dtype_bytes(dst.dt));
+    if (src.dt == FP_DT_F32)
+        return dst.dt == FP_DT_F16 ? fp_cuda_f32_to_f16(dst.p, src.p, n, s) : fp_cuda_f32_to_bf16(dst.p, src.p, n, s);
+    if (dst.dt == FP_DT_F32)
+        return src.dt == FP_DT_F16 ? fp_cuda_f16_to_f32(dst.p, src.p, n, s) : fp_cuda_bf16_to_f32(dst.p, src.p, n, s);
+    return fp_cbk_cast(dst.p, dst.dt, src.p, src.dt, n, s);   /* one 16-bit format to the other, via fp32 */
+}
+
+static int cuda_round(fp_backend *be, fp_tensor dst, fp_tensor src, fp_dtype to)
+{
+    TRY(fp_bcu_check("round", "dst", &dst, FP_BCU_F32, 0));
+    TRY(fp_bcu_check("round", "src", &src, FP_BCU_F32, 0));
+    TRY(fp_bcu_check_compute("round", to));
+    if (fp_tensor_count(&dst) != fp_tensor_count(&src))
+        return fp_fail(FP_EINVAL, "round: %zu values into %zu", fp_tensor_count(&src), fp_tensor_count(&dst));
+    return fp_cbk_round(dst.p, src.p, fp_tensor_count(&dst), to, be->stream);
+}
+
+/* ---------------------------------------------------------------- relu, add */
+
+static int cuda_relu_forward(fp_backend *be, fp_tensor y, fp_tensor x)
+{
+    TRY(fp_bcu_check("relu_forward", "x", &x, FP_BCU_ANY, 0));
+    TRY(fp_bcu_check("relu_forward", "y", &y, FP_BCU_ANY, 0));
+    if (x.dt != y.dt || fp_tensor_count(&x) != fp_tensor_count(&y))
+        return fp_fail(FP_EINVAL, "relu_forward: x and y differ in format or count");
+    return fp_cbk_relu_forward(y.p, x.p, x.dt, fp_tensor_count(&x), be->stream);
+}
+
+static int cuda_relu_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor y, int accumulate)
+{
+    TRY(fp_bcu_check("relu_backward", "dx", &dx, FP_BCU_ANY, 0));
+    TRY(fp_bcu_check("relu_backward", "dy", &dy, FP_BCU_ANY, 0));
+    TRY(fp_bcu_check("relu_backward", "y", &y, FP_BCU_ANY, 0));
+    size_t n = fp_tensor_count(&y);
+    if (dx.dt != y.dt || dy.dt != y.dt || fp_tensor_count(&dx) != n || fp_tensor_count(&dy) != n)
+        return fp_fail(FP_EINVAL, "relu_backward: dx, dy and y differ in format or count");
+    if (accumulate && dx.p == dy.p)
+        return fp_fail(FP_EINVAL, "relu_backward: dx aliases dy with accumulate");
+    return fp_cbk_relu_backward(dx.p, dy.p, y.p, y.dt, n, accumulate, be->stream);
+}
+
+static int cuda_add(fp_backend *be, fp_tensor y, fp_tensor a, fp_tensor b)
+{
+    TRY(fp_bcu_check("add", "y", &y, FP_BCU_ANY, 0));
+    TRY(fp_bcu_check("add", "a", &a, FP_BCU_ANY, 0));
+    TRY(fp_bcu_check("add", "b", &b, FP_BCU_ANY, 0));
+    size_t n = fp_tensor_count(&y);
+    if (fp_tensor_count(&a) != n || fp_tensor_count(&b) != n)
+        return fp_fail(FP_EINVAL, "add: counts differ");
+    return fp_cbk_add(y.p, y.dt, a.p, a.dt, b.p, b.dt, n, 0, be->stream);
+}
+
+static int cuda_accumulate(fp_backend *be, fp_tensor dst, fp_tensor src)
+{
+    TRY(fp_bcu_check("accumulate", "dst", &dst, FP_BCU_ANY, 0));
+    TRY(fp_bcu_check("accumulate", "src", &src, FP_BCU_ANY, 0));
+    size_t n = fp_tensor_count(&dst);
+    if (fp_tensor_count(&src) != n)
+        return fp_fail(FP_EINVAL, "accumulate: counts differ");
+    return fp_cbk_add(dst.p, dst.dt, dst.p, dst.dt, src.p, src.dt, n, 0, be->stream);
+}
+
+/* ---------------------------------------------------------------- loss, scaler */
+
+static int cuda_softmax_xent(fp_backend *be, float *loss, fp_tensor dlogits, int *correct1, int *correct5,
+                             fp_tensor logits, const int *labels, float dscale)
+{
+    const char *op = "softmax_xent";
+    TRY(fp_bcu_check(op, "logits", &logits, FP_BCU_F32, 0));
+    TRY(fp_bcu_check(op, "dlogits", &dlogits, FP_BCU_F32, 1));
+    if (!loss || !labels)
+        return fp_fail(FP_EINVAL, "%s: NULL loss or labels", op);
+    if (logits.d.h != 1 || logits.d.w != 1)
+        return fp_fail(FP_EINVAL, "%s: logits are not {n, 1, 1, classes}", op);
+    if (dlogits.p)
+        TRY(fp_bcu_same_dims(op, "dlogits", &dlogits, "logits", &logits));
+    int n = logits.d.n, classes = logits.d.c;
+    TRY(fp_cuda_softmax_xent_sync(loss, correct1, correct5, dlogits.p, logits.p, labels, n, classes, be->xent_out,
+                                  be->stream));
+    if (dlogits.p && dscale != 1.0f)
+        TRY(fp_cbk_scale(dlogits.p, fp_tensor_count(&dlogits), dscale, be->stream));
+    return FP_OK;
+}
+
+static int cuda_unscale_check(fp_backend *be, int *found_inf, fp_tensor g, float inv_scale)
+{
+    TRY(fp_bcu_check("unscale_check", "g", &g, FP_BCU_F32, 0));
+    if (!found_inf)
+        return fp_fail(FP_EINVAL, "unscale_check: NULL found_inf");
+    fp_cuda_segment seg = {0};
+    seg.grad = g.p;
+    seg.n = fp_tensor_count(&g);
+    TRY(fp_cuda_unscale_and_check(&seg, 1, inv_scale, be->found, be->stream));
+    TRY(cuda_download(be, found_inf, be->found, sizeof(int)));
+    return cuda_sync(be);
+}
+
+/* ---------------------------------------------------------------- the table */
+
+static const fp_backend_ops cuda_ops = {
+    .name = "cuda",
+    .host_memory = 0,
+    .create = cuda_create,
+    .destroy = cuda_destroy,
+    .set_threads = cuda_set_threads,
+    .sync = cuda_sync,
+    .set_label = fp_backend_cuda_set_label,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .copy = cuda_copy,
+    .zero = cuda_zero,
+    .reserve = cuda_reserve,
+    .memory = cuda_memory,
+    .cast = cuda_cast,
+    .round = cuda_round,
+    .conv_forward = fp_bcu_conv_forward,
+    .conv_backward_data = fp_bcu_conv_backward_data,
+    .conv_backward_weights = fp_bcu_conv_backward_weights,
+    .bn_forward_train = fp_bcu_bn_forward_train,
+    .bn_forward_eval = fp_bcu_bn_forward_eval,
+    .bn_backward = fp_bcu_bn_backward,
+    .relu_forward = cuda_relu_forward,
+    .relu_backward = cuda_relu_backward,
+    .maxpool_forward = fp_bcu_maxpool_forward,
+    .maxpool_backward = fp_bcu_maxpool_backward,
+    .avgpool_forward = fp_bcu_avgpool_forward,
+    .avgpool_backward = fp_bcu_avgpool_backward,
+    .linear_forward = fp_bcu_linear_forward,
+    .linear_backward_data = fp_bcu_linear_backward_data,
+    .linear_backward_weights = fp_bcu_linear_backward_weights,
+    .add = cuda_add,
+    .accumulate = cuda_accumulate,
+    .softmax_xent = cuda_softmax_xent,
+    .unscale_check = cuda_unscale_check,
+};
+
+const fp_backend_ops *fp_backend_cuda(void) { return &cuda_ops; }

@@ -1,0 +1,80 @@
+/* backend_cuda_internal.h — shared by trainer/cuda/backend_cuda*.c only: the CUDA backend instance
+ * (cuDNN contexts per math policy on one stream, the arena, staging slots, accounting) and the checks
+ * and staging helpers its ops use. Not an API. */
+#ifndef FP_BACKEND_CUDA_INTERNAL_H
+#define FP_BACKEND_CUDA_INTERNAL_H
+
+#include "error.h"
+#include "trainer/backend_cuda.h"
+#include "trainer/cuda/arena.h"
+#include "trainer/cuda/cudnn_ops.h"
+
+/* staging slots (device memory from the arena, grown on demand, contents not kept between ops) */
+enum { FP_BCU_A = 0, FP_BCU_B, FP_BCU_W, FP_BCU_B2, FP_BCU_OUT, FP_BCU_OUT2, FP_BCU_SLOTS };
+
+#define FP_BCU_F32 1u
+#define FP_BCU_16 6u
+#define FP_BCU_ANY 7u
+
+struct fp_backend {
+    fp_arena *arena;
+    fp_cudnn *ctx[2];               /* [0]: fp32 math (FMA, no TF32; 16-bit tensors on tensor cores),
+                                     * [1]: TF32 math, created on first use, on ctx[0]'s stream */
+    void *stream;
+    void *st[FP_BCU_SLOTS];
+    size_t st_cap[FP_BCU_SLOTS];    /* bytes */
+    size_t staging_peak;
+    size_t allocated, allocated_peak;
+    void *scratch;                  /* fp_backend_cuda_scratch */
+    size_t scratch_cap;
+    void *xent_out;                 /* fp_cuda_xent_result */
+    int *found;                     /* unscale_check's device flag */
+    char label[64];
+    char name[64];
+};
+
+/* checks (the CPU backend's messages) */
+int fp_bcu_check(const char *op, const char *name, const fp_tensor *t, unsigned mask, int may_skip);
+int fp_bcu_same_dims(const char *op, const char *an, const fp_tensor *a, const char *bn, const fp_tensor *b);
+int fp_bcu_check_compute(const char *op, fp_dtype compute);
+static inline int fp_bcu_is16(fp_dtype d) { return d == FP_DT_F16 || d == FP_DT_BF16; }
+
+/* A slot of at least `bytes` (NULL with the arena's message). */
+void *fp_bcu_stage(fp_backend *be, int slot, size_t bytes);
+/* t converted to storage dtype `dt` (F32, F16, BF16), rounded to TF32 in fp32 containers when tf32 is
+ * set: t itself when nothing changes, else a staged copy in `slot`. *rc gets the error. */
+fp_dtensor fp_bcu_as(fp_backend *be, const fp_tensor *t, fp_dtype dt, int tf32, int slot, int *rc);
+/* A staged tensor of dims d and dtype dt in `slot`, zeroed (for cuDNN / cuBLAS outputs that accumulate). */
+fp_dtensor fp_bcu_zeroed(fp_backend *be, fp_dims d, fp_dtype dt, int slot, int *rc);
+/* Lands a computed gradient (tmp: result alone, in tmp's dtype) in dst with backend.h's accumulate rule. */
+int fp_bcu_land_grad(fp_backend *be, const fp_tensor *dst, const fp_dtensor *tmp, int accumulate);
+/* The cuDNN context for a compute format (TF32: ctx[1], created on demand), labelled. */
+fp_cudnn *fp_bcu_ctx(fp_backend *be, fp_dtype compute, int *rc);
+static inline fp_dtensor fp_bcu_dt(const fp_tensor *t) { fp_dtensor d = {t->p, t->dt, t->d}; return d; }
+
+/* layer ops (backend_cuda_layers.c) */
+int fp_bcu_conv_forward(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor w, const fp_conv_params *p,
+                        fp_dtype compute);
+int fp_bcu_conv_backward_data(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor w, const fp_conv_params *p,
+                              fp_dtype compute, int accumulate);
+int fp_bcu_conv_backward_weights(fp_backend *be, fp_tensor dw, fp_tensor dy, fp_tensor x, const fp_conv_params *p,
+                                 fp_dtype compute);
+int fp_bcu_bn_forward_train(fp_backend *be, fp_tensor y, fp_tensor save, fp_tensor running_mean,
+                            fp_tensor running_var, fp_tensor x, fp_tensor gamma, fp_tensor beta,
+                            const fp_bn_params *p);
+int fp_bcu_bn_forward_eval(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor gamma, fp_tensor beta,
+                           fp_tensor running_mean, fp_tensor running_var, const fp_bn_params *p);
+int fp_bcu_bn_backward(fp_backend *be, fp_tensor dx, fp_tensor dgamma, fp_tensor dbeta, fp_tensor dy, fp_tensor x,
+                       fp_tensor gamma, fp_tensor save, int accumulate);
+int fp_bcu_maxpool_forward(fp_backend *be, fp_tensor y, int *argmax, fp_tensor x, const fp_pool_params *p);
+int fp_bcu_maxpool_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, const int *argmax, const fp_pool_params *p,
+                            int accumulate);
+int fp_bcu_avgpool_forward(fp_backend *be, fp_tensor y, fp_tensor x);
+int fp_bcu_avgpool_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, int accumulate);
+int fp_bcu_linear_forward(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor w, fp_tensor b, fp_dtype compute);
+int fp_bcu_linear_backward_data(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor w, fp_dtype compute,
+                                int accumulate);
+int fp_bcu_linear_backward_weights(fp_backend *be, fp_tensor dw, fp_tensor db, fp_tensor dy, fp_tensor x,
+                                   fp_tensor w, fp_dtype compute);
+
+#endif

@@ -1,0 +1,259 @@
+/* model_device.c — the model on any backend of backend.h, device ones (host_memory 0) included: moving a
+ * built model onto a backend (fp_model_set_backend), backend-memory copies of parameters, gradients and
+ * running statistics with host mirrors synchronised lazily (the model.h accessors download what the
+ * device changed and mark what the host may write), and explicit fp_model_sync_to_host / _to_device.
+ * Promises: on a host backend nothing is copied and every pointer is the host buffer itself. */
+#include "trainer/model_internal.h"
+
+#define HOST_ALL (FP_MI_HOST_P | FP_MI_HOST_G | FP_MI_HOST_B)
+#define DEV_ALL (FP_MI_DEV_P | FP_MI_DEV_G | FP_MI_DEV_B)
+
+static void set_label(fp_model *m, const char *label)
+{
+    if (m->ops->set_label)
+        m->ops->set_label(m->be, label);
+}
+
+int fp_mi_to_host(fp_model *m, unsigned bits)
+{
+    if (!devmem(m))
+        return FP_OK;
+    bits &= m->stale & HOST_ALL;
+    if (!bits)
+        return FP_OK;
+    const fp_backend_ops *o = m->ops;
+    int rc = FP_OK;
+    if (bits & FP_MI_HOST_P)
+        rc = o->download(m->be, m->params, m->dparams, m->nparams * sizeof(float));
+    if (!rc && (bits & FP_MI_HOST_G))
+        rc = o->download(m->be, m->grads, m->dgrads, m->nparams * sizeof(float));
+    if (!rc && (bits & FP_MI_HOST_B))
+        rc = o->download(m->be, m->buffers, m->dbuffers, m->nbuffers * sizeof(float));
+    rc = rc ? rc : o->sync(m->be);
+    if (rc)
+        return rc;
+    m->stale &= ~bits;
+    return FP_OK;
+}
+
+int fp_mi_to_device(fp_model *m)
+{
+    if (!devmem(m))
+        return FP_OK;
+    unsigned bits = m->stale & DEV_ALL;
+    const fp_backend_ops *o = m->ops;
+    int rc = FP_OK;
+    if (bits & FP_MI_DEV_P)
+        rc = o->upload(m->be, m->dparams, m->params, m->nparams * sizeof(float));
+    if (!rc && (bits & FP_MI_DEV_G))
+        rc = o->upload(m->be, m->dgrads, m->grads, m->nparams * sizeof(float));
+    if (!rc && (bits & FP_MI_DEV_B))
+        rc = o->upload(m->be, m->dbuffers, m->buffers, m->nbuffers * sizeof(float));
+    if (!rc)
+        m->stale &= ~bits;
+    return rc;
+}
+
+void fp_mi_release_backend_memory(fp_model *m)
+{
+    const fp_backend_ops *o = m->ops;
+    for (int p = 0; p < 2; p++)
+        fp_mi_plan_free(m, &m->plan[p]);
+    for (int i = 0; i < m->ngb; i++)
+        o->free(m->be, m->gb[i].p, m->gb[i].cap);
+    m->ngb = 0;
+    m->gb_bytes = 0;
+    o->free(m->be, m->dlogits, m->dlogits_cap * sizeof(float));
+    o->free(m->be, m->wlow, m->nparams * sizeof(float));
+    o->free(m->be, m->logits32, m->logits32_cap * sizeof(float));
+    o->free(m->be, m->dlabels, m->dlabels_cap * sizeof(int));
+    m->dlogits = m->wlow = m->logits32 = NULL;
+    m->dlabels = NULL;
+    m->dlogits_cap = m->logits32_cap = m->dlabels_cap = 0;
+    if (devmem(m)) {
+        o->free(m->be, m->dparams, m->nparams * sizeof(float));
+        o->free(m->be, m->dgrads, m->nparams * sizeof(float));
+        o->free(m->be, m->dbuffers, m->nbuffers * sizeof(float));
+    }
+    m->dparams = m->params;
+    m->dgrads = m->grads;
+    m->dbuffers = m->buffers;
+    m->blogits = NULL;
+    m->fwd_ok = 0;
+    m->stale = 0;
+}
+
+/* Allocates and fills the backend copies of a device backend. */
+static int place(fp_model *m)
+{
+    const fp_backend_ops *o = m->ops;
+    void *p = NULL, *g = NULL, *b = NULL;
+    int rc;
+    set_label(m, "parameters");
+    if ((rc = o->alloc(m->be, &p, (m->nparams ? m->nparams : 1) * sizeof(float))))
+        return rc;
+    m->dparams = p;
+    set_label(m, "parameter gradients");
+    if ((rc = o->alloc(m->be, &g, (m->nparams ? m->nparams : 1) * sizeof(float))))
+        return rc;
+    m->dgrads = g;
+    set_label(m, "running statistics");
+    if ((rc = o->alloc(m->be, &b, (m->nbuffers ? m->nbuffers : 1) * sizeof(float))))
+        return rc;
+    m->dbuffers = b;
+    set_label(m, NULL);
+    m->stale = DEV_ALL;
+    return fp_mi_to_device(m);
+}
+
+/* Drops the backend (its memory and instance) and takes ops / be. */
+static void swap_backend(fp_model *m, const fp_backend_ops *ops, fp_backend *be)
+{
+    fp_mi_release_backend_memory(m);
+    m->ops->destroy(m->be);
+    m->ops = ops;
+    m->be = be;
+    ops->set_threads(be, m->threads);
+}
+
+int fp_model_set_backend(fp_model *m, const fp_backend_ops *ops, fp_backend *be)
+{
+    if (!m || !m->finished || !ops) {
+        if (ops && be)
+            ops->destroy(be);
+        return fp_fail(FP_EINVAL, "model: set_backend needs a finished model and a backend");
+    }
+    int rc = fp_mi_to_host(m, HOST_ALL);   /* every value current on the host first */
+    if (rc) {
+        if (be)
+            ops->destroy(be);
+        return rc;
+    }
+    if (!be && (rc = ops->create(&be)))
+        return rc;   /* the model stays where it was */
+    swap_backend(m, ops, be);
+    if (m->params != m->own_params) {   /* a shared parameter buffer becomes this model's own copy */
+        memcpy(m->own_params, m->params, m->nparams * sizeof(float));
+        m->params = m->dparams = m->own_params;
+    }
+    if (devmem(m))
+        rc = place(m);
+    if (!rc) {
+        fp_policy pol = m->pol;   /* the weight copy and staging on the new backend */
+        rc = fp_model_set_policy(m, &pol);
+    }
+    if (rc) {   /* back onto the CPU, keeping the message */
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", fp_error_message());
+        fp_backend *cpu = NULL;
+        if (fp_backend_cpu()->create(&cpu) == FP_OK) {
+            swap_backend(m, fp_backend_cpu(), cpu);
+            fp_policy pol = m->pol;
+            fp_model_set_policy(m, &pol);
+        }
+        return fp_fail(rc, "model %s: moving onto backend %s: %s", m->name, ops->name, msg);
+    }
+    return FP_OK;
+}
+
+const fp_backend_ops *fp_model_backend_ops(const fp_model *m) { return m->ops; }
+fp_backend *fp_model_backend(const fp_model *m) { return m->be; }
+
+int fp_model_sync_to_host(fp_model *m)
+{
+    return m ? fp_mi_to_host(m, HOST_ALL) : fp_fail(FP_EINVAL, "model: sync of NULL");
+}
+
+int fp_model_sync_to_device(fp_model *m)
+{
+    return m ? fp_mi_to_device(m) : fp_fail(FP_EINVAL, "model: sync of NULL");
+}
+
+float *fp_model_backend_params(fp_model *m)
+{
+    if (fp_mi_to_device(m))
+        return NULL;
+    if (devmem(m))
+        m->stale |= FP_MI_HOST_P;
+    return m->dparams;
+}
+
+float *fp_model_backend_grads(fp_model *m)
+{
+    if (fp_mi_to_device(m))
+        return NULL;
+    if (devmem(m))
+        m->stale |= FP_MI_HOST_G;
+    return m->dgrads;
+}
+
+float *fp_model_backend_buffers(fp_model *m)
+{
+    if (fp_mi_to_device(m))
+        return NULL;
+    if (devmem(m))
+        m->stale |= FP_MI_HOST_B;
+    return m->dbuffers;
+}
+
+/* ---------------------------------------------------------------- host accessors (model.h) */
+
+static float *host_part(fp_model *m, unsigned host_bit, unsigned dev_bit, float *p)
+{
+    if (!devmem(m))
+        return p;
+    if (fp_mi_to_host(m, host_bit))
+        return NULL;
+    m->stale |= dev_bit;   /* the caller may write: upload before the device reads again */
+    return p;
+}
+
+float *fp_model_params(fp_model *m) { return host_part(m, FP_MI_HOST_P, FP_MI_DEV_P, m->params); }
+float *fp_model_grads(fp_model *m) { return host_part(m, FP_MI_HOST_G, FP_MI_DEV_G, m->grads); }
+float *fp_model_buffers(fp_model *m) { return host_part(m, FP_MI_HOST_B, FP_MI_DEV_B, m->buffers); }
+
+float *fp_model_tensor_data(fp_model *m, const fp_tensor_info *t)
+{
+    float *base = t->is_param ? fp_model_params(m) : fp_model_buffers(m);
+    return base ? base + t->offset : NULL;
+}
+
+float *fp_model_tensor_grad(fp_model *m, const fp_tensor_info *t)
+{
+    if (!t->is_param)
+        return NULL;
+    float *g = fp_model_grads(m);
+    return g ? g + t->offset : NULL;
+}
+
+void fp_model_zero_grad(fp_model *m)
+{
+    memset(m->grads, 0, m->nparams * sizeof(float));
+    if (devmem(m)) {
+        if (m->ops->zero(m->be, m->dgrads, m->nparams * sizeof(float)) == FP_OK)
+            m->stale &= ~(unsigned)(FP_MI_HOST_G | FP_MI_DEV_G);
+        else
+            m->stale = (m->stale & ~(unsigned)FP_MI_HOST_G) | FP_MI_DEV_G;   /* upload the zeros */
+    }
+}
+
+/* ---------------------------------------------------------------- probes */
+
+void fp_mi_probe_value(fp_model *m, const void *p, fp_dtype d, size_t cnt, int layer, fp_tensor_role role)
+{
+    fp_dtype sd = is16(d) ? d : FP_DT_F32;
+    if (devmem(m)) {   /* a sampling step: the tensor comes over to the host staging */
+        size_t bytes = cnt * (size_t)fp_dtype_bytes(sd);
+        if (m->probe_host_cap < bytes) {
+            void *q = realloc(m->probe_host, bytes);
+            if (!q)
+                return;   /* nothing recorded rather than a made-up value */
+            m->probe_host = q;
+            m->probe_host_cap = bytes;
+        }
+        if (m->ops->download(m->be, m->probe_host, p, bytes) || m->ops->sync(m->be))
+            return;
+        p = m->probe_host;
+    }
+    fp_probe_tensor_dt(m->probe, layer, role, p, sd, cnt);
+}
