@@ -52,6 +52,10 @@ int fp_checkpoint_save(const char *path, fp_arm *arm, const fp_checkpoint_state 
     for (size_t i = 0; i < nt && !rc; i++) {
         const fp_tensor_info *t = fp_model_tensor(m, i);
         const float *d = fp_model_tensor_data(m, t);
+        if (!d) {   /* a device model whose download failed: the message says why */
+            rc = fp_fail(FP_EINTERNAL, "%s: tensor %s not readable: %s", path, t->name, fp_error_message());
+            break;
+        }
         if (t->ohwi) {
             if (!(tmp[i] = malloc(t->numel * sizeof(float)))) {
                 rc = fp_fail(FP_ENOMEM, "%s: out of memory", path);

@@ -327,6 +327,8 @@ static const char *skip_detail(arm_state *a, const fp_arm_step_result *r, char *
     if (!a->scratch && !(a->scratch = malloc((n ? n : 1) * sizeof *a->scratch)))
         return NULL;
     const float *g = fp_model_grads(m);
+    if (!g)   /* a device model whose download failed */
+        return NULL;
     for (size_t k = 0; k < n; k++)
         a->scratch[k] = g[k] * r->scale;
     int fmt = fp_arm_policy(a->arm)->activation_grad == FP_DT_BF16 ? FP_FMT_BF16 : FP_FMT_FP16;
@@ -612,14 +614,19 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
     const fp_grad_scaler *sc = fp_arm_scaler(a->arm);
     fp_probe_step_begin(a->probe, step_no, sc->mode == FP_SCALE_NONE ? 1.0f : sc->scale);
     int sampled = a->old_params && fp_probe_every(step_no, c->cfg.hist_every);
-    if (sampled)
-        memcpy(a->old_params, fp_model_params(m), fp_model_num_params(m) * sizeof *a->old_params);
+    const float *p0 = sampled ? fp_model_params(m) : NULL;   /* host mirror (a device model downloads) */
+    rc = sampled && !p0 ? FP_EINTERNAL : FP_OK;
+    if (p0)
+        memcpy(a->old_params, p0, fp_model_num_params(m) * sizeof *a->old_params);
     int64_t w0 = wall_ns();
-    rc = fp_arm_step(a->arm, b, &r);
+    rc = rc ? rc : fp_arm_step(a->arm, b, &r);
     int64_t w1 = wall_ns();
-    double lost_all = NAN;   /* the update tensor and the lost updates, one pass */
+    double lost_all = NAN;   /* the parameter roles and the lost updates, one pass */
+    const float *g1 = !rc && sampled ? fp_model_grads(m) : NULL;
+    if (!rc && sampled && (!g1 || !fp_model_params(m)))
+        rc = FP_EINTERNAL;
     if (!rc && sampled)
-        lost_all = fp_probe_sample_params(a->probe, m, a->old_params, fp_model_grads(m), a->per_layer);
+        lost_all = fp_probe_sample_params(a->probe, m, a->old_params, g1, a->per_layer);
     fp_probe_step_end(a->probe);
     if (rc) {
         char msg[512];
