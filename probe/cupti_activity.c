@@ -332,6 +332,24 @@ void fp_cupti_device_buffers(const fp_cupti *c, size_t *bytes, size_t *pool)
         *pool = c && c->available ? c->dev_buf_pool : 0;
 }
 uint64_t fp_cupti_kernels(const fp_cupti *c) { return c ? c->kernels : 0; }
+int64_t fp_cupti_run(const fp_cupti *c) { return c ? c->run : 0; }
+
+int fp_cupti_set_run(fp_cupti *c, fp_store_t *store, int64_t run)
+{
+    if (!c || !c->available)
+        return fp_fail(FP_EUNAVAIL, "cupti: %s", fp_cupti_reason(c));
+    flush_records(c, c->traced_step >= 0);   /* what is queued belongs to the previous run */
+    if (store != c->store) {   /* name ids are per store */
+        for (size_t i = 0; i < NAME_SLOTS; i++) {
+            free(c->names[i].name);
+            c->names[i].name = NULL;
+            c->names[i].id = 0;
+        }
+        c->store = store;
+    }
+    c->run = run;
+    return c->status;
+}
 
 int fp_cupti_flush(fp_cupti *c)
 {

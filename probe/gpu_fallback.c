@@ -49,6 +49,18 @@ uint64_t fp_cupti_kernels(const fp_cupti *c)
     (void)c;
     return 0;
 }
+int fp_cupti_set_run(fp_cupti *c, fp_store_t *store, int64_t run)
+{
+    (void)c;
+    (void)store;
+    (void)run;
+    return fp_fail(FP_EUNAVAIL, "cupti: built without CUPTI");
+}
+int64_t fp_cupti_run(const fp_cupti *c)
+{
+    (void)c;
+    return 0;
+}
 void fp_cupti_device_buffers(const fp_cupti *c, size_t *bytes, size_t *pool)
 {
     (void)c;

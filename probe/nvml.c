@@ -54,7 +54,7 @@ struct fp_nvml {
     pthread_cond_t cv;
     int stop;
     fp_store_t *store;
-    int64_t run;
+    int64_t run;                    /* read by the sampler, set by the trainer: atomic */
     int interval_ms;
     uint64_t samples;
 };
@@ -198,7 +198,7 @@ static void *sampler_main(void *arg)
         pthread_mutex_unlock(&nv->mu);
         fp_device_sample_t s;
         if (fp_nvml_sample(nv, &s) == FP_OK) {
-            s.run = nv->run;
+            s.run = __atomic_load_n(&nv->run, __ATOMIC_ACQUIRE);
             if (nv->store)
                 fp_store_device_sample(nv->store, &s);
             __atomic_add_fetch(&nv->samples, 1, __ATOMIC_RELAXED);
@@ -223,7 +223,7 @@ int fp_nvml_start_sampler(fp_nvml *nv, fp_store_t *store, int64_t run, int inter
     if (nv->running)
         return fp_fail(FP_EINVAL, "nvml: sampler already running");
     nv->store = store;
-    nv->run = run;
+    fp_nvml_set_run(nv, run);
     nv->interval_ms = interval_ms > 0 ? interval_ms : 100;
     nv->stop = 0;
     if (pthread_create(&nv->thread, NULL, sampler_main, nv) != 0)
@@ -245,3 +245,11 @@ void fp_nvml_stop_sampler(fp_nvml *nv)
 }
 
 uint64_t fp_nvml_samples_taken(const fp_nvml *nv) { return nv ? __atomic_load_n(&nv->samples, __ATOMIC_RELAXED) : 0; }
+
+void fp_nvml_set_run(fp_nvml *nv, int64_t run)
+{
+    if (nv)
+        __atomic_store_n(&nv->run, run, __ATOMIC_RELEASE);
+}
+
+int64_t fp_nvml_run(const fp_nvml *nv) { return nv ? __atomic_load_n(&nv->run, __ATOMIC_ACQUIRE) : 0; }

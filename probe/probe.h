@@ -178,6 +178,9 @@ double fp_nvml_energy_j(fp_nvml *nv);
 int fp_nvml_sample(fp_nvml *nv, fp_device_sample_t *s);
 /* Background sampling every interval_ms into store (run); FP_EUNAVAIL when unavailable. */
 int fp_nvml_start_sampler(fp_nvml *nv, fp_store_t *store, int64_t run, int interval_ms);
+/* The run the sampler's next samples name (the arm whose turn it is); safe while the sampler runs. */
+void fp_nvml_set_run(fp_nvml *nv, int64_t run);
+int64_t fp_nvml_run(const fp_nvml *nv);
 void fp_nvml_stop_sampler(fp_nvml *nv);
 uint64_t fp_nvml_samples_taken(const fp_nvml *nv);
 
@@ -193,8 +196,14 @@ int fp_cupti_open(fp_cupti **out, fp_store_t *store, int64_t run, int trace_ever
 void fp_cupti_close(fp_cupti *c);      /* flushes, writes what a traced step left, disables */
 int fp_cupti_available(const fp_cupti *c);
 const char *fp_cupti_reason(const fp_cupti *c);
-int fp_cupti_attach(fp_cupti *c, fp_probe *p);
+int fp_cupti_attach(fp_cupti *c, fp_probe *p);   /* one tracer may be attached to several arms' probes */
 int fp_cupti_flush(fp_cupti *c);       /* flush now (end of a sampled step, exit) */
+/* The run (and store) that kernel rows name from now on (one tracer per process, so one per session:
+ * the comparison re-targets it at each arm's turn). Records still queued are flushed first and stored
+ * under the previous run when they belong to a traced step. FP_OK, or the store's error from that
+ * flush; FP_EUNAVAIL when unavailable. A new store drops the interned-name cache. */
+int fp_cupti_set_run(fp_cupti *c, fp_store_t *store, int64_t run);
+int64_t fp_cupti_run(const fp_cupti *c);
 uint64_t fp_cupti_dropped(const fp_cupti *c);   /* records CUPTI reported dropped */
 uint64_t fp_cupti_kernels(const fp_cupti *c);   /* kernel rows written */
 /* CUPTI's own device-side record buffers, set to a fixed size and pool limit at open and read back:

@@ -16,9 +16,22 @@
 #include "probe/probe.h"
 #include "store.h"
 #include "trainer/compare.h"
+#include "trainer/backend.h"
+#include "trainer/model.h"
 #ifdef HAVE_CUDA
 #include "trainer/backend_cuda.h"
 #endif
+
+/* A step whose row waits for the end of its turn (a GPU arm: the turn's energy is known only then). */
+typedef struct {
+    fp_arm_step_result r;
+    int64_t w0, w1;
+    int has_detail;
+    char detail[400];
+    fp_layer_time_t *times;
+    size_t ntimes, cap_times;
+    int64_t cycles, instructions;
+} pending_step;
 
 typedef struct {
     const char *policy;
@@ -44,6 +57,13 @@ typedef struct {
     float *old_params;          /* the parameters before a sampled step (updates, lost updates) */
     float *scratch;             /* a skipped step's gradients, scaled back */
     double *per_layer;          /* lost-update fraction per layer */
+    /* GPU probes (an arm on a device backend) */
+    int gpu;                    /* the arm runs on a device backend */
+    fp_nvtx *nvtx;              /* NVTX ranges, when built with NVTX3 */
+    double turn_e0;             /* NVML energy (J) at the start of the arm's turn, after a sync; NaN: none */
+    pending_step *pend;         /* the turn's step rows, written at its end with energy / steps */
+    size_t npend, cap_pend;
+    uint64_t cupti_dropped, cupti_kernels;   /* this run's share of the tracer's counts */
 } arm_state;
 
 struct fp_compare {
@@ -63,7 +83,16 @@ struct fp_compare {
     size_t batch_floats;
     atomic_int stop;
     int ran;
+    /* GPU probes, one each for the session (arms on the CUDA backend only) */
+    fp_nvml *nvml;              /* energy at turn boundaries, the device_samples sampler */
+    fp_cupti *cupti;            /* kernel rows every trace_every steps, re-targeted at each turn */
+    uint64_t cupti_dropped_mark, cupti_kernels_mark;   /* the tracer's counts when last shared out */
 };
+
+/* NVML's sampler period for device_samples. */
+enum { NVML_SAMPLE_MS = 100 };
+
+static void gpu_probes_end(fp_compare *c);
 
 /* Steps of an arm left out of the progress line's speedup (warm-up: the first plans memory). */
 enum { PROGRESS_WARMUP = 3 };
@@ -160,10 +189,90 @@ static void extra_json(char *buf, size_t size, const fp_compare *c)
                  c->cfg.trace_every);
 }
 
+/* Waits for every op the arm's backend issued (a no-op on the CPU backend). */
+static int arm_sync(arm_state *a)
+{
+    fp_model *m = a->arm ? fp_arm_model(a->arm) : NULL;
+    const fp_backend_ops *o = m ? fp_model_backend_ops(m) : NULL;
+    return o && o->sync ? o->sync(fp_model_backend(m)) : FP_OK;
+}
+
+/* 1 when arm a's step rows wait for the end of its turn: a GPU arm whose energy NVML measures. */
+static int defers_steps(const fp_compare *c, const arm_state *a)
+{
+    return a->gpu && c->store && fp_nvml_available(c->nvml);
+}
+
+/* NVML's energy counter after the arm's device finished its work; NaN when either cannot be had. */
+static double synced_energy_j(fp_compare *c, arm_state *a)
+{
+    if (!fp_nvml_available(c->nvml) || arm_sync(a) != FP_OK)
+        return NAN;
+    return fp_nvml_energy_j(c->nvml);
+}
+
+/* Keeps a finished step for the end of the turn (the per-layer times copied: the timer reuses its rows).
+ * FP_ENOMEM when it cannot (the caller then records the step now, its energy unmeasured). */
+static int defer_step(arm_state *a, const fp_arm_step_result *r, int64_t w0, int64_t w1, const fp_train_step_extra *x)
+{
+    if (a->npend == a->cap_pend) {
+        size_t nc = a->cap_pend ? 2 * a->cap_pend : 8;
+        pending_step *p = realloc(a->pend, nc * sizeof *p);
+        if (!p)
+            return fp_fail(FP_ENOMEM, "out of memory keeping a step row for the end of the turn");
+        memset(p + a->cap_pend, 0, (nc - a->cap_pend) * sizeof *p);
+        a->pend = p;
+        a->cap_pend = nc;
+    }
+    pending_step *ps = &a->pend[a->npend];
+    if (x->ntimes > ps->cap_times) {
+        fp_layer_time_t *t = realloc(ps->times, x->ntimes * sizeof *t);
+        if (!t)
+            return fp_fail(FP_ENOMEM, "out of memory keeping a step's layer times for the end of the turn");
+        ps->times = t;
+        ps->cap_times = x->ntimes;
+    }
+    if (x->ntimes)
+        memcpy(ps->times, x->times, x->ntimes * sizeof *ps->times);
+    ps->ntimes = x->ntimes;
+    ps->r = *r;
+    ps->w0 = w0;
+    ps->w1 = w1;
+    ps->has_detail = x->skip_detail != NULL;
+    snprintf(ps->detail, sizeof ps->detail, "%s", x->skip_detail ? x->skip_detail : "");
+    ps->cycles = x->cycles;
+    ps->instructions = x->instructions;
+    a->npend++;
+    return FP_OK;
+}
+
+/* Writes the arm's waiting step rows, each with the energy NVML counted since the turn began (after a
+ * sync, evaluations left out) divided by their number; the next rows count from here. Returns the
+ * store's error, if any. */
+static int flush_steps(fp_compare *c, arm_state *a)
+{
+    if (!a->npend)
+        return FP_OK;
+    double e1 = synced_energy_j(c, a), per = NAN;
+    if (isfinite(e1) && isfinite(a->turn_e0) && e1 >= a->turn_e0)
+        per = (e1 - a->turn_e0) / (double)a->npend;
+    int rc = FP_OK;
+    for (size_t k = 0; k < a->npend && rc == FP_OK; k++) {
+        const pending_step *ps = &a->pend[k];
+        fp_train_step_extra x = {ps->times, ps->ntimes, per, ps->has_detail ? ps->detail : NULL, ps->cycles,
+                                 ps->instructions};
+        rc = fp_train_record_step_ex(c->store, a->run, a->arm, &ps->r, ps->w0, ps->w1, &x);
+    }
+    a->npend = 0;
+    a->turn_e0 = e1;
+    return rc;
+}
+
 static void arm_fail(fp_compare *c, fp_compare_result *res, int i, const char *msg)
 {
     arm_state *a = &c->arms[i];
     fp_compare_arm_result *ar = &res->arms[i];
+    flush_steps(c, a);   /* the turn's earlier steps keep their rows (a store error shows in its status) */
     a->active = 0;
     ar->status = FP_RUN_FAILED;
     snprintf(ar->message, sizeof ar->message, "%s", msg);
@@ -236,6 +345,7 @@ void fp_compare_close(fp_compare *c)
 {
     if (!c)
         return;
+    gpu_probes_end(c);   /* the sampler and the tracer stop writing before the store closes */
     if (c->store)
         fp_store_close(c->store, FP_RUN_INTERRUPTED, "the comparison was closed before it ended");
     fp_loader_stop(c->ld);
@@ -252,8 +362,14 @@ void fp_compare_close(fp_compare *c)
         free(a->old_params);
         free(a->scratch);
         free(a->per_layer);
+        fp_nvtx_free(a->nvtx);
+        for (size_t k = 0; k < a->cap_pend; k++)
+            free(a->pend[k].times);
+        free(a->pend);
         fp_arm_free(a->arm);
     }
+    fp_cupti_close(c->cupti);   /* after the arms: their probes name it */
+    fp_nvml_close(c->nvml);
     fp_dataset_close(c->ds);
     for (size_t i = 0; i < c->ring_cap; i++) {
         free(c->ring[i].images);
@@ -287,10 +403,19 @@ static int attach_probes(fp_compare *c, int i)
         rc = fp_cpu_timer_create(&a->timer, nl);
     if (!rc)
         rc = fp_cpu_timer_attach(a->timer, a->probe);
-    if (!rc)
+    a->gpu = fp_arm_on_device(a->arm);
+    a->turn_e0 = NAN;
+    if (!rc && !a->gpu)   /* CPU energy for CPU arms; a GPU arm's is NVML's, at its turn boundaries */
         rc = fp_rapl_open(&a->rapl, NULL);
-    if (!rc && fp_rapl_available(a->rapl))
+    if (!rc && a->rapl && fp_rapl_available(a->rapl))
         rc = fp_rapl_attach(a->rapl, a->probe);
+    if (!rc && a->gpu && fp_cupti_available(c->cupti))   /* the session's one tracer */
+        rc = fp_cupti_attach(c->cupti, a->probe);
+    if (!rc && a->gpu && fp_nvtx_compiled()) {
+        rc = fp_nvtx_create(&a->nvtx, m);
+        if (!rc)
+            rc = fp_nvtx_attach(a->nvtx, a->probe);
+    }
     if (!rc)
         rc = fp_perf_open(&a->perf);
     if (!rc && fp_perf_available(a->perf))
@@ -361,6 +486,111 @@ static void lost_updates_event(fp_compare *c, arm_state *a, int64_t step, double
     fp_store_event(c->store, a->run, 0, step, -1, FP_EVENT_INFO, text);
 }
 
+/* Once the runs exist: each GPU arm's run says which GPU probes measure it and why not; the tracer
+ * writes into the store; the sampler starts, naming the first GPU arm's run until turns re-target it. */
+static void gpu_probes_begin(fp_compare *c)
+{
+    int64_t first = 0;
+    for (int i = 0; i < c->narms; i++) {
+        arm_state *a = &c->arms[i];
+        if (!a->gpu || !a->active)
+            continue;
+        if (!first)
+            first = a->run;
+        if (!c->store)
+            continue;
+        char text[512];
+        if (!c->cupti)
+            snprintf(text, sizeof text, "kernel trace (CUPTI): off (--trace-every 0)");
+        else if (fp_cupti_available(c->cupti))
+            snprintf(text, sizeof text, "kernel trace (CUPTI): kernels of every %d-th step", c->cfg.trace_every);
+        else
+            snprintf(text, sizeof text, "kernel trace (CUPTI): unavailable: %s", fp_cupti_reason(c->cupti));
+        fp_store_event(c->store, a->run, 0, 0, -1, FP_EVENT_INFO, text);
+        if (fp_nvml_available(c->nvml))
+            snprintf(text, sizeof text, "GPU energy (NVML): %s, driver %s: energy counter at turn boundaries, "
+                     "samples every %d ms", fp_nvml_device_name(c->nvml), fp_nvml_driver_version(c->nvml),
+                     NVML_SAMPLE_MS);
+        else
+            snprintf(text, sizeof text, "GPU energy (NVML): unavailable: %s", fp_nvml_reason(c->nvml));
+        fp_store_event(c->store, a->run, 0, 0, -1, FP_EVENT_INFO, text);
+        if (!fp_nvtx_compiled())
+            fp_store_event(c->store, a->run, 0, 0, -1, FP_EVENT_INFO, "NVTX ranges: built without NVTX3");
+    }
+    if (!first || !c->store)
+        return;
+    if (fp_cupti_available(c->cupti))
+        fp_cupti_set_run(c->cupti, c->store, first);
+    if (fp_nvml_available(c->nvml) && fp_nvml_start_sampler(c->nvml, c->store, first, NVML_SAMPLE_MS) != FP_OK)
+        for (int i = 0; i < c->narms; i++)
+            if (c->arms[i].gpu && c->arms[i].active)
+                fp_store_event(c->store, c->arms[i].run, 0, 0, -1, FP_EVENT_WARNING, fp_error_message());
+}
+
+/* Flushes the tracer; the kernel rows written and records dropped since the last call are the run it
+ * names now. */
+static void cupti_account(fp_compare *c)
+{
+    fp_cupti_flush(c->cupti);   /* a store error shows in the writer's status */
+    uint64_t d = fp_cupti_dropped(c->cupti), k = fp_cupti_kernels(c->cupti);
+    int64_t run = fp_cupti_run(c->cupti);
+    for (int j = 0; j < c->narms; j++)
+        if (c->arms[j].gpu && run > 0 && c->arms[j].run == run) {
+            c->arms[j].cupti_dropped += d - c->cupti_dropped_mark;
+            c->arms[j].cupti_kernels += k - c->cupti_kernels_mark;
+        }
+    c->cupti_dropped_mark = d;
+    c->cupti_kernels_mark = k;
+}
+
+/* Before the store closes: the sampler stops and the tracer's last records go to the store (which it then
+ * forgets); each GPU arm's run gets its trace counts. */
+static void gpu_probes_end(fp_compare *c)
+{
+    fp_nvml_stop_sampler(c->nvml);
+    if (!c->store)
+        return;
+    if (fp_cupti_available(c->cupti)) {
+        cupti_account(c);
+        fp_cupti_set_run(c->cupti, NULL, 0);   /* the store is about to close */
+        size_t bytes, pool;
+        fp_cupti_device_buffers(c->cupti, &bytes, &pool);
+        for (int i = 0; i < c->narms; i++) {
+            arm_state *a = &c->arms[i];
+            if (!a->gpu || a->run <= 0)
+                continue;
+            char text[300];
+            snprintf(text, sizeof text, "kernel trace (CUPTI): %" PRIu64 " kernel rows, %" PRIu64 " records "
+                     "dropped; CUPTI device buffers %zu bytes, at most %zu per context", a->cupti_kernels,
+                     a->cupti_dropped, bytes, pool);
+            fp_store_event(c->store, a->run, 0, -1, -1, a->cupti_dropped ? FP_EVENT_WARNING : FP_EVENT_INFO, text);
+        }
+    }
+    if (fp_nvml_available(c->nvml))
+        for (int i = 0; i < c->narms; i++)
+            if (c->arms[i].gpu && c->arms[i].run > 0) {
+                char text[128];
+                snprintf(text, sizeof text, "GPU energy (NVML): %" PRIu64 " device samples in this session",
+                         fp_nvml_samples_taken(c->nvml));
+                fp_store_event(c->store, c->arms[i].run, 0, -1, -1, FP_EVENT_INFO, text);
+            }
+}
+
+/* The start of arm i's turn: the probes name its run; its energy counts from here (after a sync). */
+static void turn_begin(fp_compare *c, int i)
+{
+    arm_state *a = &c->arms[i];
+    if (!a->gpu || !c->store)
+        return;
+    if (fp_cupti_available(c->cupti) && fp_cupti_run(c->cupti) != a->run) {
+        cupti_account(c);   /* the previous run's records and counts first */
+        fp_cupti_set_run(c->cupti, c->store, a->run);
+    }
+    fp_nvml_set_run(c->nvml, a->run);
+    if (defers_steps(c, a))
+        a->turn_e0 = synced_energy_j(c, a);
+}
+
 int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_result *res)
 {
     *out = NULL;
@@ -413,6 +643,16 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
     /* ---- 2. arms (same seed / weights) and the loader; failures are recorded ---- */
     int setup_rc = rc, created = 0;
 #ifdef HAVE_CUDA
+    if (rc == FP_OK && c->acfg.backend == fp_backend_cuda()) {
+        /* the GPU probes: CUPTI before any context exists (its device buffers are set at open) and so
+         * before warm-up; NVML for the device the runtime uses by default (device 0). Unavailable ones
+         * are recorded as such once the runs exist; out of memory fails the setup. */
+        if (cfg->trace_every > 0)
+            rc = fp_cupti_open(&c->cupti, NULL, 0, cfg->trace_every);
+        if (rc == FP_OK)
+            rc = fp_nvml_open(&c->nvml, NULL, 0);
+        setup_rc = rc;
+    }
     if (c->acfg.backend == fp_backend_cuda() && !c->acfg.arena_bytes)   /* the GPU shared out evenly */
         c->acfg.arena_bytes = fp_backend_cuda_arena_share(c->narms);
 #endif
@@ -479,6 +719,7 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
             arm_fail(c, res, i, msg);
         }
     }
+    gpu_probes_begin(c);
     *out = c;
     return FP_OK;
 }
@@ -574,11 +815,16 @@ static int evaluate(fp_compare *c, fp_compare_result *res, int i, int64_t step, 
 {
     arm_state *a = &c->arms[i];
     fp_compare_arm_result *ar = &res->arms[i];
-    int rc = fp_train_record_eval(c->store, a->run, a->arm, c->ds, &c->cfg.base, step, &ar->val_loss, &ar->val_top1,
+    int rc = flush_steps(c, a);   /* a GPU arm's steps so far get their energy; the evaluation's is left out */
+    if (rc)
+        return rc;
+    rc = fp_train_record_eval(c->store, a->run, a->arm, c->ds, &c->cfg.base, step, &ar->val_loss, &ar->val_top1,
                                   &ar->val_top5);
     if (rc)
         return rc;
     a->last_eval = step;
+    if (defers_steps(c, a))
+        a->turn_e0 = synced_energy_j(c, a);
     if (c->cfg.progress) {
         fp_compare_progress p = {.arm = i, .policy = a->policy, .step = step, .steps = c->cfg.base.steps,
                                  .loss = ar->last_loss, .speedup = speedup_so_far(c, i), .elapsed_s = mono_s() - t0,
@@ -647,11 +893,13 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
         a->timed_ns += (double)r.total_ns;
     }
     char detail[400];
-    fp_train_step_extra x = {NULL, 0, fp_rapl_step_j(a->rapl), r.skipped ? skip_detail(a, &r, detail, sizeof detail)
-                                                                          : NULL, -1, -1};
+    fp_train_step_extra x = {NULL, 0, a->rapl ? fp_rapl_step_j(a->rapl) : NAN,
+                             r.skipped ? skip_detail(a, &r, detail, sizeof detail) : NULL, -1, -1};
     x.ntimes = fp_cpu_timer_rows(a->timer, &x.times);
     fp_perf_step(a->perf, &x.cycles, &x.instructions);
-    if (c->store && (rc = fp_train_record_step_ex(c->store, a->run, a->arm, &r, w0, w1, &x)))
+    /* a GPU arm's row waits for the turn's energy; without memory to keep it, it goes now, unmeasured */
+    if (c->store && (!defers_steps(c, a) || defer_step(a, &r, w0, w1, &x) != FP_OK) &&
+        (rc = fp_train_record_step_ex(c->store, a->run, a->arm, &r, w0, w1, &x)))
         return rc;
     if (sampled && !r.skipped && !r.diverged)
         lost_updates_event(c, a, step_no, lost_all);
@@ -721,7 +969,10 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
             rc = FP_OK;
             break;
         }
-        for (int i = 0; i < c->narms && !interrupted && rc == FP_OK; i++)
+        for (int i = 0; i < c->narms && !interrupted && rc == FP_OK; i++) {
+            if (!c->arms[i].active)
+                continue;
+            turn_begin(c, i);
             for (int j = 0; j < k && c->arms[i].active && rc == FP_OK; j++) {
                 if (stop_requested(c)) {
                     interrupted = 1;
@@ -729,8 +980,13 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
                 }
                 rc = arm_step(c, res, i, &c->ring[j], t0);
             }
+            int frc = flush_steps(c, &c->arms[i]);   /* the turn's end: its energy, after a sync */
+            if (rc == FP_OK)
+                rc = frc;
+        }
         t += k;
     }
+    gpu_probes_end(c);
     if (rc) {   /* the store failed: nothing more can be recorded */
         snprintf(res->message, sizeof res->message, "%s", fp_error_message());
         for (int i = 0; i < c->narms; i++)
