@@ -2,7 +2,8 @@
  * steps: policy lists (unknown / empty / duplicate refused, valid ones listed), the same initial weights in
  * every arm, the same batches whatever the arms and the turn, one session with a run per arm naming the
  * fp32 reference, --turn respected in the order of the step rows, the summary's figures present, a failing
- * arm marked failed while the other finishes, and a stop request ending as interrupted. */
+ * arm marked failed while the other finishes, a stop request ending as interrupted, and CPU arms keeping the GPU
+ * probes out (no kernel rows, device samples or GPU events; every step row written). */
 #include "config.h"
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "error.h"
 #include "reports/summary.h"
 #include "store_reader.h"
+#include "store_testutil.h"
 #include "tap.h"
 #include "trainer/compare.h"
 
@@ -191,6 +193,17 @@ int main(void)
     }
     free(runs);
     fp_reader_close(r);
+
+    /* CPU arms: the GPU probes (NVML, CUPTI, NVTX) stay out, every step row is written at its step */
+    tap_ok(tu_sql_int(db1, "SELECT count(*) FROM kernels") == 0 &&
+               tu_sql_int(db1, "SELECT count(*) FROM device_samples") == 0,
+           "CPU arms: no kernel rows, no device samples");
+    tap_ok(tu_sql_int(db1, "SELECT count(*) FROM events WHERE text LIKE '%CUPTI%' OR text LIKE '%NVML%' OR "
+                           "text LIKE '%NVTX%'") == 0,
+           "CPU arms: no GPU probe events");
+    tap_ok(tu_sql_int(db1, "SELECT count(*) FROM steps") == 18 &&
+               tu_sql_int(db1, "SELECT count(*) FROM steps WHERE energy_j IS NOT NULL AND NOT energy_j > 0") == 0,
+           "CPU arms: 18 step rows, energy NULL (no RAPL) or positive (RAPL)");
 
     /* ---- the same batches whatever the arms and the turn ---- */
     const char *db2 = path("b.db");

@@ -6,5 +6,12 @@ fp16probe_SOURCES += cli/cmd_compare.c
 
 check_PROGRAMS += tests/test_compare
 TESTS += tests/test_compare tests/test_compare_cli.sh
+tests_test_compare_SOURCES = tests/test_compare.c $(STORE_TEST_UTIL)
 tests_test_compare_LDADD = tests/libtap.a $(REPORT_LDADD)
 dist_check_SCRIPTS += tests/test_compare_cli.sh
+
+# The GPU probes in a short CUDA comparison (kernel rows, device samples, step energy); skips without a GPU.
+check_PROGRAMS += tests/gpu/test_gpu_probes
+TESTS += tests/gpu/test_gpu_probes
+tests_gpu_test_gpu_probes_SOURCES = tests/gpu/test_gpu_probes.c $(STORE_TEST_UTIL)
+tests_gpu_test_gpu_probes_LDADD = $(TEST_LDADD)
