@@ -15,3 +15,16 @@ check_PROGRAMS += tests/gpu/test_gpu_probes
 TESTS += tests/gpu/test_gpu_probes
 tests_gpu_test_gpu_probes_SOURCES = tests/gpu/test_gpu_probes.c $(STORE_TEST_UTIL)
 tests_gpu_test_gpu_probes_LDADD = $(TEST_LDADD)
+
+# NVML as the comparison uses it (energy counter, the sampler re-targeted per turn) against a stand-in
+# libnvidia-ml built here as a shared object and loaded by its path.
+check_PROGRAMS += tests/test_compare_nvml
+TESTS += tests/test_compare_nvml
+tests_test_compare_nvml_SOURCES = tests/test_compare_nvml.c $(STORE_TEST_UTIL)
+tests_test_compare_nvml_CPPFLAGS = $(AM_CPPFLAGS) -DFAKE_NVML='"$(abs_builddir)/tests/libfake_nvml.so"'
+tests_test_compare_nvml_LDADD = $(TEST_LDADD)
+EXTRA_tests_test_compare_nvml_DEPENDENCIES = tests/libfake_nvml.so
+tests/libfake_nvml.so: tests/test_compare_fake_nvml.c
+	$(AM_V_CC)$(MKDIR_P) tests && $(CC) -shared -fPIC -O1 -o $@ $(srcdir)/tests/test_compare_fake_nvml.c
+CLEANFILES += tests/libfake_nvml.so
+EXTRA_DIST += tests/test_compare_fake_nvml.c
