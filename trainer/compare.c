@@ -766,7 +766,8 @@ static int next_batch(fp_compare *c, fp_batch *dst)
     return FP_OK;
 }
 
-/* Steps per turn: fixed, or about turn_seconds of the slowest arm's last step. */
+/* Steps per turn: fixed, or about turn_seconds of the slowest arm's last step (the first turn, one step,
+ * is the warm-up; the second is sized from it, later ones from the last timed step). */
 static int turn_steps(const fp_compare *c, int first)
 {
     if (c->cfg.turn > 0)
@@ -774,9 +775,13 @@ static int turn_steps(const fp_compare *c, int first)
     if (first)
         return 1;
     int64_t slow = 0;
-    for (int i = 0; i < c->narms; i++)
+    int all_gpu = 1;
+    for (int i = 0; i < c->narms; i++) {
         if (c->arms[i].active && c->arms[i].last_ns > slow)
             slow = c->arms[i].last_ns;
+        if (c->arms[i].active && !c->arms[i].gpu)
+            all_gpu = 0;
+    }
     if (slow <= 0)
         return 1;
     double k = c->cfg.turn_seconds * 1e9 / (double)slow;
@@ -784,8 +789,9 @@ static int turn_steps(const fp_compare *c, int first)
     double kmem = (double)(INT64_C(1) << 30) / ((double)c->batch_floats * sizeof(float));
     if (k > kmem)
         k = kmem;
-    if (k > FP_COMPARE_AUTO_TURN_MAX)
-        k = FP_COMPARE_AUTO_TURN_MAX;
+    double kmax = all_gpu ? FP_COMPARE_AUTO_TURN_MAX_GPU : FP_COMPARE_AUTO_TURN_MAX;
+    if (k > kmax)
+        k = kmax;
     return k < 1 ? 1 : (int)llround(k);
 }
 

@@ -14,6 +14,8 @@
 
 #define FP_COMPARE_MAX_ARMS 8
 #define FP_COMPARE_AUTO_TURN_MAX 50     /* an automatic turn is at most this many steps */
+#define FP_COMPARE_AUTO_TURN_MAX_GPU 400  /* ... when every active arm runs on a device backend: GPU steps are
+                                         * short and NVML's energy counter (mJ) needs turns of ~1 s */
 
 /* Parses a comma-separated policy list ("fp32,fp16"): names[] receives the policies' own (static) names.
  * FP_EINVAL, message listing the valid choices, for an empty list or entry, an unknown policy, a policy
@@ -48,7 +50,8 @@ typedef struct {
     const char *precision;      /* comma-separated policies; the first fp32 one (else the first) is the
                                  * reference every other run names as ref_run */
     int turn;                   /* steps per turn; 0: automatic, a turn lasting about turn_seconds (at
-                                 * most FP_COMPARE_AUTO_TURN_MAX steps, and 1 for the first turn) */
+                                 * most FP_COMPARE_AUTO_TURN_MAX steps, FP_COMPARE_AUTO_TURN_MAX_GPU on a
+                                 * GPU, the turn's batches at most 1 GiB, and 1 for the first turn) */
     double turn_seconds;        /* default 1 */
     int hist_every, error_every, trace_every;   /* probe sampling periods in steps (0: off) */
     fp_compare_progress_fn progress;
