@@ -536,19 +536,10 @@ static void fold_pairs(uint32_t *t, uint32_t lo, uint32_t hi, uint64_t fe[256])
         fe[b] = col[b] + row_sum[b];
 }
 
-/* Source of the AVX-512 kernel's values: fp32 as is, or bf16 patterns widened in registers. */
-enum { SRC_F32 = 0, SRC_BF16 };
-
-/* 16 values per step; n is a multiple of 16. src is float (SRC_F32) or uint16_t (SRC_BF16: each
- * step widens 16 values exactly, a shift, and keeps them in a 64-byte stack copy for the scalar
- * parts), so a bf16 call gives bit for bit fp_hist_add's histogram of the widened array without
- * writing it out. */
-static inline __attribute__((always_inline, target("avx512f,popcnt,bmi2")))
-void avx512_body(raw_t *r, const thresholds_t *th, const void *src, size_t n, int kind)
+/* 16 values per step; n is a multiple of 16. */
+__attribute__((target("avx512f,popcnt,bmi2")))
+static void kernel_avx512(raw_t *r, const thresholds_t *th, const float *x, size_t n)
 {
-    const float *xs = (const float *)src;
-    const uint16_t *hs = (const uint16_t *)src;
-    float wide[16] __attribute__((aligned(64)));
     uint32_t sub[SUBHISTS][256], p2[256], slow_e[256];
     uint64_t lt_slow[NTHR];
     uint32_t *pt = n >= PAIR_MIN_N ? pair_get() : NULL;
@@ -569,18 +560,7 @@ void avx512_body(raw_t *r, const thresholds_t *th, const void *src, size_t n, in
     __m512d s0 = _mm512_loadu_pd(r->lane), s1 = _mm512_loadu_pd(r->lane + 8);
 
     for (size_t i = 0; i < n; i += 16) {
-        const float *x;
-        __m512i u;
-        if (kind == SRC_F32) {
-            x = xs + i;
-            u = _mm512_loadu_si512((const void *)x);
-        } else {
-            __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(hs + i));
-            u = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
-            _mm512_store_si512((void *)wide, u);
-            x = wide;
-        }
-        __m512i a = _mm512_and_si512(u, absmask);
+        __m512i a = _mm512_and_si512(_mm512_loadu_si512((const void *)(x + i)), absmask);
         __m512i m1 = _mm512_sub_epi32(a, one);
         __mmask16 sn = _mm512_cmplt_epu32_mask(m1, mant);          /* fp32 subnormal */
         __m512i fld = _mm512_srli_epi32(a, 23);
@@ -598,21 +578,21 @@ void avx512_body(raw_t *r, const thresholds_t *th, const void *src, size_t n, in
                         _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32((int)th->t[k])));
                 __mmask16 fin = _mm512_cmplt_epu32_mask(a, inf);
                 af = _mm512_maskz_mov_epi32(fin, a);
-                slow_lanes(r, slow_e, x, (unsigned)(sn | (__mmask16)~fin));
+                slow_lanes(r, slow_e, x + i, (unsigned)(sn | (__mmask16)~fin));
             } else {
                 if (!any_p2)
                     memset(p2, 0, sizeof p2);
                 any_p2 = 1;
-                pow2_lanes(p2, x, pw);
+                pow2_lanes(p2, x + i, pw);
                 if (pt)
-                    count_pairs(pt, x);
+                    count_pairs(pt, x + i);
                 else
-                    count_exponents(sub, x);
+                    count_exponents(sub, x + i);
             }
         } else if (pt) {
-            count_pairs(pt, x);
+            count_pairs(pt, x + i);
         } else {
-            count_exponents(sub, x);
+            count_exponents(sub, x + i);
         }
         vmax = _mm512_max_epu32(vmax, af);
         vmin = _mm512_min_epu32(vmin, m1);
@@ -638,18 +618,6 @@ void avx512_body(raw_t *r, const thresholds_t *th, const void *src, size_t n, in
     else
         fold_sub(sub, lo, hi, fe);
     vec_finish(r, th, fe, any_p2 ? p2 : NULL, slow_e, lt_slow, lo, hi, any_slow);
-}
-
-__attribute__((target("avx512f,popcnt,bmi2")))
-static void kernel_avx512(raw_t *r, const thresholds_t *th, const float *x, size_t n)
-{
-    avx512_body(r, th, x, n, SRC_F32);
-}
-
-__attribute__((target("avx512f,popcnt,bmi2")))
-static void kernel_avx512_bf16(raw_t *r, const thresholds_t *th, const uint16_t *x, size_t n)
-{
-    avx512_body(r, th, x, n, SRC_BF16);
 }
 #else
 static void pair_release(void) {}
@@ -1297,12 +1265,18 @@ static void kernel_f16_avx512(raw_t *r, const thresholds_t *th, const f16_thr_t 
 }
 #endif
 
-/* Any n >= 16 with the AVX-512 kernel reading the 16-bit values directly (hist_add's blocks and
- * tail, the tail widened into a stack buffer): fp_hist_add's histogram of the widened array, bit for
- * bit, sum_abs included. */
-static void h16_widened(fp_hist_t *h, const uint16_t *x, size_t n, const h16_fmt_t *f)
-{
 #ifdef HIST_X86
+static int f16_kernel_ok(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("f16c");
+}
+
+/* fp16, any n, through kernel_f16_avx512 in blocks of BLOCK (32-bit counters cannot wrap), the
+ * tail (< 32 values, at an index that is a multiple of 32) widened and given to the scalar kernel:
+ * fp_hist_add's histogram of the widened array, bit for bit, sum_abs included. */
+static void h16_avx512(fp_hist_t *h, const uint16_t *x, size_t n)
+{
     thresholds_t th;
     f16_thr_t ft;
     raw_t r;
@@ -1311,31 +1285,22 @@ static void h16_widened(fp_hist_t *h, const uint16_t *x, size_t n, const h16_fmt
     raw_init(&r);
     for (size_t done = 0; done < n;) {
         size_t len = n - done < BLOCK ? n - done : BLOCK;
-        size_t nv;
-        if (f->bf) {
-            nv = len & ~(size_t)15;
-            if (nv)
-                kernel_avx512_bf16(&r, &th, x + done, nv);
-        } else {
-            nv = len & ~(size_t)31;
-            if (nv)
-                kernel_f16_avx512(&r, &th, &ft, x + done, nv);
-        }
+        size_t nv = len & ~(size_t)31;
+        if (nv)
+            kernel_f16_avx512(&r, &th, &ft, x + done, nv);
         if (len > nv) {
             float buf[32];
             for (size_t i = 0; i < len - nv; i++)
-                buf[i] = h16_value(f, x[done + nv + i]);
-            kernel_scalar(&r, &th, buf, len - nv);             /* done + nv is a multiple of 32 */
+                buf[i] = fp_f16_to_f32(x[done + nv + i]);
+            kernel_scalar(&r, &th, buf, len - nv);
         }
         done += len;
     }
     finish(h, &r, n, 0);
-#else
-    h16_small(h, x, n, f);                                    /* not reached: no kernel to widen in */
-#endif
 }
+#endif
 
-/* The count-table path (n >= H16_MIN_N), the reference for h16_widened. */
+/* The count-table path (n >= H16_MIN_N), the reference for h16_avx512. */
 static int h16_table_add(fp_hist_t *h, const uint16_t *x, size_t n, const h16_fmt_t *f)
 {
     if (!h16_table && !(h16_table = calloc(2 * H16_N, sizeof *h16_table)))
@@ -1356,29 +1321,30 @@ static int h16_table_add(fp_hist_t *h, const uint16_t *x, size_t n, const h16_fm
     return FP_OK;
 }
 
-/* kernel: KERNEL_SCALAR the reference (widened chunks below H16_MIN_N, the count table above),
- * KERNEL_AVX512 the widening kernel for n >= VEC_MIN_N, KERNEL_BEST the latter where the CPU has it. */
+/* kernel: KERNEL_SCALAR the reference (widened chunks below H16_MIN_N, the count table above);
+ * KERNEL_AVX512 kernel_f16_avx512 for fp16 with n >= VEC_MIN_N (none for bf16: FP_EUNAVAIL);
+ * KERNEL_BEST the latter where the CPU has it, else the reference. */
 static int hist_add16(fp_hist_t *h, const uint16_t *x, size_t n, const h16_fmt_t *f, int kernel)
 {
     const char *name = f->bf ? "bf16" : "f16";
     if (!h || (!x && n > 0))
         return fp_fail(FP_EINVAL, "fp_hist_add_%s: %s is NULL", name, h ? "array" : "histogram");
-    int wide = 0;
-    if (kernel == KERNEL_AVX512 || kernel == KERNEL_BEST) {
-#ifdef HIST_X86
-        wide = kernel_get(KERNEL_AVX512) != NULL;
-#endif
-        if (kernel == KERNEL_AVX512 && !wide)
-            return fp_fail(FP_EUNAVAIL, "fp_hist_add_%s: this CPU has no AVX-512", name);
-    } else if (kernel != KERNEL_SCALAR) {
+    if (kernel != KERNEL_SCALAR && kernel != KERNEL_AVX512 && kernel != KERNEL_BEST)
         return fp_fail(FP_EINVAL, "fp_hist_add_%s: no kernel %d for 16-bit inputs", name, kernel);
-    }
+    int fast = 0;
+#ifdef HIST_X86
+    fast = kernel != KERNEL_SCALAR && !f->bf && f16_kernel_ok();
+#endif
+    if (kernel == KERNEL_AVX512 && !fast)
+        return fp_fail(FP_EUNAVAIL, "fp_hist_add_%s: no AVX-512 kernel for it on this CPU", name);
     if (n == 0)
         return FP_OK;
-    if (wide && n >= VEC_MIN_N) {
-        h16_widened(h, x, n, f);
+#ifdef HIST_X86
+    if (fast && n >= VEC_MIN_N) {
+        h16_avx512(h, x, n);
         return FP_OK;
     }
+#endif
     if (n < H16_MIN_N) {
         h16_small(h, x, n, f);
         return FP_OK;
