@@ -63,12 +63,19 @@ int    fp_hist_add_scaled_kernel(fp_hist_t *h, const float *x, size_t n, int log
 /* The same histogram as widening x (n 16-bit values, fp16 or bf16 bit patterns) to fp32 and calling
  * fp_hist_add: every count, amax and min_nonzero identical; sum_abs equal up to rounding (it is
  * summed from exact per-binade integer sums in double: relative difference <= 1e-12 in practice,
- * tests allow 1e-9). Large n: a count per 16-bit pattern (sign folded; a thread-local 256 KiB table,
- * allocated at first use and kept) folded into the histogram exactly; small n: widened in
- * chunks. FP_EINVAL when h is NULL or x is NULL with n > 0; FP_ENOMEM when the table cannot be
- * allocated. */
+ * tests allow 1e-9). fp16 with AVX-512 BW and n >= 256: a kernel in the 16-bit domain (hist.c)
+ * whose histogram is fp_hist_add's of the widened array bit for bit, sum_abs included.
+ * Otherwise (bf16 always), large n: a count per 16-bit pattern (sign folded; a thread-local
+ * 256 KiB table, allocated at first use and kept) folded into the histogram exactly; small n:
+ * widened in chunks. FP_EINVAL when h is NULL or x is NULL with n > 0; FP_ENOMEM when the table
+ * cannot be allocated. */
 int    fp_hist_add_f16(fp_hist_t *h, const uint16_t *x, size_t n);
 int    fp_hist_add_bf16(fp_hist_t *h, const uint16_t *x, size_t n);
+/* As fp_hist_add_f16 (bf == 0) / _bf16 (bf != 0) with a forced path, for tests and benchmarks:
+ * 0 the reference (the count table for n >= 65536, widened chunks below), 2 the AVX-512 fp16 kernel
+ * for n >= 256 (bit for bit fp_hist_add of the widened array; FP_EUNAVAIL for bf16 or when the CPU
+ * lacks AVX-512 BW / BMI2), -1 the best (what fp_hist_add_f16 / _bf16 use). FP_EINVAL for others. */
+int    fp_hist_add16_kernel(fp_hist_t *h, const uint16_t *x, size_t n, int bf, int kernel);
 /* Frees the calling thread's count tables: the 16-bit one and the 512 KiB exponent-pair table the
  * AVX-512 kernel allocates at its first call of 4096 values or more (and runs without when that
  * fails). Optional; for leak checkers at thread exit. */

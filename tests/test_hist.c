@@ -1,7 +1,8 @@
 /* test_hist.c — TAP tests of the exponent histogram (hist.h, hist.c): every class of every format at
  * its exact boundaries and their float neighbours, binade placement, specials, amax/min/mean, merge,
  * chunking, bad arguments, every vectorised kernel bit-identical to the scalar one, and the 16-bit
- * inputs (fp_hist_add_f16 / _bf16) identical to widening + fp_hist_add. */
+ * inputs (fp_hist_add_f16 / _bf16) identical to widening + fp_hist_add, their AVX-512 fp16 kernel
+ * against the reference path (counts exact). */
 #include "hist.h"
 #include "error.h"
 #include "formats.h"
@@ -602,6 +603,98 @@ static void test_16bit(void)
     fp_hist_thread_release();
 }
 
+/* The fp16 AVX-512 kernel (fp_hist_add16_kernel 2) against the reference path (0: count table /
+ * widened chunks) and against fp_hist_add on the widened array. Tolerances: every count, amax and
+ * min_nonzero exact (0) against both; sum_abs bit for bit against fp_hist_add (the kernel sums in
+ * its lanes, in its order), within 1e-9 relative against the reference (exact per-binade sums).
+ * Sizes around the 32-value step, VEC_MIN_N (256), 4096 and 65536, unaligned starts; every bit
+ * pattern, ReLU-like data, NaN / Inf / subnormal / zero of both signs in random places. Skips where
+ * the CPU has no such kernel. */
+static void check16_kernel(const uint16_t *x, size_t n, const char *what)
+{
+    fp_hist_t fast, ref, wide;
+    fp_hist_init(&fast);
+    fp_hist_init(&ref);
+    fp_hist_init(&wide);
+    float *w = malloc((n ? n : 1) * sizeof *w);
+    for (size_t i = 0; i < n; i++)
+        w[i] = fp_f16_to_f32(x[i]);
+    int rc = fp_hist_add16_kernel(&fast, x, n, 0, 2);
+    int rc0 = fp_hist_add16_kernel(&ref, x, n, 0, 0);
+    fp_hist_add(&wide, w, n);
+    char msg[200];
+    snprintf(msg, sizeof msg, "f16 kernel vs reference path: %s, n=%zu (rc %d, %d; counts exact, sum rel 1e-9)",
+             what, n, rc, rc0);
+    same_hist(&fast, &ref, 1e-9, msg);
+    tap_ok(rc == FP_OK && memcmp(&fast, &wide, sizeof fast) == 0,
+           "f16 kernel == fp_hist_add of the widened array, bit for bit: %s, n=%zu", what, n);
+    free(w);
+}
+
+static void test_16bit_kernel(void)
+{
+    fp_hist_t h;
+    fp_hist_init(&h);
+    uint16_t one = 0x3C00;
+    tap_is_int(fp_hist_add16_kernel(&h, &one, 1, 0, 7), FP_EINVAL, "16-bit: kernel 7 does not exist");
+    tap_is_int(fp_hist_add16_kernel(&h, &one, 1, 1, 2), FP_EUNAVAIL, "bf16: no AVX-512 16-bit kernel");
+    if (fp_hist_add16_kernel(&h, &one, 1, 0, 2) == FP_EUNAVAIL) {
+        tap_skip(1, "no AVX-512 BW / BMI2 on this CPU: the fp16 kernel is not run");
+        return;
+    }
+    size_t big = 3 * 65536 + 45;
+    uint16_t *buf = malloc((big + 8) * sizeof *buf);
+    static const size_t sizes[] = {0, 1, 31, 32, 33, 63, 255, 256, 257, 300, 4095, 4099, 65535, 65536, 65537};
+    for (size_t i = 0; i < big + 8; i++)                 /* every pattern, both signs */
+        buf[i] = (uint16_t)(i * 40503u + 7);
+    check16_kernel(buf, big, "every bit pattern");
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (size_t off = 0; off < 3; off += 2)
+            check16_kernel(buf + off, sizes[s], off ? "every bit pattern, start + 2 bytes * 2" : "every bit pattern");
+    /* ReLU-like, wide magnitude range (fp16 subnormals to the top fields), half zeros of either sign */
+    for (size_t i = 0; i < big + 8; i++) {
+        uint64_t r = rng_next();
+        float v = (float)((double)(int32_t)(r >> 32) * 0x1p-31) * ldexpf(1.0f, (int)((r >> 8) % 44) - 28);
+        uint16_t q = fp_f32_to_f16(v);
+        if ((q & 0x7FFF) >= 0x7C00)
+            q = 0x3C00;
+        buf[i] = (r & 1) ? q : (uint16_t)((r & 2) << 14);
+    }
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        check16_kernel(buf + 1, sizes[s], "ReLU-like, wide range, start + 2 bytes");
+    check16_kernel(buf, big, "ReLU-like, wide range");
+    /* narrow activations ([-2, 2], no subnormals, no slow field): the all-fast steps */
+    for (size_t i = 0; i < big + 8; i++) {
+        uint64_t r = rng_next();
+        buf[i] = (r & 1) ? fp_f32_to_f16((float)((double)(int32_t)(r >> 32) * 0x1p-30)) : 0;
+    }
+    check16_kernel(buf, big, "activations in [-2, 2], half zeros");
+    /* specials sprinkled into them */
+    static const uint16_t specials[] = {0x7C00, 0xFC00, 0x7E00, 0xFE01, 0x7C01, 0x0001, 0x8001, 0x03FF,
+                                        0x8000, 0x7BFF, 0xFBFF, 0x0400, 0x1400, 0x5F00, 0x5F40, 0x7B00, 0x7B80};
+    for (size_t k = 0; k < 400; k++)
+        buf[rng_next() % big] = specials[k % (sizeof specials / sizeof specials[0])];
+    check16_kernel(buf, big, "activations with NaN, +-Inf, subnormals, boundary patterns");
+    for (size_t i = 0; i < big; i++)
+        buf[i] = (uint16_t)(0xFC00 + (i & 1) * 0x8000);   /* -Inf and +Inf only: no finite value */
+    check16_kernel(buf, 4096, "only +-Inf");
+    for (size_t i = 0; i < big; i++)
+        buf[i] = (uint16_t)((i & 1) << 15);                 /* +0 and -0 only */
+    check16_kernel(buf, 4096, "only +-0");
+    free(buf);
+    /* more than one block (BLOCK = 2^24 values per kernel call) */
+    size_t huge = ((size_t)1 << 24) + 45;
+    uint16_t *hx = malloc(huge * sizeof *hx);
+    if (hx) {
+        for (size_t i = 0; i < huge; i++)
+            hx[i] = (uint16_t)(rng_next() & 0xFFFF);
+        check16_kernel(hx, huge, "2^24 + 45 random patterns");
+        free(hx);
+    } else {
+        tap_skip(2, "out of memory for 2^24 + 45 values");
+    }
+}
+
 int main(void)
 {
     test_boundaries();
@@ -615,5 +708,6 @@ int main(void)
     test_kernels_identical();
     test_long_array();
     test_16bit();
+    test_16bit_kernel();
     return tap_done();
 }
