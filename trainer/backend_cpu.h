@@ -8,6 +8,7 @@
 #include <string.h>
 #include "error.h"
 #include "trainer/backend.h"
+#include "trainer/backend_check.h"
 
 /* Staging slots: 0..2 hold widened activations / gradients (sized by reserve), 3..4 widened 16-bit
  * weights (only when a caller passes 16-bit weights); wst holds a weight gradient before rounding. */
@@ -22,20 +23,7 @@ struct fp_backend {
     size_t allocated, allocated_peak, ws_peak, staging_peak;
 };
 
-/* dtype masks for the checks */
-#define FP_BCPU_F32 1u
-#define FP_BCPU_16 6u                    /* F16 | BF16 */
-#define FP_BCPU_ANY 7u
-
 static inline int fp_bcpu_is16(fp_dtype d) { return d == FP_DT_F16 || d == FP_DT_BF16; }
-
-/* FP_EINVAL (message "<op>: <name> ...") unless t has a pointer (or may_skip and none), a dtype in
- * mask (bit 0 F32, bit 1 F16, bit 2 BF16) and dims all >= 1. A skipped tensor passes. */
-int fp_bcpu_check(const char *op, const char *name, const fp_tensor *t, unsigned mask, int may_skip);
-/* FP_EINVAL unless a and b have the same dims. */
-int fp_bcpu_same_dims(const char *op, const char *an, const fp_tensor *a, const char *bn, const fp_tensor *b);
-/* FP_EINVAL unless compute is F32, TF32, F16 or BF16. */
-int fp_bcpu_check_compute(const char *op, fp_dtype compute);
 
 /* fp32 staging slot `slot` holding at least `floats`; NULL with FP_ENOMEM set on failure. */
 float *fp_bcpu_stage(fp_backend *be, int slot, size_t floats);

@@ -4,7 +4,8 @@ lib_libfp_a_SOURCES += trainer/layers.h trainer/cpu/workspace.c trainer/cpu/conv
 	trainer/cpu/xent.c trainer/cpu/thread_pool.h trainer/cpu/thread_pool.c
 
 # The backend table (trainer/backend.h) and its CPU implementation over the kernels above.
-lib_libfp_a_SOURCES += trainer/backend.h trainer/backend_cpu.h trainer/cpu/backend_cpu.c \
+lib_libfp_a_SOURCES += trainer/backend.h trainer/backend_check.h trainer/backend_check.c trainer/backend_cpu.h \
+	trainer/cpu/backend_cpu.c \
 	trainer/cpu/backend_cpu_elementwise.c trainer/cpu/backend_cpu_layers.c
 
 check_PROGRAMS += tests/test_layers_conv tests/test_layers_misc tests/test_backend_cpu

@@ -10,35 +10,6 @@
 
 #define CHUNK 2048
 
-/* ---------------------------------------------------------------- checks */
-
-int fp_bcpu_check(const char *op, const char *name, const fp_tensor *t, unsigned mask, int may_skip)
-{
-    if (!t->p)
-        return may_skip ? FP_OK : fp_fail(FP_EINVAL, "%s: %s is NULL", op, name);
-    unsigned bit = t->dt == FP_DT_F32 ? 1u : t->dt == FP_DT_F16 ? 2u : t->dt == FP_DT_BF16 ? 4u : 0u;
-    if (!(bit & mask))
-        return fp_fail(FP_EINVAL, "%s: %s has dtype %s, not accepted here", op, name, fp_dtype_name(t->dt));
-    if (fp_tensor_count(t) == 0)
-        return fp_fail(FP_EINVAL, "%s: %s has bad dims %dx%dx%dx%d", op, name, t->d.n, t->d.h, t->d.w, t->d.c);
-    return FP_OK;
-}
-
-int fp_bcpu_same_dims(const char *op, const char *an, const fp_tensor *a, const char *bn, const fp_tensor *b)
-{
-    if (a->d.n != b->d.n || a->d.h != b->d.h || a->d.w != b->d.w || a->d.c != b->d.c)
-        return fp_fail(FP_EINVAL, "%s: %s %dx%dx%dx%d and %s %dx%dx%dx%d differ", op, an, a->d.n, a->d.h, a->d.w,
-                       a->d.c, bn, b->d.n, b->d.h, b->d.w, b->d.c);
-    return FP_OK;
-}
-
-int fp_bcpu_check_compute(const char *op, fp_dtype compute)
-{
-    if ((unsigned)compute > FP_DT_BF16)
-        return fp_fail(FP_EINVAL, "%s: bad compute dtype %d", op, (int)compute);
-    return FP_OK;
-}
-
 /* ---------------------------------------------------------------- staging */
 
 static size_t staging_bytes(const fp_backend *be)

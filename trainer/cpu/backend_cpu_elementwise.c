@@ -13,8 +13,8 @@
 int fp_bcpu_cast(fp_backend *be, fp_tensor dst, fp_tensor src)
 {
     (void)be;
-    int rc = fp_bcpu_check("cast", "dst", &dst, FP_BCPU_ANY, 0);
-    rc = rc ? rc : fp_bcpu_check("cast", "src", &src, FP_BCPU_ANY, 0);
+    int rc = fp_backend_check("cast", "dst", &dst, FP_BACKEND_ANY, 0);
+    rc = rc ? rc : fp_backend_check("cast", "src", &src, FP_BACKEND_ANY, 0);
     if (rc)
         return rc;
     size_t n = fp_tensor_count(&src);
@@ -41,9 +41,9 @@ int fp_bcpu_cast(fp_backend *be, fp_tensor dst, fp_tensor src)
 int fp_bcpu_round(fp_backend *be, fp_tensor dst, fp_tensor src, fp_dtype to)
 {
     (void)be;
-    int rc = fp_bcpu_check("round", "dst", &dst, FP_BCPU_F32, 0);
-    rc = rc ? rc : fp_bcpu_check("round", "src", &src, FP_BCPU_F32, 0);
-    rc = rc ? rc : fp_bcpu_check_compute("round", to);
+    int rc = fp_backend_check("round", "dst", &dst, FP_BACKEND_F32, 0);
+    rc = rc ? rc : fp_backend_check("round", "src", &src, FP_BACKEND_F32, 0);
+    rc = rc ? rc : fp_backend_check_compute("round", to);
     if (rc)
         return rc;
     if (fp_tensor_count(&dst) != fp_tensor_count(&src))
@@ -86,9 +86,9 @@ static void relu_mask16_to(uint16_t *restrict dx, const uint16_t *restrict dy, c
 int fp_bcpu_relu_forward(fp_backend *be, fp_tensor y, fp_tensor x)
 {
     (void)be;
-    int rc = fp_bcpu_check("relu_forward", "y", &y, FP_BCPU_ANY, 0);
-    rc = rc ? rc : fp_bcpu_check("relu_forward", "x", &x, FP_BCPU_ANY, 0);
-    rc = rc ? rc : fp_bcpu_same_dims("relu_forward", "y", &y, "x", &x);
+    int rc = fp_backend_check("relu_forward", "y", &y, FP_BACKEND_ANY, 0);
+    rc = rc ? rc : fp_backend_check("relu_forward", "x", &x, FP_BACKEND_ANY, 0);
+    rc = rc ? rc : fp_backend_same_dims("relu_forward", "y", &y, "x", &x);
     if (!rc && y.dt != x.dt)
         rc = fp_fail(FP_EINVAL, "relu_forward: y and x of different formats");
     if (rc)
@@ -113,11 +113,11 @@ int fp_bcpu_relu_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor 
 {
     (void)be;
     const char *op = "relu_backward";
-    int rc = fp_bcpu_check(op, "dx", &dx, FP_BCPU_ANY, 0);
-    rc = rc ? rc : fp_bcpu_check(op, "dy", &dy, FP_BCPU_ANY, 0);
-    rc = rc ? rc : fp_bcpu_check(op, "y", &y, FP_BCPU_ANY, 0);
-    rc = rc ? rc : fp_bcpu_same_dims(op, "dx", &dx, "dy", &dy);
-    rc = rc ? rc : fp_bcpu_same_dims(op, "dy", &dy, "y", &y);
+    int rc = fp_backend_check(op, "dx", &dx, FP_BACKEND_ANY, 0);
+    rc = rc ? rc : fp_backend_check(op, "dy", &dy, FP_BACKEND_ANY, 0);
+    rc = rc ? rc : fp_backend_check(op, "y", &y, FP_BACKEND_ANY, 0);
+    rc = rc ? rc : fp_backend_same_dims(op, "dx", &dx, "dy", &dy);
+    rc = rc ? rc : fp_backend_same_dims(op, "dy", &dy, "y", &y);
     if (!rc && (dx.dt != dy.dt || dy.dt != y.dt))
         rc = fp_fail(FP_EINVAL, "%s: dx, dy and y of different formats", op);
     if (!rc && accumulate && dx.p == dy.p)
@@ -168,9 +168,9 @@ int fp_bcpu_relu_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor 
 
 int fp_bcpu_add(fp_backend *be, fp_tensor y, fp_tensor a, fp_tensor b)
 {
-    int rc = fp_bcpu_check("add", "y", &y, FP_BCPU_ANY, 0);
-    rc = rc ? rc : fp_bcpu_check("add", "a", &a, FP_BCPU_ANY, 0);
-    rc = rc ? rc : fp_bcpu_check("add", "b", &b, FP_BCPU_ANY, 0);
+    int rc = fp_backend_check("add", "y", &y, FP_BACKEND_ANY, 0);
+    rc = rc ? rc : fp_backend_check("add", "a", &a, FP_BACKEND_ANY, 0);
+    rc = rc ? rc : fp_backend_check("add", "b", &b, FP_BACKEND_ANY, 0);
     size_t n = fp_tensor_count(&a);
     if (!rc && (fp_tensor_count(&b) != n || fp_tensor_count(&y) != n))
         rc = fp_fail(FP_EINVAL, "add: counts %zu, %zu -> %zu differ", n, fp_tensor_count(&b), fp_tensor_count(&y));
@@ -194,8 +194,8 @@ int fp_bcpu_add(fp_backend *be, fp_tensor y, fp_tensor a, fp_tensor b)
 int fp_bcpu_accumulate(fp_backend *be, fp_tensor dst, fp_tensor src)
 {
     (void)be;
-    int rc = fp_bcpu_check("accumulate", "dst", &dst, FP_BCPU_ANY, 0);
-    rc = rc ? rc : fp_bcpu_check("accumulate", "src", &src, FP_BCPU_ANY, 0);
+    int rc = fp_backend_check("accumulate", "dst", &dst, FP_BACKEND_ANY, 0);
+    rc = rc ? rc : fp_backend_check("accumulate", "src", &src, FP_BACKEND_ANY, 0);
     size_t n = fp_tensor_count(&src);
     if (!rc && fp_tensor_count(&dst) != n)
         rc = fp_fail(FP_EINVAL, "accumulate: %zu values into %zu", n, fp_tensor_count(&dst));
@@ -231,10 +231,10 @@ int fp_bcpu_softmax_xent(fp_backend *be, float *loss, fp_tensor dlogits, int *co
                             fp_tensor logits, const int *labels, float dscale)
 {
     (void)be;
-    int rc = fp_bcpu_check("softmax_xent", "logits", &logits, FP_BCPU_F32, 0);
-    rc = rc ? rc : fp_bcpu_check("softmax_xent", "dlogits", &dlogits, FP_BCPU_F32, 1);
+    int rc = fp_backend_check("softmax_xent", "logits", &logits, FP_BACKEND_F32, 0);
+    rc = rc ? rc : fp_backend_check("softmax_xent", "dlogits", &dlogits, FP_BACKEND_F32, 1);
     if (!rc && dlogits.p)
-        rc = fp_bcpu_same_dims("softmax_xent", "dlogits", &dlogits, "logits", &logits);
+        rc = fp_backend_same_dims("softmax_xent", "dlogits", &dlogits, "logits", &logits);
     if (!rc && (logits.d.h != 1 || logits.d.w != 1))
         rc = fp_fail(FP_EINVAL, "softmax_xent: logits must be {n, 1, 1, classes}");
     if (!rc && (!loss || !labels))
@@ -254,7 +254,7 @@ int fp_bcpu_softmax_xent(fp_backend *be, float *loss, fp_tensor dlogits, int *co
 int fp_bcpu_unscale_check(fp_backend *be, int *found_inf, fp_tensor g, float inv_scale)
 {
     (void)be;
-    int rc = fp_bcpu_check("unscale_check", "g", &g, FP_BCPU_F32, 0);
+    int rc = fp_backend_check("unscale_check", "g", &g, FP_BACKEND_F32, 0);
     if (!rc && !found_inf)
         rc = fp_fail(FP_EINVAL, "unscale_check: NULL found_inf");
     if (rc)

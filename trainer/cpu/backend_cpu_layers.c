@@ -9,11 +9,6 @@ enum { S_A = 0, S_B = 1, S_DX = 2, S_W = 3, S_B2 = 4 };
 
 #define TRY(expr) do { int rc_ = (expr); if (rc_) return rc_; } while (0)
 
-static int want(int ok, const char *op, const char *what)
-{
-    return ok ? FP_OK : fp_fail(FP_EINVAL, "%s: %s", op, what);
-}
-
 static void note_ws(fp_backend *be)
 {
     if (be->ws.cap * sizeof(float) > be->ws_peak)
@@ -22,27 +17,10 @@ static void note_ws(fp_backend *be)
 
 /* ---------------------------------------------------------------- convolution */
 
-static int conv_check(const char *op, const fp_tensor *x, const fp_tensor *y, const fp_tensor *w,
-                      const fp_conv_params *p, unsigned wmask, fp_dtype compute)
-{
-    TRY(want(p != NULL, op, "NULL params"));
-    TRY(fp_bcpu_check(op, "x", x, FP_BCPU_ANY, 0));
-    TRY(fp_bcpu_check(op, "y", y, FP_BCPU_ANY, 0));
-    TRY(fp_bcpu_check(op, "w", w, wmask, 0));
-    TRY(fp_bcpu_check_compute(op, compute));
-    fp_dims od = fp_conv_out_dims(x->d, p);
-    TRY(want(od.n != 0 && x->d.c == p->cin, op, "params do not fit x"));
-    TRY(want(y->d.n == x->d.n && y->d.h == od.h && y->d.w == od.w && y->d.c == p->cout, op,
-             "y is not the convolution's output shape"));
-    TRY(want(w->d.n == p->cout && w->d.h == p->kh && w->d.w == p->kw && w->d.c == p->cin, op,
-             "w is not {cout, kh, kw, cin}"));
-    return FP_OK;
-}
-
 int fp_bcpu_conv_forward(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor w, const fp_conv_params *p,
                          fp_dtype compute)
 {
-    TRY(conv_check("conv_forward", &x, &y, &w, p, FP_BCPU_ANY, compute));
+    TRY(fp_backend_conv_check("conv_forward", &x, &y, &w, p, FP_BACKEND_ANY, compute));
     const float *xin = fp_bcpu_in_compute(be, &x, compute, S_A);
     const float *w32 = fp_bcpu_weight(be, &w, compute, S_W);
     float *y32 = fp_bcpu_out(be, &y, S_B);
@@ -57,7 +35,7 @@ int fp_bcpu_conv_forward(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor w, 
 int fp_bcpu_conv_backward_data(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor w, const fp_conv_params *p,
                                fp_dtype compute, int accumulate)
 {
-    TRY(conv_check("conv_backward_data", &dx, &dy, &w, p, FP_BCPU_ANY, compute));
+    TRY(fp_backend_conv_check("conv_backward_data", &dx, &dy, &w, p, FP_BACKEND_ANY, compute));
     const float *dyc = fp_bcpu_in_compute(be, &dy, compute, S_A);
     const float *w32 = fp_bcpu_weight(be, &w, compute, S_W);
     if (!dyc || !w32)
@@ -75,7 +53,7 @@ int fp_bcpu_conv_backward_data(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_te
 int fp_bcpu_conv_backward_weights(fp_backend *be, fp_tensor dw, fp_tensor dy, fp_tensor x, const fp_conv_params *p,
                                   fp_dtype compute)
 {
-    TRY(conv_check("conv_backward_weights", &x, &dy, &dw, p, FP_BCPU_F32, compute));
+    TRY(fp_backend_conv_check("conv_backward_weights", &x, &dy, &dw, p, FP_BACKEND_F32, compute));
     const float *dyc = fp_bcpu_in_compute(be, &dy, compute, S_A);
     const float *xc = fp_bcpu_in_compute(be, &x, compute, S_B);
     if (!dyc || !xc)
@@ -97,35 +75,13 @@ int fp_bcpu_conv_backward_weights(fp_backend *be, fp_tensor dw, fp_tensor dy, fp
 
 /* ---------------------------------------------------------------- batchnorm */
 
-static int vec_check(const char *op, const char *name, const fp_tensor *t, int c, int may_skip)
-{
-    TRY(fp_bcpu_check(op, name, t, FP_BCPU_F32, may_skip));
-    if (t->p && (t->d.n != 1 || t->d.h != 1 || t->d.w != 1 || t->d.c != c))
-        return fp_fail(FP_EINVAL, "%s: %s is not {1, 1, 1, %d}", op, name, c);
-    return FP_OK;
-}
-
-static int bn_check(const char *op, const fp_tensor *y, const fp_tensor *x, const fp_tensor *gamma,
-                    const fp_tensor *beta, const fp_tensor *rm, const fp_tensor *rv, int stats_may_skip,
-                    const fp_bn_params *p)
-{
-    TRY(want(p != NULL, op, "NULL params"));
-    TRY(fp_bcpu_check(op, "x", x, FP_BCPU_ANY, 0));
-    TRY(fp_bcpu_check(op, "y", y, FP_BCPU_ANY, 0));
-    TRY(fp_bcpu_same_dims(op, "y", y, "x", x));
-    TRY(vec_check(op, "gamma", gamma, x->d.c, 0));
-    TRY(vec_check(op, "beta", beta, x->d.c, 0));
-    TRY(vec_check(op, "running_mean", rm, x->d.c, stats_may_skip));
-    return vec_check(op, "running_var", rv, x->d.c, stats_may_skip);
-}
-
 int fp_bcpu_bn_forward_train(fp_backend *be, fp_tensor y, fp_tensor save, fp_tensor running_mean,
                              fp_tensor running_var, fp_tensor x, fp_tensor gamma, fp_tensor beta,
                              const fp_bn_params *p)
 {
     const char *op = "bn_forward_train";
-    TRY(bn_check(op, &y, &x, &gamma, &beta, &running_mean, &running_var, 1, p));
-    TRY(vec_check(op, "save", &save, 2 * x.d.c, 1));
+    TRY(fp_backend_bn_check(op, &y, &x, &gamma, &beta, &running_mean, &running_var, 1, p));
+    TRY(fp_backend_vec_check(op, "save", &save, 2 * x.d.c, 1));
     const float *in = fp_bcpu_in(be, &x, S_A);
     if (!in)
         return FP_ENOMEM;
@@ -142,7 +98,7 @@ int fp_bcpu_bn_forward_train(fp_backend *be, fp_tensor y, fp_tensor save, fp_ten
 int fp_bcpu_bn_forward_eval(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor gamma, fp_tensor beta,
                             fp_tensor running_mean, fp_tensor running_var, const fp_bn_params *p)
 {
-    TRY(bn_check("bn_forward_eval", &y, &x, &gamma, &beta, &running_mean, &running_var, 0, p));
+    TRY(fp_backend_bn_check("bn_forward_eval", &y, &x, &gamma, &beta, &running_mean, &running_var, 0, p));
     const float *in = fp_bcpu_in(be, &x, S_A);
     if (!in)
         return FP_ENOMEM;
@@ -158,16 +114,16 @@ int fp_bcpu_bn_backward(fp_backend *be, fp_tensor dx, fp_tensor dgamma, fp_tenso
                         fp_tensor gamma, fp_tensor save, int accumulate)
 {
     const char *op = "bn_backward";
-    TRY(fp_bcpu_check(op, "dy", &dy, FP_BCPU_ANY, 0));
-    TRY(fp_bcpu_check(op, "x", &x, FP_BCPU_ANY, 0));
-    TRY(fp_bcpu_same_dims(op, "dy", &dy, "x", &x));
-    TRY(fp_bcpu_check(op, "dx", &dx, FP_BCPU_ANY, 1));
+    TRY(fp_backend_check(op, "dy", &dy, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_check(op, "x", &x, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_same_dims(op, "dy", &dy, "x", &x));
+    TRY(fp_backend_check(op, "dx", &dx, FP_BACKEND_ANY, 1));
     if (dx.p)
-        TRY(fp_bcpu_same_dims(op, "dx", &dx, "x", &x));
-    TRY(vec_check(op, "dgamma", &dgamma, x.d.c, 1));
-    TRY(vec_check(op, "dbeta", &dbeta, x.d.c, 1));
-    TRY(vec_check(op, "gamma", &gamma, x.d.c, 0));
-    TRY(vec_check(op, "save", &save, 2 * x.d.c, 0));
+        TRY(fp_backend_same_dims(op, "dx", &dx, "x", &x));
+    TRY(fp_backend_vec_check(op, "dgamma", &dgamma, x.d.c, 1));
+    TRY(fp_backend_vec_check(op, "dbeta", &dbeta, x.d.c, 1));
+    TRY(fp_backend_vec_check(op, "gamma", &gamma, x.d.c, 0));
+    TRY(fp_backend_vec_check(op, "save", &save, 2 * x.d.c, 0));
     const float *dy32 = fp_bcpu_in(be, &dy, S_A), *x32 = fp_bcpu_in(be, &x, S_B);
     if (!dy32 || !x32)
         return FP_ENOMEM;
@@ -183,20 +139,9 @@ int fp_bcpu_bn_backward(fp_backend *be, fp_tensor dx, fp_tensor dgamma, fp_tenso
 
 /* ---------------------------------------------------------------- pools */
 
-static int pool_check(const char *op, const fp_tensor *x, const fp_tensor *y, const fp_pool_params *p)
-{
-    TRY(want(p != NULL, op, "NULL params"));
-    TRY(fp_bcpu_check(op, "x", x, FP_BCPU_ANY, 0));
-    TRY(fp_bcpu_check(op, "y", y, FP_BCPU_ANY, 0));
-    fp_dims od = fp_pool_out_dims(x->d, p);
-    TRY(want(od.n != 0, op, "params do not fit x"));
-    return want(y->d.n == x->d.n && y->d.h == od.h && y->d.w == od.w && y->d.c == x->d.c, op,
-                "y is not the pooling's output shape");
-}
-
 int fp_bcpu_maxpool_forward(fp_backend *be, fp_tensor y, int *argmax, fp_tensor x, const fp_pool_params *p)
 {
-    TRY(pool_check("maxpool_forward", &x, &y, p));
+    TRY(fp_backend_pool_check("maxpool_forward", &x, &y, p));
     const float *in = fp_bcpu_in(be, &x, S_A);
     float *y32 = fp_bcpu_out(be, &y, S_B);
     if (!in || !y32)
@@ -209,8 +154,8 @@ int fp_bcpu_maxpool_forward(fp_backend *be, fp_tensor y, int *argmax, fp_tensor 
 int fp_bcpu_maxpool_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, const int *argmax, const fp_pool_params *p,
                              int accumulate)
 {
-    TRY(pool_check("maxpool_backward", &dx, &dy, p));
-    TRY(want(argmax != NULL, "maxpool_backward", "NULL argmax"));
+    TRY(fp_backend_pool_check("maxpool_backward", &dx, &dy, p));
+    TRY(fp_backend_want(argmax != NULL, "maxpool_backward", "NULL argmax"));
     const float *dy32 = fp_bcpu_in(be, &dy, S_A);
     if (!dy32)
         return FP_ENOMEM;
@@ -223,16 +168,9 @@ int fp_bcpu_maxpool_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, const i
     return rc;
 }
 
-static int avg_check(const char *op, const fp_tensor *x, const fp_tensor *y)
-{
-    TRY(fp_bcpu_check(op, "x", x, FP_BCPU_ANY, 0));
-    TRY(fp_bcpu_check(op, "y", y, FP_BCPU_ANY, 0));
-    return want(y->d.n == x->d.n && y->d.h == 1 && y->d.w == 1 && y->d.c == x->d.c, op, "y is not {n, 1, 1, c}");
-}
-
 int fp_bcpu_avgpool_forward(fp_backend *be, fp_tensor y, fp_tensor x)
 {
-    TRY(avg_check("avgpool_forward", &x, &y));
+    TRY(fp_backend_avg_check("avgpool_forward", &x, &y));
     const float *in = fp_bcpu_in(be, &x, S_A);
     float *y32 = fp_bcpu_out(be, &y, S_B);
     if (!in || !y32)
@@ -244,7 +182,7 @@ int fp_bcpu_avgpool_forward(fp_backend *be, fp_tensor y, fp_tensor x)
 
 int fp_bcpu_avgpool_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, int accumulate)
 {
-    TRY(avg_check("avgpool_backward", &dx, &dy));
+    TRY(fp_backend_avg_check("avgpool_backward", &dx, &dy));
     const float *dy32 = fp_bcpu_in(be, &dy, S_A);
     if (!dy32)
         return FP_ENOMEM;
@@ -260,23 +198,9 @@ int fp_bcpu_avgpool_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, int acc
 /* ---------------------------------------------------------------- linear */
 
 /* x [n, in] (any NHWC dims), y [n, 1, 1, out], w {out, 1, 1, in}, b {1, 1, 1, out} (may be skipped). */
-static int linear_check(const char *op, const fp_tensor *x, const fp_tensor *y, const fp_tensor *w,
-                        const fp_tensor *b, unsigned wmask, fp_dtype compute)
-{
-    TRY(fp_bcpu_check(op, "x", x, FP_BCPU_ANY, 0));
-    TRY(fp_bcpu_check(op, "y", y, FP_BCPU_ANY, 0));
-    TRY(fp_bcpu_check(op, "w", w, wmask, 0));
-    TRY(fp_bcpu_check(op, "b", b, wmask, 1));
-    TRY(fp_bcpu_check_compute(op, compute));
-    size_t in = fp_tensor_count(x) / (size_t)x->d.n;
-    TRY(want(y->d.n == x->d.n && y->d.h == 1 && y->d.w == 1, op, "y is not {n, 1, 1, out}"));
-    TRY(want(w->d.n == y->d.c && w->d.h == 1 && w->d.w == 1 && (size_t)w->d.c == in, op, "w is not {out, 1, 1, in}"));
-    return want(!b->p || (b->d.n == 1 && b->d.h == 1 && b->d.w == 1 && b->d.c == y->d.c), op, "b is not {1, 1, 1, out}");
-}
-
 int fp_bcpu_linear_forward(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor w, fp_tensor b, fp_dtype compute)
 {
-    TRY(linear_check("linear_forward", &x, &y, &w, &b, FP_BCPU_ANY, compute));
+    TRY(fp_backend_linear_check("linear_forward", &x, &y, &w, &b, FP_BACKEND_ANY, compute));
     const float *xin = fp_bcpu_in_compute(be, &x, compute, S_A);
     const float *w32 = fp_bcpu_weight(be, &w, compute, S_W);
     const float *b32 = b.p ? fp_bcpu_weight(be, &b, compute, S_B2) : NULL;
@@ -292,7 +216,7 @@ int fp_bcpu_linear_backward_data(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_
                                  int accumulate)
 {
     fp_tensor nob = {0};
-    TRY(linear_check("linear_backward_data", &dx, &dy, &w, &nob, FP_BCPU_ANY, compute));
+    TRY(fp_backend_linear_check("linear_backward_data", &dx, &dy, &w, &nob, FP_BACKEND_ANY, compute));
     const float *dyc = fp_bcpu_in_compute(be, &dy, compute, S_A);
     const float *w32 = fp_bcpu_weight(be, &w, compute, S_W);
     if (!dyc || !w32)
@@ -310,9 +234,9 @@ int fp_bcpu_linear_backward_weights(fp_backend *be, fp_tensor dw, fp_tensor db, 
                                     fp_tensor w, fp_dtype compute)
 {
     const char *op = "linear_backward_weights";
-    TRY(linear_check(op, &x, &dy, &dw, &db, FP_BCPU_F32, compute));
-    TRY(fp_bcpu_check(op, "w", &w, FP_BCPU_ANY, 0));
-    TRY(fp_bcpu_same_dims(op, "w", &w, "dw", &dw));
+    TRY(fp_backend_linear_check(op, &x, &dy, &dw, &db, FP_BACKEND_F32, compute));
+    TRY(fp_backend_check(op, "w", &w, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_same_dims(op, "w", &w, "dw", &dw));
     const float *dyc = fp_bcpu_in_compute(be, &dy, compute, S_A);
     const float *xc = fp_bcpu_in_compute(be, &x, compute, S_B);
     const float *w32 = fp_bcpu_weight(be, &w, compute, S_W);

@@ -22,35 +22,6 @@ static int cuda_err(cudaError_t e, const char *what)
                    cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
-/* ---------------------------------------------------------------- checks */
-
-int fp_bcu_check(const char *op, const char *name, const fp_tensor *t, unsigned mask, int may_skip)
-{
-    if (!t->p)
-        return may_skip ? FP_OK : fp_fail(FP_EINVAL, "%s: %s is NULL", op, name);
-    unsigned bit = t->dt == FP_DT_F32 ? 1u : t->dt == FP_DT_F16 ? 2u : t->dt == FP_DT_BF16 ? 4u : 0u;
-    if (!(bit & mask))
-        return fp_fail(FP_EINVAL, "%s: %s has dtype %s, not accepted here", op, name, fp_dtype_name(t->dt));
-    if (fp_tensor_count(t) == 0)
-        return fp_fail(FP_EINVAL, "%s: %s has bad dims %dx%dx%dx%d", op, name, t->d.n, t->d.h, t->d.w, t->d.c);
-    return FP_OK;
-}
-
-int fp_bcu_same_dims(const char *op, const char *an, const fp_tensor *a, const char *bn, const fp_tensor *b)
-{
-    if (a->d.n != b->d.n || a->d.h != b->d.h || a->d.w != b->d.w || a->d.c != b->d.c)
-        return fp_fail(FP_EINVAL, "%s: %s %dx%dx%dx%d and %s %dx%dx%dx%d differ", op, an, a->d.n, a->d.h, a->d.w,
-                       a->d.c, bn, b->d.n, b->d.h, b->d.w, b->d.c);
-    return FP_OK;
-}
-
-int fp_bcu_check_compute(const char *op, fp_dtype compute)
-{
-    if ((unsigned)compute > FP_DT_BF16)
-        return fp_fail(FP_EINVAL, "%s: bad compute dtype %d", op, (int)compute);
-    return FP_OK;
-}
-
 /* ---------------------------------------------------------------- staging */
 
 static size_t staging_bytes(const fp_backend *be)
@@ -323,8 +294,8 @@ static void cuda_memory(const fp_backend *be, fp_backend_mem *o)
 
 static int cuda_cast(fp_backend *be, fp_tensor dst, fp_tensor src)
 {
-    TRY(fp_bcu_check("cast", "dst", &dst, FP_BCU_ANY, 0));
-    TRY(fp_bcu_check("cast", "src", &src, FP_BCU_ANY, 0));
+    TRY(fp_backend_check("cast", "dst", &dst, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_check("cast", "src", &src, FP_BACKEND_ANY, 0));
     size_t n = fp_tensor_count(&src);
     if (fp_tensor_count(&dst) != n)
         return fp_fail(FP_EINVAL, "cast: %zu values into %zu", n, fp_tensor_count(&dst));
@@ -340,9 +311,9 @@ static int cuda_cast(fp_backend *be, fp_tensor dst, fp_tensor src)
 
 static int cuda_round(fp_backend *be, fp_tensor dst, fp_tensor src, fp_dtype to)
 {
-    TRY(fp_bcu_check("round", "dst", &dst, FP_BCU_F32, 0));
-    TRY(fp_bcu_check("round", "src", &src, FP_BCU_F32, 0));
-    TRY(fp_bcu_check_compute("round", to));
+    TRY(fp_backend_check("round", "dst", &dst, FP_BACKEND_F32, 0));
+    TRY(fp_backend_check("round", "src", &src, FP_BACKEND_F32, 0));
+    TRY(fp_backend_check_compute("round", to));
     if (fp_tensor_count(&dst) != fp_tensor_count(&src))
         return fp_fail(FP_EINVAL, "round: %zu values into %zu", fp_tensor_count(&src), fp_tensor_count(&dst));
     return fp_cbk_round(dst.p, src.p, fp_tensor_count(&dst), to, be->stream);
@@ -352,8 +323,8 @@ static int cuda_round(fp_backend *be, fp_tensor dst, fp_tensor src, fp_dtype to)
 
 static int cuda_relu_forward(fp_backend *be, fp_tensor y, fp_tensor x)
 {
-    TRY(fp_bcu_check("relu_forward", "x", &x, FP_BCU_ANY, 0));
-    TRY(fp_bcu_check("relu_forward", "y", &y, FP_BCU_ANY, 0));
+    TRY(fp_backend_check("relu_forward", "x", &x, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_check("relu_forward", "y", &y, FP_BACKEND_ANY, 0));
     if (x.dt != y.dt || fp_tensor_count(&x) != fp_tensor_count(&y))
         return fp_fail(FP_EINVAL, "relu_forward: x and y differ in format or count");
     return fp_cbk_relu_forward(y.p, x.p, x.dt, fp_tensor_count(&x), be->stream);
@@ -361,9 +332,9 @@ static int cuda_relu_forward(fp_backend *be, fp_tensor y, fp_tensor x)
 
 static int cuda_relu_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor y, int accumulate)
 {
-    TRY(fp_bcu_check("relu_backward", "dx", &dx, FP_BCU_ANY, 0));
-    TRY(fp_bcu_check("relu_backward", "dy", &dy, FP_BCU_ANY, 0));
-    TRY(fp_bcu_check("relu_backward", "y", &y, FP_BCU_ANY, 0));
+    TRY(fp_backend_check("relu_backward", "dx", &dx, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_check("relu_backward", "dy", &dy, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_check("relu_backward", "y", &y, FP_BACKEND_ANY, 0));
     size_t n = fp_tensor_count(&y);
     if (dx.dt != y.dt || dy.dt != y.dt || fp_tensor_count(&dx) != n || fp_tensor_count(&dy) != n)
         return fp_fail(FP_EINVAL, "relu_backward: dx, dy and y differ in format or count");
@@ -374,9 +345,9 @@ static int cuda_relu_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_ten
 
 static int cuda_add(fp_backend *be, fp_tensor y, fp_tensor a, fp_tensor b)
 {
-    TRY(fp_bcu_check("add", "y", &y, FP_BCU_ANY, 0));
-    TRY(fp_bcu_check("add", "a", &a, FP_BCU_ANY, 0));
-    TRY(fp_bcu_check("add", "b", &b, FP_BCU_ANY, 0));
+    TRY(fp_backend_check("add", "y", &y, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_check("add", "a", &a, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_check("add", "b", &b, FP_BACKEND_ANY, 0));
     size_t n = fp_tensor_count(&y);
     if (fp_tensor_count(&a) != n || fp_tensor_count(&b) != n)
         return fp_fail(FP_EINVAL, "add: counts differ");
@@ -385,8 +356,8 @@ static int cuda_add(fp_backend *be, fp_tensor y, fp_tensor a, fp_tensor b)
 
 static int cuda_accumulate(fp_backend *be, fp_tensor dst, fp_tensor src)
 {
-    TRY(fp_bcu_check("accumulate", "dst", &dst, FP_BCU_ANY, 0));
-    TRY(fp_bcu_check("accumulate", "src", &src, FP_BCU_ANY, 0));
+    TRY(fp_backend_check("accumulate", "dst", &dst, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_check("accumulate", "src", &src, FP_BACKEND_ANY, 0));
     size_t n = fp_tensor_count(&dst);
     if (fp_tensor_count(&src) != n)
         return fp_fail(FP_EINVAL, "accumulate: counts differ");
@@ -399,14 +370,14 @@ static int cuda_softmax_xent(fp_backend *be, float *loss, fp_tensor dlogits, int
                              fp_tensor logits, const int *labels, float dscale)
 {
     const char *op = "softmax_xent";
-    TRY(fp_bcu_check(op, "logits", &logits, FP_BCU_F32, 0));
-    TRY(fp_bcu_check(op, "dlogits", &dlogits, FP_BCU_F32, 1));
+    TRY(fp_backend_check(op, "logits", &logits, FP_BACKEND_F32, 0));
+    TRY(fp_backend_check(op, "dlogits", &dlogits, FP_BACKEND_F32, 1));
     if (!loss || !labels)
         return fp_fail(FP_EINVAL, "%s: NULL loss or labels", op);
     if (logits.d.h != 1 || logits.d.w != 1)
         return fp_fail(FP_EINVAL, "%s: logits are not {n, 1, 1, classes}", op);
     if (dlogits.p)
-        TRY(fp_bcu_same_dims(op, "dlogits", &dlogits, "logits", &logits));
+        TRY(fp_backend_same_dims(op, "dlogits", &dlogits, "logits", &logits));
     int n = logits.d.n, classes = logits.d.c;
     TRY(fp_cuda_softmax_xent_sync(loss, correct1, correct5, dlogits.p, logits.p, labels, n, classes, be->xent_out,
                                   be->stream));
@@ -417,7 +388,7 @@ static int cuda_softmax_xent(fp_backend *be, float *loss, fp_tensor dlogits, int
 
 static int cuda_unscale_check(fp_backend *be, int *found_inf, fp_tensor g, float inv_scale)
 {
-    TRY(fp_bcu_check("unscale_check", "g", &g, FP_BCU_F32, 0));
+    TRY(fp_backend_check("unscale_check", "g", &g, FP_BACKEND_F32, 0));
     if (!found_inf)
         return fp_fail(FP_EINVAL, "unscale_check: NULL found_inf");
     fp_cuda_segment seg = {0};

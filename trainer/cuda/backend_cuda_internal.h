@@ -5,16 +5,13 @@
 #define FP_BACKEND_CUDA_INTERNAL_H
 
 #include "error.h"
+#include "trainer/backend_check.h"
 #include "trainer/backend_cuda.h"
 #include "trainer/cuda/arena.h"
 #include "trainer/cuda/cudnn_ops.h"
 
 /* staging slots (device memory from the arena, grown on demand, contents not kept between ops) */
 enum { FP_BCU_A = 0, FP_BCU_B, FP_BCU_W, FP_BCU_B2, FP_BCU_OUT, FP_BCU_OUT2, FP_BCU_SLOTS };
-
-#define FP_BCU_F32 1u
-#define FP_BCU_16 6u
-#define FP_BCU_ANY 7u
 
 struct fp_backend {
     fp_arena *arena;
@@ -33,10 +30,6 @@ struct fp_backend {
     char name[64];
 };
 
-/* checks (the CPU backend's messages) */
-int fp_bcu_check(const char *op, const char *name, const fp_tensor *t, unsigned mask, int may_skip);
-int fp_bcu_same_dims(const char *op, const char *an, const fp_tensor *a, const char *bn, const fp_tensor *b);
-int fp_bcu_check_compute(const char *op, fp_dtype compute);
 static inline int fp_bcu_is16(fp_dtype d) { return d == FP_DT_F16 || d == FP_DT_BF16; }
 
 /* A slot of at least `bytes` (NULL with the arena's message). */

@@ -9,11 +9,6 @@
 
 #define TRY(expr) do { int rc_ = (expr); if (rc_) return rc_; } while (0)
 
-static int want(int ok, const char *op, const char *what)
-{
-    return ok ? FP_OK : fp_fail(FP_EINVAL, "%s: %s", op, what);
-}
-
 /* The storage format convolutions and matmuls run in for a compute format. */
 static fp_dtype run_dt(fp_dtype compute) { return fp_bcu_is16(compute) ? compute : FP_DT_F32; }
 
@@ -51,26 +46,10 @@ static fp_dims flat(fp_dims d)
 
 /* ---------------------------------------------------------------- convolution */
 
-static int conv_check(const char *op, const fp_tensor *x, const fp_tensor *y, const fp_tensor *w,
-                      const fp_conv_params *p, unsigned wmask, fp_dtype compute)
-{
-    TRY(want(p != NULL, op, "NULL params"));
-    TRY(fp_bcu_check(op, "x", x, FP_BCU_ANY, 0));
-    TRY(fp_bcu_check(op, "y", y, FP_BCU_ANY, 0));
-    TRY(fp_bcu_check(op, "w", w, wmask, 0));
-    TRY(fp_bcu_check_compute(op, compute));
-    fp_dims od = fp_conv_out_dims(x->d, p);
-    TRY(want(od.n != 0 && x->d.c == p->cin, op, "params do not fit x"));
-    TRY(want(y->d.n == x->d.n && y->d.h == od.h && y->d.w == od.w && y->d.c == p->cout, op,
-             "y is not the convolution's output shape"));
-    return want(w->d.n == p->cout && w->d.h == p->kh && w->d.w == p->kw && w->d.c == p->cin, op,
-                "w is not {cout, kh, kw, cin}");
-}
-
 int fp_bcu_conv_forward(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor w, const fp_conv_params *p,
                         fp_dtype compute)
 {
-    TRY(conv_check("conv_forward", &x, &y, &w, p, FP_BCU_ANY, compute));
+    TRY(fp_backend_conv_check("conv_forward", &x, &y, &w, p, FP_BACKEND_ANY, compute));
     int rc, tf = compute == FP_DT_TF32;
     fp_dtype rd = run_dt(compute);
     fp_cudnn *d = fp_bcu_ctx(be, compute, &rc);
@@ -89,7 +68,7 @@ int fp_bcu_conv_forward(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor w, c
 int fp_bcu_conv_backward_data(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor w, const fp_conv_params *p,
                               fp_dtype compute, int accumulate)
 {
-    TRY(conv_check("conv_backward_data", &dx, &dy, &w, p, FP_BCU_ANY, compute));
+    TRY(fp_backend_conv_check("conv_backward_data", &dx, &dy, &w, p, FP_BACKEND_ANY, compute));
     int rc, tf = compute == FP_DT_TF32;
     fp_dtype rd = run_dt(compute);
     fp_cudnn *d = fp_bcu_ctx(be, compute, &rc);
@@ -114,7 +93,7 @@ int fp_bcu_conv_backward_data(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_ten
 int fp_bcu_conv_backward_weights(fp_backend *be, fp_tensor dw, fp_tensor dy, fp_tensor x, const fp_conv_params *p,
                                  fp_dtype compute)
 {
-    TRY(conv_check("conv_backward_weights", &x, &dy, &dw, p, FP_BCU_F32, compute));
+    TRY(fp_backend_conv_check("conv_backward_weights", &x, &dy, &dw, p, FP_BACKEND_F32, compute));
     int rc, tf = compute == FP_DT_TF32;
     fp_dtype rd = run_dt(compute);
     fp_cudnn *d = fp_bcu_ctx(be, compute, &rc);
@@ -137,35 +116,13 @@ int fp_bcu_conv_backward_weights(fp_backend *be, fp_tensor dw, fp_tensor dy, fp_
 
 /* ---------------------------------------------------------------- batchnorm */
 
-static int vec_check(const char *op, const char *name, const fp_tensor *t, int c, int may_skip)
-{
-    TRY(fp_bcu_check(op, name, t, FP_BCU_F32, may_skip));
-    if (t->p && (t->d.n != 1 || t->d.h != 1 || t->d.w != 1 || t->d.c != c))
-        return fp_fail(FP_EINVAL, "%s: %s is not {1, 1, 1, %d}", op, name, c);
-    return FP_OK;
-}
-
-static int bn_check(const char *op, const fp_tensor *y, const fp_tensor *x, const fp_tensor *gamma,
-                    const fp_tensor *beta, const fp_tensor *rm, const fp_tensor *rv, int stats_may_skip,
-                    const fp_bn_params *p)
-{
-    TRY(want(p != NULL, op, "NULL params"));
-    TRY(fp_bcu_check(op, "x", x, FP_BCU_ANY, 0));
-    TRY(fp_bcu_check(op, "y", y, FP_BCU_ANY, 0));
-    TRY(fp_bcu_same_dims(op, "y", y, "x", x));
-    TRY(vec_check(op, "gamma", gamma, x->d.c, 0));
-    TRY(vec_check(op, "beta", beta, x->d.c, 0));
-    TRY(vec_check(op, "running_mean", rm, x->d.c, stats_may_skip));
-    return vec_check(op, "running_var", rv, x->d.c, stats_may_skip);
-}
-
 int fp_bcu_bn_forward_train(fp_backend *be, fp_tensor y, fp_tensor save, fp_tensor running_mean,
                             fp_tensor running_var, fp_tensor x, fp_tensor gamma, fp_tensor beta,
                             const fp_bn_params *p)
 {
     const char *op = "bn_forward_train";
-    TRY(bn_check(op, &y, &x, &gamma, &beta, &running_mean, &running_var, 1, p));
-    TRY(vec_check(op, "save", &save, 2 * x.d.c, 1));
+    TRY(fp_backend_bn_check(op, &y, &x, &gamma, &beta, &running_mean, &running_var, 1, p));
+    TRY(fp_backend_vec_check(op, "save", &save, 2 * x.d.c, 1));
     int rc;
     fp_cudnn *d = fp_bcu_ctx(be, FP_DT_F32, &rc);
     if (!d)
@@ -182,7 +139,7 @@ int fp_bcu_bn_forward_train(fp_backend *be, fp_tensor y, fp_tensor save, fp_tens
 int fp_bcu_bn_forward_eval(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor gamma, fp_tensor beta,
                            fp_tensor running_mean, fp_tensor running_var, const fp_bn_params *p)
 {
-    TRY(bn_check("bn_forward_eval", &y, &x, &gamma, &beta, &running_mean, &running_var, 0, p));
+    TRY(fp_backend_bn_check("bn_forward_eval", &y, &x, &gamma, &beta, &running_mean, &running_var, 0, p));
     int rc;
     fp_cudnn *d = fp_bcu_ctx(be, FP_DT_F32, &rc);
     if (!d)
@@ -198,16 +155,16 @@ int fp_bcu_bn_backward(fp_backend *be, fp_tensor dx, fp_tensor dgamma, fp_tensor
                        fp_tensor gamma, fp_tensor save, int accumulate)
 {
     const char *op = "bn_backward";
-    TRY(fp_bcu_check(op, "dy", &dy, FP_BCU_ANY, 0));
-    TRY(fp_bcu_check(op, "x", &x, FP_BCU_ANY, 0));
-    TRY(fp_bcu_same_dims(op, "dy", &dy, "x", &x));
-    TRY(fp_bcu_check(op, "dx", &dx, FP_BCU_ANY, 1));
+    TRY(fp_backend_check(op, "dy", &dy, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_check(op, "x", &x, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_same_dims(op, "dy", &dy, "x", &x));
+    TRY(fp_backend_check(op, "dx", &dx, FP_BACKEND_ANY, 1));
     if (dx.p)
-        TRY(fp_bcu_same_dims(op, "dx", &dx, "x", &x));
-    TRY(vec_check(op, "dgamma", &dgamma, x.d.c, 1));
-    TRY(vec_check(op, "dbeta", &dbeta, x.d.c, 1));
-    TRY(vec_check(op, "gamma", &gamma, x.d.c, 0));
-    TRY(vec_check(op, "save", &save, 2 * x.d.c, 0));
+        TRY(fp_backend_same_dims(op, "dx", &dx, "x", &x));
+    TRY(fp_backend_vec_check(op, "dgamma", &dgamma, x.d.c, 1));
+    TRY(fp_backend_vec_check(op, "dbeta", &dbeta, x.d.c, 1));
+    TRY(fp_backend_vec_check(op, "gamma", &gamma, x.d.c, 0));
+    TRY(fp_backend_vec_check(op, "save", &save, 2 * x.d.c, 0));
     int rc;
     fp_cudnn *d = fp_bcu_ctx(be, FP_DT_F32, &rc);
     if (!d)
@@ -233,20 +190,9 @@ int fp_bcu_bn_backward(fp_backend *be, fp_tensor dx, fp_tensor dgamma, fp_tensor
 
 /* ---------------------------------------------------------------- pools */
 
-static int pool_check(const char *op, const fp_tensor *x, const fp_tensor *y, const fp_pool_params *p)
-{
-    TRY(want(p != NULL, op, "NULL params"));
-    TRY(fp_bcu_check(op, "x", x, FP_BCU_ANY, 0));
-    TRY(fp_bcu_check(op, "y", y, FP_BCU_ANY, 0));
-    fp_dims od = fp_pool_out_dims(x->d, p);
-    TRY(want(od.n != 0, op, "params do not fit x"));
-    return want(y->d.n == x->d.n && y->d.h == od.h && y->d.w == od.w && y->d.c == x->d.c, op,
-                "y is not the pooling's output shape");
-}
-
 int fp_bcu_maxpool_forward(fp_backend *be, fp_tensor y, int *argmax, fp_tensor x, const fp_pool_params *p)
 {
-    TRY(pool_check("maxpool_forward", &x, &y, p));
+    TRY(fp_backend_pool_check("maxpool_forward", &x, &y, p));
     return fp_cbk_maxpool_forward(y.p, y.dt, argmax, x.p, x.dt, x.d.n, x.d.h, x.d.w, x.d.c, y.d.h, y.d.w, p->k,
                                   p->stride, p->pad, be->stream);
 }
@@ -254,50 +200,29 @@ int fp_bcu_maxpool_forward(fp_backend *be, fp_tensor y, int *argmax, fp_tensor x
 int fp_bcu_maxpool_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, const int *argmax, const fp_pool_params *p,
                             int accumulate)
 {
-    TRY(pool_check("maxpool_backward", &dx, &dy, p));
-    TRY(want(argmax != NULL, "maxpool_backward", "NULL argmax"));
+    TRY(fp_backend_pool_check("maxpool_backward", &dx, &dy, p));
+    TRY(fp_backend_want(argmax != NULL, "maxpool_backward", "NULL argmax"));
     return fp_cbk_maxpool_backward(dx.p, dx.dt, dy.p, dy.dt, argmax, dx.d.n, dx.d.h, dx.d.w, dx.d.c, dy.d.h, dy.d.w,
                                    p->k, p->stride, p->pad, accumulate, be->stream);
 }
 
-static int avg_check(const char *op, const fp_tensor *x, const fp_tensor *y)
-{
-    TRY(fp_bcu_check(op, "x", x, FP_BCU_ANY, 0));
-    TRY(fp_bcu_check(op, "y", y, FP_BCU_ANY, 0));
-    return want(y->d.n == x->d.n && y->d.h == 1 && y->d.w == 1 && y->d.c == x->d.c, op, "y is not {n, 1, 1, c}");
-}
-
 int fp_bcu_avgpool_forward(fp_backend *be, fp_tensor y, fp_tensor x)
 {
-    TRY(avg_check("avgpool_forward", &x, &y));
+    TRY(fp_backend_avg_check("avgpool_forward", &x, &y));
     return fp_cbk_avgpool_forward(y.p, y.dt, x.p, x.dt, x.d.n, x.d.h * x.d.w, x.d.c, be->stream);
 }
 
 int fp_bcu_avgpool_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, int accumulate)
 {
-    TRY(avg_check("avgpool_backward", &dx, &dy));
+    TRY(fp_backend_avg_check("avgpool_backward", &dx, &dy));
     return fp_cbk_avgpool_backward(dx.p, dx.dt, dy.p, dy.dt, dx.d.n, dx.d.h * dx.d.w, dx.d.c, accumulate, be->stream);
 }
 
 /* ---------------------------------------------------------------- linear */
 
-static int linear_check(const char *op, const fp_tensor *x, const fp_tensor *y, const fp_tensor *w,
-                        const fp_tensor *b, unsigned wmask, fp_dtype compute)
-{
-    TRY(fp_bcu_check(op, "x", x, FP_BCU_ANY, 0));
-    TRY(fp_bcu_check(op, "y", y, FP_BCU_ANY, 0));
-    TRY(fp_bcu_check(op, "w", w, wmask, 0));
-    TRY(fp_bcu_check(op, "b", b, wmask, 1));
-    TRY(fp_bcu_check_compute(op, compute));
-    size_t in = fp_tensor_count(x) / (size_t)x->d.n;
-    TRY(want(y->d.n == x->d.n && y->d.h == 1 && y->d.w == 1, op, "y is not {n, 1, 1, out}"));
-    TRY(want(w->d.n == y->d.c && w->d.h == 1 && w->d.w == 1 && (size_t)w->d.c == in, op, "w is not {out, 1, 1, in}"));
-    return want(!b->p || (b->d.n == 1 && b->d.h == 1 && b->d.w == 1 && b->d.c == y->d.c), op, "b is not {1, 1, 1, out}");
-}
-
 int fp_bcu_linear_forward(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor w, fp_tensor b, fp_dtype compute)
 {
-    TRY(linear_check("linear_forward", &x, &y, &w, &b, FP_BCU_ANY, compute));
+    TRY(fp_backend_linear_check("linear_forward", &x, &y, &w, &b, FP_BACKEND_ANY, compute));
     int rc, tf = compute == FP_DT_TF32;
     fp_dtype rd = run_dt(compute);
     fp_cudnn *d = fp_bcu_ctx(be, compute, &rc);
@@ -323,7 +248,7 @@ int fp_bcu_linear_backward_data(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_t
                                 int accumulate)
 {
     fp_tensor nob = {0};
-    TRY(linear_check("linear_backward_data", &dx, &dy, &w, &nob, FP_BCU_ANY, compute));
+    TRY(fp_backend_linear_check("linear_backward_data", &dx, &dy, &w, &nob, FP_BACKEND_ANY, compute));
     int rc, tf = compute == FP_DT_TF32;
     fp_dtype rd = run_dt(compute);
     fp_cudnn *d = fp_bcu_ctx(be, compute, &rc);
@@ -351,9 +276,9 @@ int fp_bcu_linear_backward_weights(fp_backend *be, fp_tensor dw, fp_tensor db, f
                                    fp_tensor w, fp_dtype compute)
 {
     const char *op = "linear_backward_weights";
-    TRY(linear_check(op, &x, &dy, &dw, &db, FP_BCU_F32, compute));
-    TRY(fp_bcu_check(op, "w", &w, FP_BCU_ANY, 0));
-    TRY(fp_bcu_same_dims(op, "w", &w, "dw", &dw));
+    TRY(fp_backend_linear_check(op, &x, &dy, &dw, &db, FP_BACKEND_F32, compute));
+    TRY(fp_backend_check(op, "w", &w, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_same_dims(op, "w", &w, "dw", &dw));
     int rc, tf = compute == FP_DT_TF32;
     fp_dtype rd = run_dt(compute);
     fp_cudnn *d = fp_bcu_ctx(be, compute, &rc);

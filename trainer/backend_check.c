@@ -1,0 +1,111 @@
+/* backend_check.c — backend_check.h: the argument checks every backend runs before an op. */
+#include "error.h"
+#include "trainer/backend_check.h"
+
+#define TRY(expr) do { int rc_ = (expr); if (rc_) return rc_; } while (0)
+
+int fp_backend_want(int ok, const char *op, const char *what)
+{
+    return ok ? FP_OK : fp_fail(FP_EINVAL, "%s: %s", op, what);
+}
+
+int fp_backend_check(const char *op, const char *name, const fp_tensor *t, unsigned mask, int may_skip)
+{
+    if (!t->p)
+        return may_skip ? FP_OK : fp_fail(FP_EINVAL, "%s: %s is NULL", op, name);
+    unsigned bit = t->dt == FP_DT_F32 ? 1u : t->dt == FP_DT_F16 ? 2u : t->dt == FP_DT_BF16 ? 4u : 0u;
+    if (!(bit & mask))
+        return fp_fail(FP_EINVAL, "%s: %s has dtype %s, not accepted here", op, name, fp_dtype_name(t->dt));
+    if (fp_tensor_count(t) == 0)
+        return fp_fail(FP_EINVAL, "%s: %s has bad dims %dx%dx%dx%d", op, name, t->d.n, t->d.h, t->d.w, t->d.c);
+    return FP_OK;
+}
+
+int fp_backend_same_dims(const char *op, const char *an, const fp_tensor *a, const char *bn, const fp_tensor *b)
+{
+    if (a->d.n != b->d.n || a->d.h != b->d.h || a->d.w != b->d.w || a->d.c != b->d.c)
+        return fp_fail(FP_EINVAL, "%s: %s %dx%dx%dx%d and %s %dx%dx%dx%d differ", op, an, a->d.n, a->d.h, a->d.w,
+                       a->d.c, bn, b->d.n, b->d.h, b->d.w, b->d.c);
+    return FP_OK;
+}
+
+int fp_backend_check_compute(const char *op, fp_dtype compute)
+{
+    if ((unsigned)compute > FP_DT_BF16)
+        return fp_fail(FP_EINVAL, "%s: bad compute dtype %d", op, (int)compute);
+    return FP_OK;
+}
+
+int fp_backend_conv_check(const char *op, const fp_tensor *x, const fp_tensor *y, const fp_tensor *w,
+                          const fp_conv_params *p, unsigned wmask, fp_dtype compute)
+{
+    TRY(fp_backend_want(p != NULL, op, "NULL params"));
+    TRY(fp_backend_check(op, "x", x, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_check(op, "y", y, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_check(op, "w", w, wmask, 0));
+    TRY(fp_backend_check_compute(op, compute));
+    fp_dims od = fp_conv_out_dims(x->d, p);
+    TRY(fp_backend_want(od.n != 0 && x->d.c == p->cin, op, "params do not fit x"));
+    TRY(fp_backend_want(y->d.n == x->d.n && y->d.h == od.h && y->d.w == od.w && y->d.c == p->cout, op,
+                         "y is not the convolution's output shape"));
+    TRY(fp_backend_want(w->d.n == p->cout && w->d.h == p->kh && w->d.w == p->kw && w->d.c == p->cin, op,
+                         "w is not {cout, kh, kw, cin}"));
+    return FP_OK;
+}
+
+int fp_backend_vec_check(const char *op, const char *name, const fp_tensor *t, int c, int may_skip)
+{
+    TRY(fp_backend_check(op, name, t, FP_BACKEND_F32, may_skip));
+    if (t->p && (t->d.n != 1 || t->d.h != 1 || t->d.w != 1 || t->d.c != c))
+        return fp_fail(FP_EINVAL, "%s: %s is not {1, 1, 1, %d}", op, name, c);
+    return FP_OK;
+}
+
+int fp_backend_bn_check(const char *op, const fp_tensor *y, const fp_tensor *x, const fp_tensor *gamma,
+                        const fp_tensor *beta, const fp_tensor *rm, const fp_tensor *rv, int stats_may_skip,
+                        const fp_bn_params *p)
+{
+    TRY(fp_backend_want(p != NULL, op, "NULL params"));
+    TRY(fp_backend_check(op, "x", x, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_check(op, "y", y, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_same_dims(op, "y", y, "x", x));
+    TRY(fp_backend_vec_check(op, "gamma", gamma, x->d.c, 0));
+    TRY(fp_backend_vec_check(op, "beta", beta, x->d.c, 0));
+    TRY(fp_backend_vec_check(op, "running_mean", rm, x->d.c, stats_may_skip));
+    return fp_backend_vec_check(op, "running_var", rv, x->d.c, stats_may_skip);
+}
+
+int fp_backend_pool_check(const char *op, const fp_tensor *x, const fp_tensor *y, const fp_pool_params *p)
+{
+    TRY(fp_backend_want(p != NULL, op, "NULL params"));
+    TRY(fp_backend_check(op, "x", x, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_check(op, "y", y, FP_BACKEND_ANY, 0));
+    fp_dims od = fp_pool_out_dims(x->d, p);
+    TRY(fp_backend_want(od.n != 0, op, "params do not fit x"));
+    return fp_backend_want(y->d.n == x->d.n && y->d.h == od.h && y->d.w == od.w && y->d.c == x->d.c, op,
+                           "y is not the pooling's output shape");
+}
+
+int fp_backend_avg_check(const char *op, const fp_tensor *x, const fp_tensor *y)
+{
+    TRY(fp_backend_check(op, "x", x, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_check(op, "y", y, FP_BACKEND_ANY, 0));
+    return fp_backend_want(y->d.n == x->d.n && y->d.h == 1 && y->d.w == 1 && y->d.c == x->d.c, op,
+                           "y is not {n, 1, 1, c}");
+}
+
+int fp_backend_linear_check(const char *op, const fp_tensor *x, const fp_tensor *y, const fp_tensor *w,
+                            const fp_tensor *b, unsigned wmask, fp_dtype compute)
+{
+    TRY(fp_backend_check(op, "x", x, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_check(op, "y", y, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_check(op, "w", w, wmask, 0));
+    TRY(fp_backend_check(op, "b", b, wmask, 1));
+    TRY(fp_backend_check_compute(op, compute));
+    size_t in = fp_tensor_count(x) / (size_t)x->d.n;
+    TRY(fp_backend_want(y->d.n == x->d.n && y->d.h == 1 && y->d.w == 1, op, "y is not {n, 1, 1, out}"));
+    TRY(fp_backend_want(w->d.n == y->d.c && w->d.h == 1 && w->d.w == 1 && (size_t)w->d.c == in, op,
+                        "w is not {out, 1, 1, in}"));
+    return fp_backend_want(!b->p || (b->d.n == 1 && b->d.h == 1 && b->d.w == 1 && b->d.c == y->d.c), op,
+                           "b is not {1, 1, 1, out}");
+}
