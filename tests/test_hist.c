@@ -7,6 +7,7 @@
 #include "error.h"
 #include "formats.h"
 #include "numfmt.h"
+#include "hist_ref.h"
 #include "tap.h"
 #include "testutil.h"
 #include <float.h>
@@ -46,54 +47,6 @@ static float random_value(void)
         return sp[(r >> 8) % (sizeof sp / sizeof sp[0])];
     }
     }
-}
-
-/* ---- an independent reference written with double comparisons ---- */
-
-static int ref_class(double ax, const fp_format_info_t *fi)
-{
-    if (ax <= (double)fi->min_subnormal / 2.0)
-        return FP_CLASS_UNDERFLOW;
-    if (ax < (double)fi->min_normal)
-        return FP_CLASS_SUBNORMAL;
-    if (ax <= (double)fi->max_finite)
-        return FP_CLASS_NORMAL;
-    if (ax < (double)fi->overflow_at)
-        return FP_CLASS_ROUND_TO_MAX;
-    return FP_CLASS_OVERFLOW;
-}
-
-static void ref_hist(fp_hist_t *h, const float *x, size_t n)
-{
-    fp_hist_init(h);
-    long double sum = 0.0L;
-    for (size_t i = 0; i < n; i++) {
-        double v = (double)x[i];
-        h->count++;
-        if (isnan(v)) {
-            h->nan++;
-        } else if (isinf(v)) {
-            if (v > 0)
-                h->pos_inf++;
-            else
-                h->neg_inf++;
-        } else if (v == 0.0) {
-            h->zero++;
-        } else {
-            double ax = fabs(v);
-            int e;
-            (void)frexp(ax, &e);                           /* ax = m * 2^e, 0.5 <= m < 1 */
-            h->binade[e - 1 - FP_HIST_EXP_MIN]++;
-            for (int f = 0; f < FP_FMT_COUNT; f++)
-                h->cls[f][ref_class(ax, fp_format_info((fp_format)f))]++;
-            if (ax > (double)h->amax)
-                h->amax = (float)ax;
-            if (h->min_nonzero == 0.0f || ax < (double)h->min_nonzero)
-                h->min_nonzero = (float)ax;
-            sum += ax;
-        }
-    }
-    h->sum_abs = (double)sum;
 }
 
 /* Every field equal (sum_abs within rel_tol); one TAP line. */
@@ -233,7 +186,7 @@ static void test_boundaries_vs_reference(void)
     for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
         v[n++] = extra[i];
     fp_hist_t want;
-    ref_hist(&want, v, n);
+    tu_ref_hist(&want, v, n);
     for (int k = 0; k < N_KERNELS; k++) {
         fp_hist_t h;
         fp_hist_init(&h);
@@ -388,7 +341,7 @@ static void test_reference_random(void)
     size_t n = 20000;
     float *v = random_array(n);
     fp_hist_t want, h;
-    ref_hist(&want, v, n);
+    tu_ref_hist(&want, v, n);
     fp_hist_init(&h);
     fp_hist_add(&h, v, n);
     same_hist(&h, &want, 1e-9, "20000 random values of every kind match the reference (sum rel 1e-9)");

@@ -5,6 +5,7 @@
 #include "hist.h"
 #include "error.h"
 #include "formats.h"
+#include "hist_ref.h"
 #include "tap.h"
 #include "testutil.h"
 #include <float.h>
@@ -366,45 +367,6 @@ static void test_large(void)
 
 /* ---- the vector kernels' fast path, on fp_hist_add ---- */
 
-static int ref_class(double ax, const fp_format_info_t *fi)
-{
-    if (ax <= (double)fi->min_subnormal / 2.0)
-        return FP_CLASS_UNDERFLOW;
-    if (ax < (double)fi->min_normal)
-        return FP_CLASS_SUBNORMAL;
-    if (ax <= (double)fi->max_finite)
-        return FP_CLASS_NORMAL;
-    if (ax < (double)fi->overflow_at)
-        return FP_CLASS_ROUND_TO_MAX;
-    return FP_CLASS_OVERFLOW;
-}
-
-/* Counts only (sum_abs left 0): classes by double compares, binades by frexp. */
-static void ref_counts(fp_hist_t *h, const float *x, size_t n)
-{
-    fp_hist_init(h);
-    for (size_t i = 0; i < n; i++) {
-        double v = (double)x[i];
-        h->count++;
-        if (isnan(v)) {
-            h->nan++;
-        } else if (isinf(v)) {
-            if (v > 0)
-                h->pos_inf++;
-            else
-                h->neg_inf++;
-        } else if (v == 0.0) {
-            h->zero++;
-        } else {
-            int e;
-            (void)frexp(fabs(v), &e);
-            h->binade[e - 1 - FP_HIST_EXP_MIN]++;
-            for (int f = 0; f < FP_FMT_COUNT; f++)
-                h->cls[f][ref_class(fabs(v), fp_format_info((fp_format)f))]++;
-        }
-    }
-}
-
 static void test_fast_path(void)
 {
     const size_t n = 9000;
@@ -426,7 +388,9 @@ static void test_fast_path(void)
             if (rng_next() % (rep % 4 == 0 ? 3 : 40) == 0)
                 x[i] = edge[rng_next() % ne] * ((rng_next() & 1) ? 1.0f : -1.0f);
         fp_hist_t want, hs;
-        ref_counts(&want, x, n);
+        tu_ref_hist(&want, x, n);   /* counts compared: amax, min_nonzero, sum_abs cleared on both sides */
+        want.amax = want.min_nonzero = 0.0f;
+        want.sum_abs = 0.0;
         fp_hist_init(&hs);
         fp_hist_add_kernel(&hs, x, n, 0);
         hs.amax = hs.min_nonzero = 0.0f;

@@ -1,0 +1,15 @@
+/* hist_ref.h — an independent reference for lib/hist.h, written with double comparisons against the
+ * format limits (no bit tricks), for the histogram tests to compare every kernel with. */
+#ifndef FP_TESTS_HIST_REF_H
+#define FP_TESTS_HIST_REF_H
+
+#include <stddef.h>
+#include "hist.h"
+
+/* The class of a finite nonzero |x| = ax in format fi, by hist.h's definitions. */
+int tu_ref_class(double ax, const fp_format_info_t *fi);
+/* The histogram of x[0..n) from scratch (h is initialised): counts, binades (frexp), classes, amax,
+ * min_nonzero, and sum_abs summed in long double. */
+void tu_ref_hist(fp_hist_t *h, const float *x, size_t n);
+
+#endif
