@@ -66,10 +66,6 @@ fp_model *fp_prec_err_scratch(fp_prec_err *pe);          /* the low-precision cl
  * The fraction of weights whose update vanished in rounding: among i with a finite nonzero
  * grad[i], those with new[i] == old[i]. NaN when no gradient is nonzero. */
 double fp_lost_update_fraction(const float *old_w, const float *new_w, const float *grad, size_t n);
-/* Per layer (per_layer[nlayers], NaN for layers without parameters): old_params is a copy of the
- * parameters before the optimizer step, the model holds the new ones, grads the gradients the step
- * used (unscaled). Returns the fraction over all parameters. */
-double fp_model_lost_updates(const fp_model *m, const float *old_params, const float *grads, double *per_layer);
 
 /* ---- the parameter roles and the lost updates, in one pass ----
  * After the optimizer step of a sampled step (old_params: the parameters before it, as the forward
@@ -77,8 +73,9 @@ double fp_model_lost_updates(const fp_model *m, const float *old_params, const f
  * with parameters, to p's tensor hooks (p may be NULL): new - old as FP_ROLE_UPDATE when p wants it,
  * and old as FP_ROLE_WEIGHT and grads as FP_ROLE_WEIGHT_GRAD (at loss scale 1) when p wants them and
  * the caller took them over from the model (fp_probe_caller_roles), so that the model does not read
- * those arrays a second time. per_layer[l] (when not NULL) as fp_model_lost_updates gives it; returns
- * its overall fraction. Reads each array once, in cache-sized pieces (a 256 KiB buffer per call;
+ * those arrays a second time. per_layer[l] (when not NULL; nlayers entries) gets layer l's
+ * fp_lost_update_fraction (NaN for a layer without parameters); returns the fraction over all
+ * parameters. Reads each array once, in cache-sized pieces (a 256 KiB buffer per call;
  * smaller pieces on the stack when that cannot be had). Call before fp_probe_step_end. */
 double fp_probe_sample_params(fp_probe *p, fp_model *m, const float *old_params, const float *grads, double *per_layer);
 

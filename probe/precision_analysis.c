@@ -432,28 +432,6 @@ double fp_lost_update_fraction(const float *old_w, const float *new_w, const flo
     return moved ? (double)lost / (double)moved : NAN;
 }
 
-double fp_model_lost_updates(const fp_model *m, const float *old_params, const float *grads, double *per_layer)
-{
-    const float *nw = fp_model_params((fp_model *)m);
-    size_t moved = 0, lost = 0;
-    for (int l = 0; l < fp_model_layer_count(m); l++) {
-        size_t off, cnt;
-        fp_model_layer_params(m, l, &off, &cnt);
-        size_t lm = 0, ll = 0;
-        for (size_t i = off; i < off + cnt; i++) {
-            if (grads[i] == 0.0f || !isfinite(grads[i]))
-                continue;
-            lm++;
-            ll += nw[i] == old_params[i];
-        }
-        moved += lm;
-        lost += ll;
-        if (per_layer)
-            per_layer[l] = lm ? (double)ll / (double)lm : NAN;
-    }
-    return moved ? (double)lost / (double)moved : NAN;
-}
-
 /* One piece of at most UPDATE_CHUNK weights: d = new - old, and the weights with a finite nonzero
  * gradient (moved) and of those the unchanged ones (lost). Branch-free, 32-bit counts: vectorised. */
 #define UPDATE_CHUNK 65536   /* 256 KiB per array: in L2, and few histogram calls */
