@@ -874,11 +874,13 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
     rc = rc ? rc : fp_arm_step(a->arm, b, &r);
     int64_t w1 = wall_ns();
     double lost_all = NAN;   /* the parameter roles and the lost updates, one pass */
-    const float *g1 = !rc && sampled ? fp_model_grads(m) : NULL;
-    if (!rc && sampled && (!g1 || !fp_model_params(m)))
-        rc = FP_EINTERNAL;
-    if (!rc && sampled)
-        lost_all = fp_probe_sample_params(a->probe, m, a->old_params, g1, a->per_layer);
+    if (!rc && sampled) {
+        const float *g = fp_model_grads(m);
+        if (!g || !fp_model_params(m))   /* a device model whose download failed: the message says why */
+            rc = FP_EINTERNAL;
+        else
+            lost_all = fp_probe_sample_params(a->probe, m, a->old_params, g, a->per_layer);
+    }
     fp_probe_step_end(a->probe);
     if (rc) {
         char msg[512];
