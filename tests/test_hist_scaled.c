@@ -43,32 +43,10 @@ static void ref_scaled(fp_hist_t *want, const float *x, size_t n, int k)
 /* Every field identical (sum_abs too, tolerance 0); on a difference, tells it (diag) and returns 0. */
 static int same(const fp_hist_t *got, const fp_hist_t *want, const char *what)
 {
-    int ok = got->count == want->count && got->zero == want->zero && got->nan == want->nan &&
-             got->pos_inf == want->pos_inf && got->neg_inf == want->neg_inf &&
-             memcmp(got->binade, want->binade, sizeof got->binade) == 0 &&
-             memcmp(got->cls, want->cls, sizeof got->cls) == 0 && got->amax == want->amax &&
-             got->min_nonzero == want->min_nonzero && got->sum_abs == want->sum_abs;
-    if (ok)
+    if (tu_hist_same(got, want, 0))
         return 1;
     tap_diag("  %s:", what);
-    tap_diag("  count %llu/%llu zero %llu/%llu nan %llu/%llu +inf %llu/%llu -inf %llu/%llu",
-             (unsigned long long)got->count, (unsigned long long)want->count,
-             (unsigned long long)got->zero, (unsigned long long)want->zero, (unsigned long long)got->nan,
-             (unsigned long long)want->nan, (unsigned long long)got->pos_inf,
-             (unsigned long long)want->pos_inf, (unsigned long long)got->neg_inf,
-             (unsigned long long)want->neg_inf);
-    tap_diag("  amax %a/%a min %a/%a sum %a/%a", got->amax, want->amax, got->min_nonzero,
-             want->min_nonzero, got->sum_abs, want->sum_abs);
-    for (int i = 0; i < FP_HIST_BINADES; i++)
-        if (got->binade[i] != want->binade[i])
-            tap_diag("  binade %d: %llu, expected %llu", i + FP_HIST_EXP_MIN,
-                     (unsigned long long)got->binade[i], (unsigned long long)want->binade[i]);
-    for (int f = 0; f < FP_FMT_COUNT; f++)
-        for (int c = 0; c < FP_CLASS_COUNT; c++)
-            if (got->cls[f][c] != want->cls[f][c])
-                tap_diag("  %s %s: %llu, expected %llu", fp_format_info((fp_format)f)->name,
-                         fp_value_class_name((fp_value_class)c), (unsigned long long)got->cls[f][c],
-                         (unsigned long long)want->cls[f][c]);
+    tu_hist_diag(got, want);
     return 0;
 }
 

@@ -13,6 +13,7 @@
 #include "probe/probe.h"
 #include "store_reader.h"
 #include "store_testutil.h"
+#include "hist_ref.h"
 #include "tap.h"
 #include "testutil.h"
 #include "trainer/model.h"
@@ -22,13 +23,7 @@
 #define NC 10
 
 /* counts, amax, min equal; sum_abs to 1e-9 relative */
-static int same_counts(const fp_hist_t *a, const fp_hist_t *b)
-{
-    return a->count == b->count && a->zero == b->zero && a->nan == b->nan && a->pos_inf == b->pos_inf &&
-           a->neg_inf == b->neg_inf && memcmp(a->binade, b->binade, sizeof a->binade) == 0 &&
-           memcmp(a->cls, b->cls, sizeof a->cls) == 0 && a->amax == b->amax && a->min_nonzero == b->min_nonzero &&
-           fabs(a->sum_abs - b->sum_abs) <= 1e-9 * fabs(b->sum_abs);
-}
+static int same_counts(const fp_hist_t *a, const fp_hist_t *b) { return tu_hist_same(a, b, 1e-9); }
 
 static void test_large_tensors(void)
 {

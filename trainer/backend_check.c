@@ -75,6 +75,22 @@ int fp_backend_bn_check(const char *op, const fp_tensor *y, const fp_tensor *x, 
     return fp_backend_vec_check(op, "running_var", rv, x->d.c, stats_may_skip);
 }
 
+int fp_backend_bn_backward_check(const char *op, const fp_tensor *dx, const fp_tensor *dgamma,
+                                 const fp_tensor *dbeta, const fp_tensor *dy, const fp_tensor *x,
+                                 const fp_tensor *gamma, const fp_tensor *save)
+{
+    TRY(fp_backend_check(op, "dy", dy, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_check(op, "x", x, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_same_dims(op, "dy", dy, "x", x));
+    TRY(fp_backend_check(op, "dx", dx, FP_BACKEND_ANY, 1));
+    if (dx->p)
+        TRY(fp_backend_same_dims(op, "dx", dx, "x", x));
+    TRY(fp_backend_vec_check(op, "dgamma", dgamma, x->d.c, 1));
+    TRY(fp_backend_vec_check(op, "dbeta", dbeta, x->d.c, 1));
+    TRY(fp_backend_vec_check(op, "gamma", gamma, x->d.c, 0));
+    return fp_backend_vec_check(op, "save", save, 2 * x->d.c, 0);
+}
+
 int fp_backend_pool_check(const char *op, const fp_tensor *x, const fp_tensor *y, const fp_pool_params *p)
 {
     TRY(fp_backend_want(p != NULL, op, "NULL params"));

@@ -29,6 +29,11 @@ int fp_backend_vec_check(const char *op, const char *name, const fp_tensor *t, i
 int fp_backend_bn_check(const char *op, const fp_tensor *y, const fp_tensor *x, const fp_tensor *gamma,
                         const fp_tensor *beta, const fp_tensor *rm, const fp_tensor *rv, int stats_may_skip,
                         const fp_bn_params *p);
+/* batchnorm backward: dy, x of one shape, dx (may be skipped) too; dgamma, dbeta (may be skipped),
+ * gamma {1, 1, 1, c}; save {1, 1, 1, 2c}. */
+int fp_backend_bn_backward_check(const char *op, const fp_tensor *dx, const fp_tensor *dgamma,
+                                 const fp_tensor *dbeta, const fp_tensor *dy, const fp_tensor *x,
+                                 const fp_tensor *gamma, const fp_tensor *save);
 int fp_backend_pool_check(const char *op, const fp_tensor *x, const fp_tensor *y, const fp_pool_params *p);
 int fp_backend_avg_check(const char *op, const fp_tensor *x, const fp_tensor *y);
 int fp_backend_linear_check(const char *op, const fp_tensor *x, const fp_tensor *y, const fp_tensor *w,

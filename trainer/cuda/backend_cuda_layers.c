@@ -155,16 +155,7 @@ int fp_bcu_bn_backward(fp_backend *be, fp_tensor dx, fp_tensor dgamma, fp_tensor
                        fp_tensor gamma, fp_tensor save, int accumulate)
 {
     const char *op = "bn_backward";
-    TRY(fp_backend_check(op, "dy", &dy, FP_BACKEND_ANY, 0));
-    TRY(fp_backend_check(op, "x", &x, FP_BACKEND_ANY, 0));
-    TRY(fp_backend_same_dims(op, "dy", &dy, "x", &x));
-    TRY(fp_backend_check(op, "dx", &dx, FP_BACKEND_ANY, 1));
-    if (dx.p)
-        TRY(fp_backend_same_dims(op, "dx", &dx, "x", &x));
-    TRY(fp_backend_vec_check(op, "dgamma", &dgamma, x.d.c, 1));
-    TRY(fp_backend_vec_check(op, "dbeta", &dbeta, x.d.c, 1));
-    TRY(fp_backend_vec_check(op, "gamma", &gamma, x.d.c, 0));
-    TRY(fp_backend_vec_check(op, "save", &save, 2 * x.d.c, 0));
+    TRY(fp_backend_bn_backward_check(op, &dx, &dgamma, &dbeta, &dy, &x, &gamma, &save));
     int rc;
     fp_cudnn *d = fp_bcu_ctx(be, FP_DT_F32, &rc);
     if (!d)
