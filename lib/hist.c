@@ -3,6 +3,7 @@
  * Promise: the scalar, AVX2 and AVX-512 kernels (chosen at run time) give bit-identical histograms;
  * every class boundary comes from fp_format_info(), none is written here. */
 #include "hist.h"
+#include "hist_counts.h"
 #include "error.h"
 #include "numfmt.h"
 #include <float.h>
@@ -27,7 +28,7 @@
  * sum |x| is kept in SUM_LANES double partial sums, lane = index mod SUM_LANES from the start of the
  * call, reduced in a fixed tree: every kernel adds the same numbers in the same order. */
 
-#define NTHR      (FP_FMT_COUNT * 4)
+#define NTHR      FP_HIST_NTHR
 #define SUM_LANES 16
 #define SUBHISTS  8                          /* exponent sub-histograms (avoid store-forward chains) */
 #define BLOCK     ((size_t)1 << 24)          /* elements per kernel call: 32-bit counters cannot wrap */
@@ -46,12 +47,7 @@ typedef struct {
 
 /* Raw counts of one fp_hist_add call; turned into histogram terms by finish(). */
 typedef struct {
-    uint64_t lt[NTHR];                       /* #{a < t[k]} */
-    uint64_t ehist[256];                     /* by exponent field */
-    uint64_t sub_binade[23];                 /* fp32 subnormals by leading mantissa bit */
-    uint64_t nan, pos_inf, neg_inf;
-    uint32_t amax_bits;                      /* max a over finite values (0 when none) */
-    uint32_t min_m1;                         /* min (a - 1) over all values, wrapping: zero -> max */
+    fp_hist_counts_t c;                      /* hist_counts.h */
     double lane[SUM_LANES];
 } raw_t;
 
@@ -105,15 +101,20 @@ static uint32_t thr_lt(double v)
 
 static void set_gate(thresholds_t *th);
 
-static void make_thresholds(thresholds_t *th)
+void fp_hist_thresholds(uint32_t t[FP_HIST_NTHR])
 {
     for (int f = 0; f < FP_FMT_COUNT; f++) {
         const fp_format_info_t *fi = fp_format_info((fp_format)f);
-        th->t[4 * f + 0] = thr_le((double)fi->min_subnormal / 2.0);
-        th->t[4 * f + 1] = thr_lt((double)fi->min_normal);
-        th->t[4 * f + 2] = thr_le((double)fi->max_finite);
-        th->t[4 * f + 3] = thr_lt((double)fi->overflow_at);
+        t[4 * f + 0] = thr_le((double)fi->min_subnormal / 2.0);
+        t[4 * f + 1] = thr_lt((double)fi->min_normal);
+        t[4 * f + 2] = thr_le((double)fi->max_finite);
+        t[4 * f + 3] = thr_lt((double)fi->overflow_at);
     }
+}
+
+static void make_thresholds(thresholds_t *th)
+{
+    fp_hist_thresholds(th->t);
     set_gate(th);
 }
 
@@ -122,13 +123,13 @@ static inline __attribute__((always_inline)) void special(raw_t *r, uint32_t u)
 {
     uint32_t a = u & ABS_MASK;
     if (a > INF_BITS)
-        r->nan++;
+        r->c.nan++;
     else if (a == INF_BITS && (u >> 31))
-        r->neg_inf++;
+        r->c.neg_inf++;
     else if (a == INF_BITS)
-        r->pos_inf++;
+        r->c.pos_inf++;
     else if (a != 0)
-        r->sub_binade[31 - __builtin_clz(a)]++;
+        r->c.sub_binade[31 - __builtin_clz(a)]++;
 }
 
 /* Exponent fields of x[0..15] into the sub-histograms. Scalar 64-bit loads (not lane extracts): the
@@ -198,11 +199,11 @@ static inline __attribute__((always_inline)) void scalar_step(scalar_state_t *s,
 static void kernel_scalar(raw_t *r, const thresholds_t *th, const float *x, size_t n)
 {
     scalar_state_t s;
-    memcpy(s.lt, r->lt, sizeof s.lt);
+    memcpy(s.lt, r->c.lt, sizeof s.lt);
     memcpy(s.lane, r->lane, sizeof s.lane);
     s.mid = s.zeros = 0;
-    s.amax = r->amax_bits;
-    s.min_m1 = r->min_m1;
+    s.amax = r->c.amax_bits;
+    s.min_m1 = r->c.min_m1;
     middle_band(th, &s.lo, &s.hi);
     size_t i = 0;
     if (n >= 256) {                                   /* long runs: 4 exponent sub-histograms */
@@ -219,19 +220,19 @@ static void kernel_scalar(raw_t *r, const thresholds_t *th, const float *x, size
         }
         for (int j = 0; j < 4; j++)
             for (int b = 0; b < 256; b++)
-                r->ehist[b] += sub[j][b];
+                r->c.ehist[b] += sub[j][b];
     }
     for (; i < n; i++) {
         uint32_t u;
         memcpy(&u, &x[i], sizeof u);
         scalar_step(&s, r, th, u, i);
-        r->ehist[(u >> 23) & 0xFF]++;
+        r->c.ehist[(u >> 23) & 0xFF]++;
     }
     for (int k = 0; k < NTHR; k++)
-        r->lt[k] = s.lt[k] + s.zeros + (th->t[k] >= s.hi ? s.mid : 0);   /* every t[k] > 0 */
+        r->c.lt[k] = s.lt[k] + s.zeros + (th->t[k] >= s.hi ? s.mid : 0);   /* every t[k] > 0 */
     memcpy(r->lane, s.lane, sizeof s.lane);
-    r->amax_bits = s.amax;
-    r->min_m1 = s.min_m1;
+    r->c.amax_bits = s.amax;
+    r->c.min_m1 = s.min_m1;
 }
 
 /* ---- fast path of the vector kernels
@@ -293,9 +294,9 @@ static void vec_finish(raw_t *r, const thresholds_t *th, const uint64_t fe[256],
                        const uint32_t p2[256], const uint32_t slow_e[256], const uint64_t lt_slow[NTHR],
                        uint32_t lo, uint32_t hi, int any_slow)
 {
-    r->ehist[0] += fe[0];
+    r->c.ehist[0] += fe[0];
     for (uint32_t b = lo; b <= hi; b++)
-        r->ehist[b] += fe[b];
+        r->c.ehist[b] += fe[b];
     for (int k = 0; k < NTHR; k++) {
         uint32_t e = th->t[k] >> 23, m = th->t[k] & MANT_MASK;
         uint64_t c = fe[0];                  /* zeros: below every t >= 1 */
@@ -303,11 +304,11 @@ static void vec_finish(raw_t *r, const thresholds_t *th, const uint64_t fe[256],
             c += fe[b];
         if (p2 && e >= lo && e <= hi && m == 1)
             c += p2[e];
-        r->lt[k] += c + lt_slow[k];          /* m >= 2: a gate field, no fast value in field e */
+        r->c.lt[k] += c + lt_slow[k];          /* m >= 2: a gate field, no fast value in field e */
     }
     if (any_slow)
         for (int b = 0; b < 256; b++)
-            r->ehist[b] += slow_e[b];
+            r->c.ehist[b] += slow_e[b];
 }
 
 /* The field range [lo, hi] of a call's nonzero finite values (lo > hi when none) from its min
@@ -446,12 +447,12 @@ static void kernel_avx2(raw_t *r, const thresholds_t *th, const float *x, size_t
     uint32_t c[8];
     _mm256_storeu_si256((__m256i *)(void *)c, vmax);
     for (int j = 0; j < 8; j++)
-        if (c[j] > r->amax_bits)
-            r->amax_bits = c[j];
+        if (c[j] > r->c.amax_bits)
+            r->c.amax_bits = c[j];
     _mm256_storeu_si256((__m256i *)(void *)c, vmin);
     for (int j = 0; j < 8; j++)
-        if (c[j] < r->min_m1)
-            r->min_m1 = c[j];
+        if (c[j] < r->c.min_m1)
+            r->c.min_m1 = c[j];
     _mm256_storeu_pd(r->lane, s0);
     _mm256_storeu_pd(r->lane + 4, s1);
     _mm256_storeu_pd(r->lane + 8, s2);
@@ -604,10 +605,10 @@ static void kernel_avx512(raw_t *r, const thresholds_t *th, const float *x, size
 
     uint32_t mx = (uint32_t)_mm512_reduce_max_epu32(vmax);
     uint32_t mn = (uint32_t)_mm512_reduce_min_epu32(vmin);
-    if (mx > r->amax_bits)
-        r->amax_bits = mx;
-    if (mn < r->min_m1)
-        r->min_m1 = mn;
+    if (mx > r->c.amax_bits)
+        r->c.amax_bits = mx;
+    if (mn < r->c.min_m1)
+        r->c.min_m1 = mn;
     _mm512_storeu_pd(r->lane, s0);
     _mm512_storeu_pd(r->lane + 8, s1);
     uint32_t lo, hi;
@@ -651,48 +652,54 @@ static kernel_fn kernel_get(int kernel)
     }
 }
 
-/* Add one call's raw counts to h, the values being x * 2^-k (k != 0 only when every finite nonzero
- * x * 2^-k is exact: see scaled_exact). */
-static void finish(fp_hist_t *h, const raw_t *r, size_t n, int k)
+/* hist_counts.h: the one fold of raw counts into a histogram (CPU and CUDA kernels). */
+void fp_hist_fold(fp_hist_t *h, const fp_hist_counts_t *c, uint64_t n, int k, double sum_abs)
 {
     uint64_t nsub = 0;
     for (int p = 0; p < 23; p++) {
-        if (r->sub_binade[p])                         /* m * 2^-149 with leading bit p: binade p-149 */
-            h->binade[p - k] += r->sub_binade[p];
-        nsub += r->sub_binade[p];
+        if (c->sub_binade[p])                         /* m * 2^-149 with leading bit p: binade p-149 */
+            h->binade[p - k] += c->sub_binade[p];
+        nsub += c->sub_binade[p];
     }
     for (int ef = 1; ef <= 254; ef++)
-        if (r->ehist[ef])
-            h->binade[ef - 127 - k - FP_HIST_EXP_MIN] += r->ehist[ef];
-    uint64_t zero = r->ehist[0] - nsub;
-    uint64_t finite = (uint64_t)n - r->nan - r->pos_inf - r->neg_inf;
+        if (c->ehist[ef])
+            h->binade[ef - 127 - k - FP_HIST_EXP_MIN] += c->ehist[ef];
+    uint64_t zero = c->ehist[0] - nsub;
+    uint64_t finite = n - c->nan - c->pos_inf - c->neg_inf;
     h->count += n;
     h->zero += zero;
-    h->nan += r->nan;
-    h->pos_inf += r->pos_inf;
-    h->neg_inf += r->neg_inf;
+    h->nan += c->nan;
+    h->pos_inf += c->pos_inf;
+    h->neg_inf += c->neg_inf;
     for (int f = 0; f < FP_FMT_COUNT; f++) {
-        const uint64_t *lt = &r->lt[4 * f];
+        const uint64_t *lt = &c->lt[4 * f];
         h->cls[f][FP_CLASS_UNDERFLOW] += lt[0] - zero;
         h->cls[f][FP_CLASS_SUBNORMAL] += lt[1] - lt[0];
         h->cls[f][FP_CLASS_NORMAL] += lt[2] - lt[1];
         h->cls[f][FP_CLASS_ROUND_TO_MAX] += lt[3] - lt[2];
         h->cls[f][FP_CLASS_OVERFLOW] += finite - lt[3];
     }
-    float amax = scale_down(bits_float(r->amax_bits), k);
+    float amax = scale_down(bits_float(c->amax_bits), k);
     if (amax > h->amax)
         h->amax = amax;
-    if (r->min_m1 < FIN_NZ_M1) {
-        float mn = scale_down(bits_float(r->min_m1 + 1), k);
+    if (c->min_m1 < FIN_NZ_M1) {
+        float mn = scale_down(bits_float(c->min_m1 + 1), k);
         if (h->min_nonzero == 0.0f || mn < h->min_nonzero)
             h->min_nonzero = mn;
     }
+    h->sum_abs += sum_abs;
+}
+
+/* Add one call's raw counts to h, the values being x * 2^-k (k != 0 only when every finite nonzero
+ * x * 2^-k is exact: see scaled_exact). */
+static void finish(fp_hist_t *h, const raw_t *r, size_t n, int k)
+{
     double l[SUM_LANES];
     memcpy(l, r->lane, sizeof l);
     for (int w = SUM_LANES / 2; w >= 1; w /= 2)
         for (int i = 0; i < w; i++)
             l[i] += l[i + w];
-    h->sum_abs += k ? ldexp(l[0], -k) : l[0];        /* exact: every lane sum scales by 2^-k */
+    fp_hist_fold(h, &r->c, n, k, k ? ldexp(l[0], -k) : l[0]);   /* exact: every lane sum scales by 2^-k */
 }
 
 /* Raw counts of x[0..n) (index 0 = lane 0) against th, with vec for whole 16-value groups. */
@@ -713,7 +720,7 @@ static void run_kernels(raw_t *r, const thresholds_t *th, const float *x, size_t
 static void raw_init(raw_t *r)
 {
     memset(r, 0, sizeof *r);
-    r->min_m1 = UINT32_MAX;
+    r->c.min_m1 = UINT32_MAX;
 }
 
 static int hist_add(fp_hist_t *h, const float *x, size_t n, kernel_fn vec)
@@ -776,9 +783,9 @@ static void scale_thresholds(thresholds_t *th, int k)
 
 static int scaled_exact(const raw_t *r, int k)
 {
-    if (r->amax_bits && ldexp((double)bits_float(r->amax_bits), -k) > (double)FLT_MAX)
+    if (r->c.amax_bits && ldexp((double)bits_float(r->c.amax_bits), -k) > (double)FLT_MAX)
         return 0;
-    if (k > 0 && r->min_m1 < FIN_NZ_M1 && ldexp((double)bits_float(r->min_m1 + 1), -k) < (double)FLT_MIN)
+    if (k > 0 && r->c.min_m1 < FIN_NZ_M1 && ldexp((double)bits_float(r->c.min_m1 + 1), -k) < (double)FLT_MIN)
         return 0;
     return 1;
 }
@@ -1226,11 +1233,11 @@ static void kernel_f16_avx512(raw_t *r, const thresholds_t *th, const f16_thr_t 
         mn = mn16[j] < mn ? mn16[j] : mn;
     }
     uint32_t amax = float_bits(fp_f16_to_f32((uint16_t)mx));
-    if (amax > r->amax_bits)
-        r->amax_bits = amax;
+    if (amax > r->c.amax_bits)
+        r->c.amax_bits = amax;
     uint32_t min_m1 = mn == 0xFFFF ? UINT32_MAX : float_bits(fp_f16_to_f32((uint16_t)(mn + 1))) - 1;
-    if (min_m1 < r->min_m1)
-        r->min_m1 = min_m1;
+    if (min_m1 < r->c.min_m1)
+        r->c.min_m1 = min_m1;
 
     /* fast fields from the pair tables (field of the first value | second << 5) */
     uint64_t fe[32];
@@ -1248,19 +1255,19 @@ static void kernel_f16_avx512(raw_t *r, const thresholds_t *th, const f16_thr_t 
             c += fe[b];
         if (e >= 1 && m == 1)
             c += p2[e];
-        r->lt[k] += c + lt_slow[k];                          /* m >= 2: a slow field, no fast value */
+        r->c.lt[k] += c + lt_slow[k];                          /* m >= 2: a slow field, no fast value */
     }
     uint64_t nsub = 0;
     for (int p = 0; p < 10; p++) {
-        r->ehist[p - 24 + 127] += sub16[p];                  /* 2^(p-24) <= |x| < 2^(p-23) */
+        r->c.ehist[p - 24 + 127] += sub16[p];                  /* 2^(p-24) <= |x| < 2^(p-23) */
         nsub += sub16[p];
     }
-    r->ehist[0] += fe[0] + slow_e[0] - nsub;                 /* zeros */
+    r->c.ehist[0] += fe[0] + slow_e[0] - nsub;                 /* zeros */
     for (int e = 1; e < 31; e++)
-        r->ehist[e - 15 + 127] += fe[e] + slow_e[e];
-    r->nan += nan;
-    r->pos_inf += pinf;
-    r->neg_inf += ninf;
+        r->c.ehist[e - 15 + 127] += fe[e] + slow_e[e];
+    r->c.nan += nan;
+    r->c.pos_inf += pinf;
+    r->c.neg_inf += ninf;
     (void)th;
 }
 #endif

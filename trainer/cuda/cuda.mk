@@ -4,7 +4,7 @@ if HAVE_CUDA
 lib_libfp_a_SOURCES += trainer/cuda/kernels.h trainer/cuda/xent.cu trainer/cuda/amp.cu trainer/cuda/sgd.cu \
 	trainer/cuda/hist.cu trainer/cuda/layer_error.cu
 # nvcc objects get no automatic header dependencies: list them.
-FP_CUDA_KERNEL_DEPS = trainer/cuda/kernels.h lib/error.h lib/hist.h lib/formats.h trainer/precision.h
+FP_CUDA_KERNEL_DEPS = trainer/cuda/kernels.h lib/error.h lib/hist.h lib/hist_counts.h lib/formats.h trainer/precision.h
 trainer/cuda/xent.$(OBJEXT) trainer/cuda/amp.$(OBJEXT) trainer/cuda/sgd.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
 trainer/cuda/hist.$(OBJEXT) trainer/cuda/layer_error.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
 endif

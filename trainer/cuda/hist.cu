@@ -1,22 +1,22 @@
 /* hist.cu — lib/hist.h's exponent histogram on the device: per-block shared-memory counters (exponent
  * field, class thresholds, fp32-subnormal binades, NaN / Inf) merged into one raw result, folded on
- * the host exactly as lib/hist.c folds its own. Promise: every count, amax and min_nonzero equal to
- * fp_hist_add (fp32) / fp_hist_add_f16 / _bf16 on the same values; sum_abs up to summation order.
- * The class thresholds come from fp_format_info() by lib/hist.c's rules (thr_le / thr_lt below). */
+ * the host by lib/hist.c's own fold (hist_counts.h). Promise: every count, amax and min_nonzero equal
+ * to fp_hist_add (fp32) / fp_hist_add_f16 / _bf16 on the same values; sum_abs up to summation order.
+ * The class thresholds are lib/hist.c's (fp_hist_thresholds). */
 #include <float.h>
 #include <math.h>
 #include <string.h>
 #include <cuda_fp16.h>
 #include "kernels.h"
 #include "formats.h"
+#include "hist_counts.h"
 
-#define NTHR       (FP_FMT_COUNT * 4)
+#define NTHR       FP_HIST_NTHR
 #define MAX_BLOCKS 1024u
 #define LAUNCH_MAX ((size_t)1 << 31)   /* values per launch: 32-bit shared counters cannot wrap */
 #define ABS_MASK   0x7FFFFFFFu
 #define INF_BITS   0x7F800000u
 #define MANT_MASK  0x007FFFFFu
-#define FIN_NZ_M1  0x7F7FFFFFu
 
 namespace {
 
@@ -29,41 +29,7 @@ struct hist_raw {
     unsigned min_m1;      /* min (|x| bits - 1), wrapping: zero -> all ones */
 };
 
-uint32_t float_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-float bits_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-
-/* a < T  <=>  |x| <= v (lib/hist.c thr_le) */
-uint32_t thr_le(double v)
-{
-    if (v >= (double)FLT_MAX)
-        return INF_BITS;
-    float f = (float)v;
-    if ((double)f > v)
-        f = nextafterf(f, 0.0f);
-    return float_bits(f) + 1;
-}
-
-/* a < T  <=>  |x| < v (lib/hist.c thr_lt) */
-uint32_t thr_lt(double v)
-{
-    if (v > (double)FLT_MAX)
-        return INF_BITS;
-    float f = (float)v;
-    if ((double)f < v)
-        f = nextafterf(f, INFINITY);
-    return float_bits(f);
-}
-
-void make_thresholds(thresholds *th)
-{
-    for (int f = 0; f < FP_FMT_COUNT; f++) {
-        const fp_format_info_t *fi = fp_format_info((fp_format)f);
-        th->t[4 * f + 0] = thr_le((double)fi->min_subnormal / 2.0);
-        th->t[4 * f + 1] = thr_lt((double)fi->min_normal);
-        th->t[4 * f + 2] = thr_le((double)fi->max_finite);
-        th->t[4 * f + 3] = thr_lt((double)fi->overflow_at);
-    }
-}
+void make_thresholds(thresholds *th) { fp_hist_thresholds(th->t); }
 
 template <int DT> __device__ inline uint32_t load_bits(const void *x, size_t i)
 {
@@ -147,40 +113,22 @@ __global__ void hist_kernel(hist_raw *out, double *sums, thresholds th, const vo
     }
 }
 
-/* lib/hist.c finish(): raw counts of n values into histogram terms, merged into h. */
+/* The device's raw counts (64-bit for atomicAdd) through lib/hist.c's fold into h. */
 void finish(fp_hist_t *h, const hist_raw *r, double sum_abs, uint64_t n)
 {
-    uint64_t nsub = 0;
-    for (int p = 0; p < 23; p++) {
-        h->binade[p] += r->sub_binade[p];
-        nsub += r->sub_binade[p];
-    }
-    for (int ef = 1; ef <= 254; ef++)
-        h->binade[ef - 127 - FP_HIST_EXP_MIN] += r->ehist[ef];
-    const uint64_t zero = r->ehist[0] - nsub;
-    const uint64_t finite = n - r->nan - r->pos_inf - r->neg_inf;
-    h->count += n;
-    h->zero += zero;
-    h->nan += r->nan;
-    h->pos_inf += r->pos_inf;
-    h->neg_inf += r->neg_inf;
-    for (int f = 0; f < FP_FMT_COUNT; f++) {
-        const unsigned long long *lt = &r->lt[4 * f];
-        h->cls[f][FP_CLASS_UNDERFLOW] += lt[0] - zero;
-        h->cls[f][FP_CLASS_SUBNORMAL] += lt[1] - lt[0];
-        h->cls[f][FP_CLASS_NORMAL] += lt[2] - lt[1];
-        h->cls[f][FP_CLASS_ROUND_TO_MAX] += lt[3] - lt[2];
-        h->cls[f][FP_CLASS_OVERFLOW] += finite - lt[3];
-    }
-    const float amax = bits_float(r->amax_bits);
-    if (amax > h->amax)
-        h->amax = amax;
-    if (r->min_m1 < FIN_NZ_M1) {
-        const float mn = bits_float(r->min_m1 + 1);
-        if (h->min_nonzero == 0.0f || mn < h->min_nonzero)
-            h->min_nonzero = mn;
-    }
-    h->sum_abs += sum_abs;
+    fp_hist_counts_t c;
+    for (int k = 0; k < NTHR; k++)
+        c.lt[k] = r->lt[k];
+    for (int e = 0; e < 256; e++)
+        c.ehist[e] = r->ehist[e];
+    for (int p = 0; p < 23; p++)
+        c.sub_binade[p] = r->sub_binade[p];
+    c.nan = r->nan;
+    c.pos_inf = r->pos_inf;
+    c.neg_inf = r->neg_inf;
+    c.amax_bits = r->amax_bits;
+    c.min_m1 = r->min_m1;
+    fp_hist_fold(h, &c, n, 0, sum_abs);
 }
 
 } // namespace
