@@ -5,4 +5,4 @@ check_LIBRARIES = tests/libtap.a
 tests_libtap_a_SOURCES = tests/tap.c tests/tap.h tests/testutil.c tests/testutil.h tests/hist_ref.c tests/hist_ref.h
 TEST_LDADD = tests/libtap.a $(FP_LDADD)
 # sourced by the shell tests (check, tap_workdir)
-EXTRA_DIST += tests/tap.sh
+EXTRA_DIST += tests/tap.sh tests/gpu/require_gpu.h

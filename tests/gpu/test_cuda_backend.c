@@ -4,7 +4,7 @@
  * arm step (SGD with momentum and weight decay on the device, unscale + check) moves the parameters as on
  * the CPU. Skips with a TAP reason when built without CUDA or when no GPU is usable. */
 #include "config.h"
-#include "gpu_detect.h"
+#include "gpu/require_gpu.h"
 #include "tap.h"
 #ifdef HAVE_CUDA
 #include <math.h>
@@ -181,12 +181,7 @@ static void compare_step(const tol_t *t, float *x, int *labels)
 
 int main(void)
 {
-    fp_gpu_info_t gpu;
-    fp_gpu_detect(&gpu);
-    if (!fp_gpu_compiled())
-        tap_skip_all("built without CUDA");
-    if (!gpu.available)
-        tap_skip_all(gpu.reason);
+    tu_require_gpu();
 #ifdef HAVE_CUDA
     int npol = (int)(sizeof tols / sizeof *tols);
     tap_plan(npol * (2 * 5 + 2));

@@ -4,7 +4,7 @@
  * conv, linear and batchnorm within the tolerances stated next to each check. Skips with a TAP reason
  * when built without CUDA or when no GPU is usable (tests/gpu/test_cuda_backend.c covers whole models). */
 #include "config.h"
-#include "gpu_detect.h"
+#include "gpu/require_gpu.h"
 #include "tap.h"
 #ifdef HAVE_CUDA
 #include <math.h>
@@ -301,12 +301,7 @@ static void layers(void)
 
 int main(void)
 {
-    fp_gpu_info_t gpu;
-    fp_gpu_detect(&gpu);
-    if (!fp_gpu_compiled())
-        tap_skip_all("built without CUDA");
-    if (!gpu.available)
-        tap_skip_all(gpu.reason);
+    tu_require_gpu();
 #ifdef HAVE_CUDA
     C = fp_backend_cpu();
     G = fp_backend_cuda();

@@ -2,7 +2,7 @@
  * conversions bit for bit on random and edge values (NaN: stays NaN). Skips with a TAP reason
  * when built without CUDA or when no GPU is usable. */
 #include "config.h"
-#include "gpu_detect.h"
+#include "gpu/require_gpu.h"
 #include "tap.h"
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -30,12 +30,7 @@ static int same_value(uint16_t got, uint16_t want, int nan_mask_16)
 
 int main(void)
 {
-    fp_gpu_info_t gpu;
-    fp_gpu_detect(&gpu);
-    if (!fp_gpu_compiled())
-        tap_skip_all("built without CUDA");
-    if (!gpu.available)
-        tap_skip_all(gpu.reason);
+    tu_require_gpu();
 #ifdef HAVE_CUDA
     enum { N = 1 << 22 };
     float *host = malloc(N * sizeof *host), *back = malloc(N * sizeof *back);

@@ -3,7 +3,7 @@
  * bit-exact), exponent histograms (fp_hist_add / _f16 / _bf16, exact counts), layer error
  * (fp_layer_error). Tolerances are stated at each check. Skips with a TAP reason without CUDA / GPU. */
 #include "config.h"
-#include "gpu_detect.h"
+#include "gpu/require_gpu.h"
 #include "tap.h"
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -401,12 +401,7 @@ static void test_layer_error(void)
 
 int main(void)
 {
-    fp_gpu_info_t gpu;
-    fp_gpu_detect(&gpu);
-    if (!fp_gpu_compiled())
-        tap_skip_all("built without CUDA");
-    if (!gpu.available)
-        tap_skip_all(gpu.reason);
+    tu_require_gpu();
 #ifdef HAVE_CUDA
     tap_plan(8 + 4 + 6 + 5 + 7);
     test_xent();

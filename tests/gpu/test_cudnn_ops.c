@@ -5,7 +5,7 @@
  * Tolerances: max |got - want| <= tol * max |want| over the tensor (want: the CPU result), with tol per
  * format stated in tol_of() below. */
 #include "config.h"
-#include "gpu_detect.h"
+#include "gpu/require_gpu.h"
 #include "tap.h"
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -426,12 +426,7 @@ static void run_arm(fp_dtype math, fp_dtype dt, const char *name)
 
 int main(void)
 {
-    fp_gpu_info_t gpu;
-    fp_gpu_detect(&gpu);
-    if (!fp_gpu_compiled())
-        tap_skip_all("built without CUDA");
-    if (!gpu.available)
-        tap_skip_all(gpu.reason);
+    tu_require_gpu();
 #ifdef HAVE_CUDA
     run_arm(FP_DT_F32, FP_DT_F32, "fp32");
     run_arm(FP_DT_TF32, FP_DT_F32, "tf32");

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gpu_detect.h"
+#include "gpu/require_gpu.h"
 #include "tap.h"
 #ifdef HAVE_CUDA
 #include "error.h"
@@ -26,12 +26,7 @@ static long long q(const char *db, const char *fmt, long long a)
 
 int main(void)
 {
-    fp_gpu_info_t gpu;
-    fp_gpu_detect(&gpu);
-    if (!fp_gpu_compiled())
-        tap_skip_all("built without CUDA");
-    if (!gpu.available)
-        tap_skip_all(gpu.reason);
+    tu_require_gpu();
 #ifdef HAVE_CUDA
     char dir[64];
     snprintf(dir, sizeof dir, "/tmp/fp16probe-gpuprobes-XXXXXX");
