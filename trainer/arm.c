@@ -267,6 +267,40 @@ const fp_arm_config *fp_arm_get_config(const fp_arm *a) { return &a->cfg; }
 int64_t fp_arm_iteration(const fp_arm *a) { return a->iteration; }
 void fp_arm_set_iteration(fp_arm *a, int64_t t) { a->iteration = t < 0 ? 0 : t; }
 
+/* After the forward: a non-finite loss without a loss scaler ends the step as diverged (1). */
+static int diverged(const fp_arm *a, fp_arm_step_result *r, int64_t t0, int64_t t1)
+{
+    r->loss_finite = isfinite(r->loss) != 0;
+    if (r->loss_finite || a->policy->scaling != FP_SCALE_NONE)
+        return 0;
+    r->diverged = 1;
+    r->forward_ns = t1 - t0;
+    r->total_ns = mono_ns() - t0;
+    return 1;
+}
+
+/* GradScaler.update: the step is skipped on a non-finite gradient and the scale moves. */
+static void scaler_update(fp_arm *a, fp_arm_step_result *r, int found)
+{
+    if (a->policy->scaling == FP_SCALE_NONE)
+        return;
+    r->skipped = found;
+    fp_grad_scaler_update(&a->scaler, found);
+    r->next_scale = a->scaler.scale;
+    r->scale_changed = r->next_scale != r->scale;
+}
+
+/* The iteration counted and the phase times of a finished step. */
+static void step_done(fp_arm *a, fp_arm_step_result *r, int64_t t0, int64_t t1, int64_t t2)
+{
+    a->iteration++;
+    int64_t t3 = mono_ns();
+    r->forward_ns = t1 - t0;
+    r->backward_ns = t2 - t1;
+    r->optim_ns = t3 - t2;
+    r->total_ns = t3 - t0;
+}
+
 #ifdef HAVE_CUDA
 /* unscale_ + the inf/NaN check on the device: one launch over every parameter gradient; the layer is
  * looked up on the host (in backward order, as the CPU path) only when something was found. */
@@ -369,13 +403,8 @@ static int step_device(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
     if (rc)
         return rc;
     int64_t t1 = mono_ns();
-    r->loss_finite = isfinite(r->loss) != 0;
-    if (!r->loss_finite && a->policy->scaling == FP_SCALE_NONE) {
-        r->diverged = 1;
-        r->forward_ns = t1 - t0;
-        r->total_ns = mono_ns() - t0;
+    if (diverged(a, r, t0, t1))
         return FP_OK;
-    }
     rc = fp_model_backward_loss(m);
     rc = rc ? rc : fp_model_backend_ops(m)->sync(fp_model_backend(m));   /* honest backward time */
     if (rc)
@@ -384,23 +413,13 @@ static int step_device(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
     int found = 0;
     if ((rc = device_unscale(a, 1.0f / scale, &found, r)))
         return rc;
-    if (a->policy->scaling != FP_SCALE_NONE) {
-        r->skipped = found;
-        fp_grad_scaler_update(&a->scaler, found);
-        r->next_scale = a->scaler.scale;
-        r->scale_changed = r->next_scale != r->scale;
-    }
+    scaler_update(a, r, found);
     if (!r->skipped && (rc = device_optim(a, r->lr)))
         return rc;
     rc = fp_model_backend_ops(m)->sync(fp_model_backend(m));
     if (rc)
         return rc;
-    a->iteration++;
-    int64_t t3 = mono_ns();
-    r->forward_ns = t1 - t0;
-    r->backward_ns = t2 - t1;
-    r->optim_ns = t3 - t2;
-    r->total_ns = t3 - t0;
+    step_done(a, r, t0, t1, t2);
     return FP_OK;
 }
 #endif
@@ -437,13 +456,8 @@ int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
                          classes);
     if (rc)
         return rc;
-    r->loss_finite = isfinite(r->loss) != 0;
-    if (!r->loss_finite && a->policy->scaling == FP_SCALE_NONE) {
-        r->diverged = 1;
-        r->forward_ns = t1 - t0;
-        r->total_ns = mono_ns() - t0;
+    if (diverged(a, r, t0, t1))
         return FP_OK;
-    }
     float scale = a->scaler.scale;
     if (scale != 1.0f)
         for (size_t i = 0; i < need; i++)
@@ -465,23 +479,13 @@ int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
             r->nonfinite_tensor = t->name;
         }
     }
-    if (a->policy->scaling != FP_SCALE_NONE) {
-        r->skipped = found;
-        fp_grad_scaler_update(&a->scaler, found);
-        r->next_scale = a->scaler.scale;
-        r->scale_changed = r->next_scale != r->scale;
-    }
+    scaler_update(a, r, found);
     if (!r->skipped) {
         if ((rc = fp_optim_step(a->optim, r->lr)))
             return rc;
         round_state(a);
     }
-    a->iteration++;
-    int64_t t3 = mono_ns();
-    r->forward_ns = t1 - t0;
-    r->backward_ns = t2 - t1;
-    r->optim_ns = t3 - t2;
-    r->total_ns = t3 - t0;
+    step_done(a, r, t0, t1, t2);
     return FP_OK;
 }
 
