@@ -24,39 +24,43 @@ typedef struct {
  * The low-precision forward (a scratch clone of the fp32 model under `policy`) runs with the fp32
  * model's current weights on the same batch, and every layer's output is compared with the fp32
  * forward's (role activation in precision_error). Two ways:
+ *  - riding on the fp32 arm's own training step (trainer/compare.c on the CPU; no extra fp32
+ *    forward): fp_prec_err_attach puts a capture backend on the fp32 model's probe set;
+ *    fp_prec_err_arm(pe, n) before that model's sampled step; during its TRAIN forward the first k
+ *    images' output of every layer is kept (fp32); then, after the forward and before the backward
+ *    and the optimizer (the weights are those the forward used), fp_prec_err_ride runs the
+ *    low-precision forward on those k images with every batchnorm normalising with the fp32
+ *    forward's statistics of the WHOLE batch (fp_model_forward_given_stats). Images are then
+ *    independent of one another, so the k-image figure estimates the whole batch's without the
+ *    small-batch bias of the second way; what it leaves out is the rounding of the batch statistics
+ *    themselves (computed in fp32 from 16-bit inputs under every policy: a relative error around
+ *    2^-11 / sqrt(values per channel)). Rows go out (stored when fp_prec_err_set_store was called)
+ *    at the step the fp32 model's probe had when armed.
  *  - one call: fp_prec_err_compare runs both forwards (TRAIN, so batchnorm uses batch statistics as
- *    in training; the fp32 model's running statistics are saved and restored), or
- *  - riding on the fp32 arm's own training forward (no extra fp32 forward): call
- *    fp_prec_err_run_lowp before the fp32 arm's step with the batch that step will use, with the
- *    backend attached (fp_prec_err_attach) to the fp32 arm's probe set; during that step's forward
- *    each layer is compared as it is produced; at step_end the rows are ready (and stored when
- *    fp_prec_err_set_store was called).
- * The low-precision outputs are captured in their storage format (16 bits under fp16 / bf16).
- *
- * Sub-batch (cost): fp_prec_err_compare measures on the FIRST k images of the batch only, k =
- * FP_PREC_ERR_DEFAULT_SUBBATCH unless fp_prec_err_set_subbatch says otherwise (0: the whole batch;
- * a batch of at most k images is used whole). Both forwards (low precision and reference) run on
- * those same k images in TRAIN mode, so batchnorm normalises both with the statistics of those k
- * images and the comparison stays like for like; the figure is the rounding error of a k-image
- * batch. Measured on resnet50 64x64 under fp16 (fresh weights, one batch of 16), per-layer rel_l2
- * over the 174 layers against the whole batch's: k = 8 median 1.00x (p90 1.01x), k = 4 median 1.06x
- * (p90 1.17x, the deep layers whose batchnorm then sees few values), k = 2 median 1.06x (p90 1.43x):
- * 4 is the default, a slight overestimate. With k < n the reference forward runs on a clone of the reference model
- * (made once; it reads the reference's parameters in place and gets a copy of its running statistics
- * each time): the reference model itself is not run, and keeps its state. This costs about 2 * k / n of a training forward instead of two whole
- * forwards (bench/bench_probe_overhead.c). The riding path (fp_prec_err_run_lowp + attach) needs the
- * step's own batch and always uses all of it. */
+ *    in training) on the first k images; used for a reference on a GPU, whose activations the CPU
+ *    scratch cannot read. Both forwards normalise with the statistics of those k images, so the
+ *    comparison is like for like but is the rounding error of a k-image batch: measured on resnet50
+ *    64x64 under fp16, per-layer rel_l2 against the whole batch's: k = 8 median 1.00x (p90 1.01x),
+ *    k = 4 median 1.06x (p90 1.17x, the deep layers whose batchnorm then sees few values). With
+ *    k < n the reference forward runs on a clone of the reference model (made once; it reads the
+ *    reference's parameters in place and gets a copy of its running statistics each time).
+ * k = FP_PREC_ERR_DEFAULT_SUBBATCH unless fp_prec_err_set_subbatch says otherwise (0: the whole
+ * batch; a batch of at most k images is used whole). The low-precision outputs are taken in their
+ * storage format (16 bits under fp16 / bf16). */
 #define FP_PREC_ERR_DEFAULT_SUBBATCH 4
 typedef struct fp_prec_err fp_prec_err;
 int fp_prec_err_create(fp_prec_err **out, const fp_model *ref, const fp_policy *policy);
 void fp_prec_err_free(fp_prec_err *pe);
 /* Rows go to store as (run = the low-precision arm, ref_run = the fp32 arm, step, layer, activation). */
 void fp_prec_err_set_store(fp_prec_err *pe, fp_store_t *store, int64_t run, int64_t ref_run);
-int fp_prec_err_run_lowp(fp_prec_err *pe, fp_model *ref, const float *x, int n);
-int fp_prec_err_attach(fp_prec_err *pe, fp_probe *p);
+/* Riding: attach once to the fp32 model's probe set; arm before its step on a batch of n; ride after
+ * its forward (FP_EINVAL when nothing was captured for a batch of n). */
+int fp_prec_err_attach(fp_prec_err *pe, fp_probe *ref_probe);
+int fp_prec_err_arm(fp_prec_err *pe, int n);
+int fp_prec_err_ride(fp_prec_err *pe, fp_model *ref, const float *x, int n);
 int fp_prec_err_compare(fp_prec_err *pe, fp_model *ref, const float *x, int n, int64_t step);
 void fp_prec_err_set_subbatch(fp_prec_err *pe, int k);   /* k <= 0: the whole batch */
-int fp_prec_err_subbatch(const fp_prec_err *pe, int n);  /* images fp_prec_err_compare uses of a batch of n */
+int fp_prec_err_subbatch(const fp_prec_err *pe, int n);  /* images either way uses of a batch of n */
 /* Per-layer rows of the last comparison (count = layers), NULL before one. */
 const fp_layer_err_t *fp_prec_err_rows(const fp_prec_err *pe, int *count);
 int64_t fp_prec_err_last_step(const fp_prec_err *pe);   /* -1 before one */

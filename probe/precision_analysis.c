@@ -103,8 +103,9 @@ struct fp_prec_err {
     fp_model *scratch;
     fp_model *ref_scratch; /* fp_prec_err_compare on a sub-batch: the reference's clone (its policy) */
     int sub;               /* fp_prec_err_set_subbatch */
-    fp_probe *sp;          /* on the scratch: the capture backend */
+    fp_probe *sp;          /* on the scratch: the capture backend (fp_prec_err_compare) */
     fp_probe *rp;          /* for fp_prec_err_compare: the compare backend alone */
+    fp_probe *ridep;       /* on the scratch: the compare-with-the-reference backend (fp_prec_err_ride) */
     int nlayers;
     size_t *off, *cnt;     /* per layer: byte offset into cap, values */
     fp_dtype *dt;
@@ -112,6 +113,18 @@ struct fp_prec_err {
     size_t cap_bytes;
     int cap_n;             /* batch the capture offsets are for */
     int capture_ok;
+    /* riding: the reference's outputs of its first rk images, fp32, captured during its forward */
+    size_t *per_image;     /* per layer: values per image */
+    size_t *roff;          /* per layer: float offset into rcap */
+    float *rcap;
+    size_t rcap_floats;
+    int rk, rn;            /* images captured, of a batch of rn */
+    int rarmed;            /* fp_prec_err_arm called, until the step ends or the ride */
+    int rlayers;           /* layers captured at this step */
+    int64_t rstep;
+    fp_model *ride_ref;    /* during fp_prec_err_ride: the reference lending its statistics */
+    double *cs;            /* channel statistics scratch: 4 * widest batchnorm */
+    float *full;           /* the reference's whole-batch mean and variance: 2 * widest batchnorm */
     fp_layer_err_t *rows;
     int armed;
     int64_t step, last_step;
@@ -120,6 +133,50 @@ struct fp_prec_err {
     int have_rows;
     float tmp[CHUNK];
 };
+
+/* The rows of a new comparison at step, all "not measured" until a layer is compared. */
+static void rows_begin(fp_prec_err *pe, int64_t step)
+{
+    pe->step = step;
+    for (int l = 0; l < pe->nlayers; l++)
+        pe->rows[l] = (fp_layer_err_t){NAN, NAN, NAN};
+}
+
+/* The rows of the comparison at step are complete: kept, and stored when a store is set. */
+static void rows_end(fp_prec_err *pe, int64_t step)
+{
+    pe->last_step = step;
+    pe->have_rows = 1;
+    if (!pe->store)
+        return;
+    for (int l = 0; l < pe->nlayers; l++) {
+        const fp_layer_err_t *r = &pe->rows[l];
+        if (isnan(r->rel_l2) && isnan(r->cosine))
+            continue;
+        fp_precision_rec_t rec = {pe->run, pe->ref_run, step, l, FP_ROLE_ACTIVATION, r->rel_l2, r->max_abs, r->cosine};
+        fp_store_precision(pe->store, &rec);
+    }
+}
+
+/* Row `layer` from n reference values (fp32) and n low-precision ones (fp32 or 16-bit as stored). */
+static void layer_row(fp_prec_err *pe, int layer, const float *ref, const void *lo, fp_dtype lo_dt, size_t n)
+{
+    err_acc a = {0};
+    int is16 = lo_dt == FP_DT_F16 || lo_dt == FP_DT_BF16;
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t c = n - i < CHUNK ? n - i : CHUNK;
+        const float *l;
+        if (is16) {
+            fp_widen_array(pe->tmp, (const uint16_t *)lo + i, c, lo_dt);
+            l = pe->tmp;
+        } else {
+            l = (const float *)lo + i;
+        }
+        acc_add(&a, ref + i, l, c);
+    }
+    fp_layer_err_t *r = &pe->rows[layer];
+    acc_finish(&a, &r->rel_l2, &r->max_abs, &r->cosine);
+}
 
 static unsigned cap_step_begin(void *self, int64_t step, float loss_scale)
 {
@@ -180,9 +237,7 @@ static unsigned cmp_step_begin(void *self, int64_t step, float loss_scale)
     fp_prec_err *pe = self;
     if (!pe->armed)
         return 0;
-    pe->step = step;
-    for (int l = 0; l < pe->nlayers; l++)
-        pe->rows[l] = (fp_layer_err_t){NAN, NAN, NAN};
+    rows_begin(pe, step);
     return FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION);
 }
 
@@ -192,23 +247,7 @@ static void cmp_tensor(void *self, int layer, fp_tensor_role role, const float *
     fp_prec_err *pe = self;
     if (!pe->armed || role != FP_ROLE_ACTIVATION || layer < 0 || layer >= pe->nlayers || n != pe->cnt[layer])
         return;
-    err_acc a = {0};
-    const unsigned char *src = pe->cap + pe->off[layer];
-    fp_dtype d = pe->dt[layer];
-    int is16 = d == FP_DT_F16 || d == FP_DT_BF16;
-    for (size_t i = 0; i < n; i += CHUNK) {
-        size_t c = n - i < CHUNK ? n - i : CHUNK;
-        const float *lo;
-        if (is16) {
-            fp_widen_array(pe->tmp, (const uint16_t *)src + i, c, d);
-            lo = pe->tmp;
-        } else {
-            lo = (const float *)src + i;
-        }
-        acc_add(&a, x + i, lo, c);
-    }
-    fp_layer_err_t *r = &pe->rows[layer];
-    acc_finish(&a, &r->rel_l2, &r->max_abs, &r->cosine);
+    layer_row(pe, layer, x, pe->cap + pe->off[layer], pe->dt[layer], n);
 }
 
 static void cmp_step_end(void *self, int64_t step)
@@ -217,20 +256,98 @@ static void cmp_step_end(void *self, int64_t step)
     if (!pe->armed)
         return;
     pe->armed = 0;
-    pe->last_step = step;
-    pe->have_rows = 1;
-    if (!pe->store)
-        return;
-    for (int l = 0; l < pe->nlayers; l++) {
-        const fp_layer_err_t *r = &pe->rows[l];
-        if (isnan(r->rel_l2) && isnan(r->cosine))
-            continue;
-        fp_precision_rec_t rec = {pe->run, pe->ref_run, step, l, FP_ROLE_ACTIVATION, r->rel_l2, r->max_abs, r->cosine};
-        fp_store_precision(pe->store, &rec);
-    }
+    rows_end(pe, step);
 }
 
 static const fp_probe_ops compare_ops = {"precision_error", cmp_step_begin, cmp_step_end, NULL, NULL, cmp_tensor};
+
+/* ---- riding on the reference's training step: its outputs captured, then the low-precision forward ---- */
+
+static unsigned refcap_step_begin(void *self, int64_t step, float loss_scale)
+{
+    (void)loss_scale;
+    fp_prec_err *pe = self;
+    if (!pe->rarmed)
+        return 0;
+    pe->rstep = step;
+    pe->rlayers = 0;
+    pe->capture_ok = 1;
+    return FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION);
+}
+
+/* The first rk images of layer's output (the reference's batch of rn), widened to fp32. */
+static float *refcap_slot(fp_prec_err *pe, int layer, fp_tensor_role role, size_t n)
+{
+    if (!pe->rarmed || role != FP_ROLE_ACTIVATION || layer < 0 || layer >= pe->nlayers)
+        return NULL;
+    if (n != pe->per_image[layer] * (size_t)pe->rn) {
+        pe->capture_ok = 0;
+        return NULL;
+    }
+    return pe->rcap + pe->roff[layer];
+}
+
+static void refcap_tensor(void *self, int layer, fp_tensor_role role, const float *x, size_t n, float loss_scale)
+{
+    (void)loss_scale;
+    fp_prec_err *pe = self;
+    float *dst = refcap_slot(pe, layer, role, n);
+    if (dst) {
+        memcpy(dst, x, pe->per_image[layer] * (size_t)pe->rk * sizeof *dst);
+        pe->rlayers++;
+    }
+}
+
+static void refcap_tensor16(void *self, int layer, fp_tensor_role role, const uint16_t *x, fp_dtype dt, size_t n,
+                            float loss_scale)
+{
+    (void)loss_scale;
+    fp_prec_err *pe = self;
+    float *dst = refcap_slot(pe, layer, role, n);
+    if (dst) {
+        fp_widen_array(dst, x, pe->per_image[layer] * (size_t)pe->rk, dt);
+        pe->rlayers++;
+    }
+}
+
+static void refcap_step_end(void *self, int64_t step)   /* not ridden: the capture is dropped */
+{
+    (void)step;
+    ((fp_prec_err *)self)->rarmed = 0;
+}
+
+static const fp_probe_ops refcap_ops = {"precision_reference", refcap_step_begin, refcap_step_end, NULL, NULL,
+                                        refcap_tensor};
+
+static unsigned ride_step_begin(void *self, int64_t step, float loss_scale)
+{
+    (void)self;
+    (void)step;
+    (void)loss_scale;
+    return FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION);
+}
+
+/* The low-precision forward's layer output (rk images) against the reference's captured one. */
+static void ride_tensor16(void *self, int layer, fp_tensor_role role, const uint16_t *x, fp_dtype dt, size_t n,
+                          float loss_scale)
+{
+    (void)loss_scale;
+    fp_prec_err *pe = self;
+    if (role != FP_ROLE_ACTIVATION || layer < 0 || layer >= pe->nlayers)
+        return;
+    if (n != pe->per_image[layer] * (size_t)pe->rk) {
+        pe->capture_ok = 0;
+        return;
+    }
+    layer_row(pe, layer, pe->rcap + pe->roff[layer], x, dt, n);
+}
+
+static void ride_tensor(void *self, int layer, fp_tensor_role role, const float *x, size_t n, float loss_scale)
+{
+    ride_tensor16(self, layer, role, (const uint16_t *)(const void *)x, FP_DT_F32, n, loss_scale);
+}
+
+static const fp_probe_ops ride_ops = {"precision_ride", ride_step_begin, NULL, NULL, NULL, ride_tensor};
 
 int fp_prec_err_create(fp_prec_err **out, const fp_model *ref, const fp_policy *policy)
 {
@@ -242,6 +359,7 @@ int fp_prec_err_create(fp_prec_err **out, const fp_model *ref, const fp_policy *
     rc = rc ? rc : fp_model_set_policy(pe->scratch, policy);
     rc = rc ? rc : fp_probe_create(&pe->sp);
     rc = rc ? rc : fp_probe_create(&pe->rp);
+    rc = rc ? rc : fp_probe_create(&pe->ridep);
     if (rc) {
         fp_prec_err_free(pe);
         return rc;
@@ -252,13 +370,29 @@ int fp_prec_err_create(fp_prec_err **out, const fp_model *ref, const fp_policy *
     pe->cnt = calloc(L, sizeof *pe->cnt);
     pe->dt = calloc(L, sizeof *pe->dt);
     pe->rows = calloc(L, sizeof *pe->rows);
-    if (!pe->off || !pe->cnt || !pe->dt || !pe->rows) {
+    pe->per_image = calloc(L, sizeof *pe->per_image);
+    pe->roff = calloc(L, sizeof *pe->roff);
+    if (!pe->off || !pe->cnt || !pe->dt || !pe->rows || !pe->per_image || !pe->roff) {
+        fp_prec_err_free(pe);
+        return fp_fail(FP_ENOMEM, "precision error: out of memory");
+    }
+    int widest = 1;
+    for (int l = 0; l < pe->nlayers; l++) {
+        const fp_layer_info *li = fp_model_layer(ref, l);
+        pe->per_image[l] = (size_t)li->out.h * li->out.w * li->out.c;
+        if (li->type == FP_LAYER_BN && li->in.c > widest)
+            widest = li->in.c;
+    }
+    pe->cs = malloc(4 * (size_t)widest * sizeof *pe->cs);
+    pe->full = malloc(2 * (size_t)widest * sizeof *pe->full);
+    if (!pe->cs || !pe->full) {
         fp_prec_err_free(pe);
         return fp_fail(FP_ENOMEM, "precision error: out of memory");
     }
     pe->sub = FP_PREC_ERR_DEFAULT_SUBBATCH;
     fp_probe_add16(pe->sp, &capture_ops, cap_tensor16, pe);
     fp_probe_add(pe->rp, &compare_ops, pe);
+    fp_probe_add16(pe->ridep, &ride_ops, ride_tensor16, pe);
     fp_model_set_probe(pe->scratch, pe->sp);
     pe->last_step = -1;
     *out = pe;
@@ -273,6 +407,12 @@ void fp_prec_err_free(fp_prec_err *pe)
     fp_model_free(pe->ref_scratch);
     fp_probe_free(pe->sp);
     fp_probe_free(pe->rp);
+    fp_probe_free(pe->ridep);
+    free(pe->per_image);
+    free(pe->roff);
+    free(pe->rcap);
+    free(pe->cs);
+    free(pe->full);
     free(pe->off);
     free(pe->cnt);
     free(pe->dt);
@@ -309,19 +449,25 @@ static int size_capture(fp_prec_err *pe, int n)
     return FP_OK;
 }
 
-int fp_prec_err_run_lowp(fp_prec_err *pe, fp_model *ref, const float *x, int n)
+/* The scratch reads ref's weights: in place when its master is fp32 (the forward only reads them), a
+ * rounded copy under `half` (its parameters are fp16 values). */
+static int scratch_weights(fp_prec_err *pe, fp_model *ref)
 {
     const fp_policy *pol = fp_model_policy(pe->scratch);
-    int rc;
-    if (pol->master == FP_DT_F32) {   /* read ref's fp32 weights in place: the forward only reads them */
-        rc = fp_model_share_params(pe->scratch, ref);
-    } else {                          /* `half`: its parameters are fp16 values, a rounded copy */
-        rc = fp_model_copy_params(pe->scratch, ref, 1);
-        if (!rc) {
-            fp_round_to_dtype(fp_model_params(pe->scratch), fp_model_num_params(pe->scratch), pol->master);
-            fp_round_to_dtype(fp_model_buffers(pe->scratch), fp_model_num_buffers(pe->scratch), pol->master);
-        }
+    if (pol->master == FP_DT_F32)
+        return fp_model_share_params(pe->scratch, ref);
+    int rc = fp_model_copy_params(pe->scratch, ref, 1);
+    if (!rc) {
+        fp_round_to_dtype(fp_model_params(pe->scratch), fp_model_num_params(pe->scratch), pol->master);
+        fp_round_to_dtype(fp_model_buffers(pe->scratch), fp_model_num_buffers(pe->scratch), pol->master);
     }
+    return rc;
+}
+
+/* The low-precision forward on x (n images, TRAIN) with ref's weights, its outputs captured. */
+static int run_lowp(fp_prec_err *pe, fp_model *ref, const float *x, int n)
+{
+    int rc = scratch_weights(pe, ref);
     if (rc)
         return rc;
     if ((rc = size_capture(pe, n)))
@@ -338,7 +484,102 @@ int fp_prec_err_run_lowp(fp_prec_err *pe, fp_model *ref, const float *x, int n)
     return FP_OK;
 }
 
-int fp_prec_err_attach(fp_prec_err *pe, fp_probe *p) { return fp_probe_add(p, &compare_ops, pe); }
+int fp_prec_err_attach(fp_prec_err *pe, fp_probe *ref_probe)
+{
+    return fp_probe_add16(ref_probe, &refcap_ops, refcap_tensor16, pe);
+}
+
+int fp_prec_err_arm(fp_prec_err *pe, int n)
+{
+    int k = fp_prec_err_subbatch(pe, n);
+    size_t total = 0;
+    for (int l = 0; l < pe->nlayers; l++) {
+        pe->roff[l] = total;
+        total += (pe->per_image[l] * (size_t)k + 15) / 16 * 16;
+    }
+    if (total > pe->rcap_floats) {
+        float *p = realloc(pe->rcap, total * sizeof *p);
+        if (!p)
+            return fp_fail(FP_ENOMEM, "precision error: out of memory for %zu MiB of reference outputs",
+                           (total * sizeof *p) >> 20);
+        pe->rcap = p;
+        pe->rcap_floats = total;
+    }
+    pe->rk = k;
+    pe->rn = n;
+    pe->rarmed = 1;
+    pe->rlayers = 0;
+    return FP_OK;
+}
+
+/* Per channel of x (rows x c, NHWC): mean and biased variance, in double. */
+static void channel_stats(const float *x, size_t rows, int c, double *mean, double *var)
+{
+    for (int j = 0; j < c; j++)
+        mean[j] = var[j] = 0.0;
+    for (size_t r = 0; r < rows; r++)
+        for (int j = 0; j < c; j++) {
+            double v = x[r * (size_t)c + j];
+            mean[j] += v;
+            var[j] += v * v;
+        }
+    for (int j = 0; j < c; j++) {
+        mean[j] /= (double)rows;
+        var[j] = var[j] / (double)rows - mean[j] * mean[j];
+    }
+}
+
+/* A batchnorm of the ride's low-precision forward normalises with what the low-precision arm's own
+ * whole-batch statistics would be: the reference's whole-batch mean and variance, moved by the
+ * difference that rounding makes on the k images at hand (low-precision input against the
+ * reference's captured one). */
+static int ride_stats(void *ctx, int layer, int input_layer, const float *x, size_t rows, int c, float *mean,
+                      float *var)
+{
+    fp_prec_err *pe = ctx;
+    int rc = fp_model_bn_batch_stats(pe->ride_ref, layer, pe->full, pe->full + c);
+    if (rc)
+        return rc;
+    double *ml = pe->cs, *vl = ml + c, *mr = vl + c, *vr = mr + c;
+    if (input_layer >= 0 && pe->per_image[input_layer] * (size_t)pe->rk == rows * (size_t)c) {
+        channel_stats(x, rows, c, ml, vl);
+        channel_stats(pe->rcap + pe->roff[input_layer], rows, c, mr, vr);
+    } else {   /* no captured input to compare with: the reference's statistics as they are */
+        for (int j = 0; j < 4 * c; j++)
+            pe->cs[j] = 0.0;
+    }
+    for (int j = 0; j < c; j++) {
+        double v = (double)pe->full[c + j] + (vl[j] - vr[j]);
+        mean[j] = (float)((double)pe->full[j] + (ml[j] - mr[j]));
+        var[j] = v > 0.0 ? (float)v : 0.0f;
+    }
+    return FP_OK;
+}
+
+int fp_prec_err_ride(fp_prec_err *pe, fp_model *ref, const float *x, int n)
+{
+    int whole = pe->rarmed && pe->capture_ok && pe->rlayers == pe->nlayers && n == pe->rn;
+    pe->rarmed = 0;
+    if (!whole)
+        return fp_fail(FP_EINVAL, "precision error: no reference outputs captured for this batch of %d", n);
+    int rc = scratch_weights(pe, ref);
+    if (rc)
+        return rc;
+    rows_begin(pe, pe->rstep);
+    pe->capture_ok = 1;
+    fp_model_set_probe(pe->scratch, pe->ridep);
+    fp_probe_step_begin(pe->ridep, pe->rstep, 1.0f);
+    pe->ride_ref = ref;
+    rc = fp_model_forward_bn_stats(pe->scratch, NULL, x, pe->rk, ride_stats, pe);
+    pe->ride_ref = NULL;
+    fp_probe_step_end(pe->ridep);
+    fp_model_set_probe(pe->scratch, pe->sp);
+    if (!rc && !pe->capture_ok)
+        rc = fp_fail(FP_EINTERNAL, "precision error: low-precision outputs do not match the layers");
+    if (!rc)
+        rows_end(pe, pe->rstep);
+    return rc;
+}
 
 void fp_prec_err_set_subbatch(fp_prec_err *pe, int k)
 {
@@ -383,7 +624,7 @@ static int ref_forward_sub(fp_prec_err *pe, fp_model *ref, const float *x, int k
 int fp_prec_err_compare(fp_prec_err *pe, fp_model *ref, const float *x, int n, int64_t step)
 {
     int k = fp_prec_err_subbatch(pe, n);
-    int rc = fp_prec_err_run_lowp(pe, ref, x, k);
+    int rc = run_lowp(pe, ref, x, k);
     if (rc)
         return rc;
     if (k < n) {

@@ -88,6 +88,14 @@ typedef struct {
  * does, and is reported in nonfinite_layer. Returns FP_OK or a model / optimizer error. */
 int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r);
 
+/* Work that needs the step's own forward (probe/analysis.h's riding precision error): on a host arm,
+ * fn runs after the forward of every step (unless the loss diverged), before the backward and the
+ * optimizer, so the model still holds the weights that forward used; its time is left out of the
+ * step's times. A non-zero return fails the step with that code. fn NULL removes it; a device arm
+ * never calls it. */
+typedef int (*fp_arm_forward_hook)(void *ctx, fp_arm *a, const fp_batch *b);
+void fp_arm_set_forward_hook(fp_arm *a, fp_arm_forward_hook fn, void *ctx);
+
 /* ---- evaluation ---- */
 typedef struct {
     double loss_sum;            /* sum over images of the per-image loss */

@@ -54,6 +54,8 @@ typedef struct {
     fp_perf *perf;              /* CPU cycles and instructions, where perf_event_open is permitted */
     fp_hist_probe *hist;
     fp_prec_err *perr;          /* low-precision arms, when the reference is fp32 and --error-every */
+    int perr_armed;             /* riding on the reference's current step */
+    char *perr_fail;            /* the ride failed for this arm: why (the arm fails after the reference's step) */
     float *old_params;          /* the parameters before a sampled step (updates, lost updates) */
     float *scratch;             /* a skipped step's gradients, scaled back */
     double *per_layer;          /* lost-update fraction per layer */
@@ -70,6 +72,7 @@ struct fp_compare {
     fp_compare_config cfg;
     fp_arm_config acfg;         /* the shared arm configuration (policy set per arm) */
     int narms, ref;
+    int ride;                   /* the precision error rides on the reference's step (a host reference) */
     arm_state arms[FP_COMPARE_MAX_ARMS];
     fp_dataset *ds;
     fp_loader *ld;
@@ -359,6 +362,7 @@ void fp_compare_close(fp_compare *c)
         fp_perf_close(a->perf);
         fp_hist_probe_free(a->hist);
         fp_prec_err_free(a->perr);
+        free(a->perr_fail);
         free(a->old_params);
         free(a->scratch);
         free(a->per_layer);
@@ -388,6 +392,60 @@ static void result_init(fp_compare_result *res)
         ar->status = FP_RUN_RUNNING;
         ar->last_loss = NAN;
         ar->mean_step_ms = ar->val_loss = ar->val_top1 = ar->val_top5 = NAN;
+    }
+}
+
+/* The reference's forward hook (fp_arm_set_forward_hook): every low-precision arm armed for this step
+ * runs its forward on the reference's weights now (fp_prec_err_ride). A failure is kept for the
+ * arm, which fails after the reference's step; the reference itself goes on. */
+static int ride_precision(void *ctx, fp_arm *ref, const fp_batch *b)
+{
+    fp_compare *c = ctx;
+    for (int i = 0; i < c->narms; i++) {
+        arm_state *a = &c->arms[i];
+        if (!a->perr_armed)
+            continue;
+        a->perr_armed = 0;
+        if (fp_prec_err_ride(a->perr, fp_arm_model(ref), b->images, b->n) && !a->perr_fail) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "precision error at step %" PRId64 ": %s", fp_arm_iteration(ref) + 1,
+                     fp_error_message());
+            a->perr_fail = strdup(msg);
+        }
+    }
+    return FP_OK;
+}
+
+/* Before the reference's step step_no on a batch of n: arms the ride of every active low-precision
+ * arm when the step is sampled. Out of memory fails that arm. */
+static void ride_arm(fp_compare *c, fp_compare_result *res, int64_t step_no, int n)
+{
+    if (!fp_probe_every(step_no, c->cfg.error_every))
+        return;
+    for (int i = 0; i < c->narms; i++) {
+        arm_state *a = &c->arms[i];
+        if (!a->perr || !a->active)
+            continue;
+        if (fp_prec_err_arm(a->perr, n) == FP_OK) {
+            a->perr_armed = 1;
+            continue;
+        }
+        char msg[512];
+        snprintf(msg, sizeof msg, "precision error at step %" PRId64 ": %s", step_no, fp_error_message());
+        arm_fail(c, res, i, msg);
+    }
+}
+
+/* After the reference's step: the arms whose ride failed fail now, with its message. */
+static void ride_failures(fp_compare *c, fp_compare_result *res)
+{
+    for (int i = 0; i < c->narms; i++) {
+        arm_state *a = &c->arms[i];
+        a->perr_armed = 0;
+        if (a->perr_fail && a->active)
+            arm_fail(c, res, i, a->perr_fail);
+        free(a->perr_fail);
+        a->perr_fail = NULL;
     }
 }
 
@@ -437,6 +495,11 @@ static int attach_probes(fp_compare *c, int i)
         rc = fp_prec_err_create(&a->perr, fp_arm_model(ref->arm), fp_arm_policy(a->arm));
         if (!rc)
             fp_prec_err_set_store(a->perr, c->store, a->run, ref->run);
+        if (!rc && !ref->gpu) {   /* on the reference's own step (analysis.h); a GPU reference: one call */
+            rc = fp_prec_err_attach(a->perr, ref->probe);
+            fp_arm_set_forward_hook(c->arms[c->ref].arm, ride_precision, c);
+            c->ride = 1;
+        }
     }
     if (!rc)
         fp_model_set_probe(m, a->probe);
@@ -856,7 +919,9 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
     fp_model *m = fp_arm_model(a->arm);
     int64_t step_no = fp_arm_iteration(a->arm) + 1;
     int rc;
-    if (a->perr && c->arms[c->ref].active && fp_probe_every(step_no, c->cfg.error_every) &&   /* untimed */
+    if (c->ride && i == c->ref)
+        ride_arm(c, res, step_no, b->n);
+    if (a->perr && !c->ride && c->arms[c->ref].active && fp_probe_every(step_no, c->cfg.error_every) &&   /* untimed */
         (rc = fp_prec_err_compare(a->perr, fp_arm_model(c->arms[c->ref].arm), b->images, b->n, step_no))) {
         char msg[512];
         snprintf(msg, sizeof msg, "precision error at step %" PRId64 ": %s", step_no, fp_error_message());
@@ -873,6 +938,8 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
     int64_t w0 = wall_ns();
     rc = rc ? rc : fp_arm_step(a->arm, b, &r);
     int64_t w1 = wall_ns();
+    if (c->ride && i == c->ref)
+        ride_failures(c, res);
     double lost_all = NAN;   /* the parameter roles and the lost updates, one pass */
     if (!rc && sampled) {
         const float *g = fp_model_grads(m);

@@ -168,6 +168,21 @@ typedef enum { FP_MODE_TRAIN, FP_MODE_EVAL } fp_mode;
  * stay valid until the next forward. The first call at a new (mode, n) plans the activation memory. */
 int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, fp_mode mode);
 
+/* A forward like EVAL (no backward state, running statistics untouched) in which every batchnorm asks
+ * the caller what to normalise with: stats(ctx, layer, input_layer, x, rows, c, mean, var) gets the
+ * layer's input widened to fp32 (rows = n*h*w values per channel, NHWC; input_layer: the layer that
+ * produced it, -1 for the image) and writes c means and c (biased) variances; non-zero stops the
+ * forward with that code. The probe's tensor hooks receive the layer outputs as at a TRAIN sampling
+ * step. Host memory only (FP_EINVAL). For the rounding error of one precision against another on
+ * the same normalisation (probe/analysis.h). */
+typedef int (*fp_bn_stats_fn)(void *ctx, int layer, int input_layer, const float *x, size_t rows, int c, float *mean,
+                              float *var);
+int fp_model_forward_bn_stats(fp_model *m, const float **logits, const float *x, int n, fp_bn_stats_fn stats,
+                              void *ctx);
+/* The mean and biased variance batchnorm `layer` normalised with in m's last TRAIN forward (the
+ * variance recovered from the saved 1/sqrt(var + eps)); host memory. FP_EINVAL otherwise. */
+int fp_model_bn_batch_stats(const fp_model *m, int layer, float *mean, float *var);
+
 /* Backward of the last TRAIN forward: dlogits [n, classes]; ACCUMULATES into the gradient buffer
  * (call fp_model_zero_grad first, as optimizer.zero_grad()). FP_EINVAL after an EVAL forward.
  * Loss scaling is the caller's: dlogits must already be multiplied by the scale (fp32; they are

@@ -348,6 +348,7 @@ void fp_model_free(fp_model *m)
         m->ops->destroy(m->be);
     }
     free(m->logits_host);
+    free(m->stats_buf);
     free(m->probe_host);
     free(m->gb);
     free(m->vgrad);

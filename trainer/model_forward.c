@@ -41,6 +41,28 @@ static fp_tensor vec32(float *base, long long off, int c)
     return fp_tensor_of(base + off, FP_DT_F32, (fp_dims){1, 1, 1, c});
 }
 
+/* BN node nd's normalisation from the caller (fp_model_forward_bn_stats): its input X widened into
+ * stats_buf, the caller's mean and variance after it. NULL (error set) on failure. */
+static const float *caller_stats(fp_model *m, const node_t *nd, fp_tensor X, int n)
+{
+    int c = nd->info.in.c;
+    size_t rows = (size_t)n * nd->info.in.h * nd->info.in.w, need = rows * (size_t)c + 2 * (size_t)c;
+    if (m->stats_cap < need) {
+        float *p = realloc(m->stats_buf, need * sizeof *p);
+        if (!p) {
+            fp_fail(FP_ENOMEM, "model %s: out of memory", m->name);
+            return NULL;
+        }
+        m->stats_buf = p;
+        m->stats_cap = need;
+    }
+    float *x = m->stats_buf, *mv = x + rows * (size_t)c;
+    if (m->ops->cast(m->be, fp_tensor_of(x, FP_DT_F32, X.d), X) ||
+        m->bn_stats(m->bn_stats_ctx, (int)(nd - m->nodes), nd->in - 1, x, rows, c, mv, mv + c))
+        return NULL;
+    return mv;
+}
+
 int fp_mi_forward(fp_model *m, const float **logits, const float *x, int n, fp_mode mode)
 {
     if (logits)
@@ -79,7 +101,7 @@ int fp_mi_forward(fp_model *m, const float **logits, const float *x, int n, fp_m
     float *W = m->wlow ? m->wlow : m->dparams;   /* conv / linear weights as computed */
     fp_dtype cdt = m->pol.compute;
     fp_probe *pr = m->probe;
-    unsigned want = pr && mode == FP_MODE_TRAIN ? fp_probe_wants(pr) : 0;
+    unsigned want = pr && (mode == FP_MODE_TRAIN || m->bn_stats) ? fp_probe_wants(pr) : 0;
     for (int i = 0; i < m->nnodes && rc == FP_OK; i++) {
         node_t *nd = &m->nodes[i];
         fp_tensor X = vten(m, mode, nd->in, n), Y = vten(m, mode, nd->out, n);
@@ -102,6 +124,11 @@ int fp_mi_forward(fp_model *m, const float **logits, const float *x, int n, fp_m
                     rc = ops->round(be, rm, rm, m->pol.master);
                     rc = rc ? rc : ops->round(be, rv, rv, m->pol.master);
                 }
+            } else if (m->bn_stats) {
+                const float *mv = caller_stats(m, nd, X, n);
+                rc = mv ? ops->bn_forward_eval(be, Y, X, vec32(P, nd->pw, c), vec32(P, nd->pb, c),
+                                               vec32((float *)mv, 0, c), vec32((float *)mv, c, c), &nd->bn)
+                        : FP_EINVAL;
             } else {
                 rc = ops->bn_forward_eval(be, Y, X, vec32(P, nd->pw, c), vec32(P, nd->pb, c), vec32(B, nd->brm, c),
                                           vec32(B, nd->brv, c), &nd->bn);
@@ -194,6 +221,40 @@ int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, f
     if (!rc && logits)
         *logits = m->logits_host;
     return rc;
+}
+
+int fp_model_forward_bn_stats(fp_model *m, const float **logits, const float *x, int n, fp_bn_stats_fn stats,
+                              void *ctx)
+{
+    if (logits)
+        *logits = NULL;
+    if (!m || !stats)
+        return fp_fail(FP_EINVAL, "model: forward with caller statistics: NULL argument");
+    if (devmem(m))
+        return fp_fail(FP_EINVAL, "model %s: forward with caller statistics needs host memory", m->name);
+    m->bn_stats = stats;
+    m->bn_stats_ctx = ctx;
+    int rc = fp_model_forward(m, logits, x, n, FP_MODE_EVAL);
+    m->bn_stats = NULL;
+    m->bn_stats_ctx = NULL;
+    return rc;
+}
+
+int fp_model_bn_batch_stats(const fp_model *m, int layer, float *mean, float *var)
+{
+    if (!m || layer < 0 || layer >= m->nnodes || m->nodes[layer].info.type != FP_LAYER_BN)
+        return fp_fail(FP_EINVAL, "model: layer %d is not a batchnorm", layer);
+    if (devmem(m) || m->last_mode != FP_MODE_TRAIN || m->plan[FP_MODE_TRAIN].n == 0)
+        return fp_fail(FP_EINVAL, "model %s: no TRAIN forward in host memory to take statistics from", m->name);
+    const node_t *nd = &m->nodes[layer];
+    int c = nd->info.in.c;
+    const float *save = (const float *)m->plan[FP_MODE_TRAIN].aux + nd->aux;   /* mean, 1/sqrt(var + eps) */
+    for (int i = 0; i < c; i++) {
+        double inv = (double)save[c + i], v = 1.0 / (inv * inv) - (double)nd->bn.eps;
+        mean[i] = save[i];
+        var[i] = v > 0.0 ? (float)v : 0.0f;
+    }
+    return FP_OK;
 }
 
 int fp_model_layer_output(fp_model *m, int layer, float *dst, size_t cap, fp_dtype *stored)

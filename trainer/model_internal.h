@@ -105,6 +105,10 @@ struct fp_model {
     int *dlabels;                 /* train_step's labels, uploaded (backend memory) */
     size_t dlabels_cap;           /* ints */
     const float *blogits;         /* the last TRAIN forward's logits (backend memory), for forward_loss */
+    fp_bn_stats_fn bn_stats;      /* fp_model_forward_bn_stats: who gives BN its mean and variance */
+    void *bn_stats_ctx;
+    float *stats_buf;             /* one BN layer's input widened, then its mean and variance */
+    size_t stats_cap;             /* floats */
 };
 
 /* m->stale: which copy is behind. HOST_*: the device copy is newer (download before host reads);
