@@ -102,6 +102,15 @@ static void progress(const fp_compare_progress *p, void *user)
     fflush(stdout);
 }
 
+/* Whether any arm recorded a step. */
+static int any_steps(const fp_compare_result *res)
+{
+    for (int i = 0; i < res->narms; i++)
+        if (res->arms[i].steps_done > 0)
+            return 1;
+    return 0;
+}
+
 /* ---- the summary table ---- */
 #define COLW 14
 
@@ -360,7 +369,11 @@ int cmd_compare(int argc, char **argv)
         status = cli_error(2, "compare: %s", res.message);
     else if (rc && res.session_id <= 0)
         status = cli_error(1, "compare: %s", res.message);
-    else {
+    else if (rc && !any_steps(&res)) {   /* failed before a step (e.g. --weights): one line, the runs recorded failed */
+        status = cli_error(1, "compare: %s", res.message);
+        if (!tmpdb[0])
+            printf("session %" PRId64 " in %s (its runs failed before the first step)\n", res.session_id, cfg.base.db);
+    } else {
         if (rc)
             fprintf(stderr, "fp16probe: compare: %s\n", res.message);
         int sst = print_summary(cfg.base.db, res.session_id, &res);
