@@ -139,6 +139,8 @@ void fp_hist_kernel_scalar(raw_t *r, const thresholds_t *th, const float *x, siz
     r->c.min_m1 = s.min_m1;
 }
 
+/* Run-time choice: __builtin_cpu_supports, so a kernel built with a target attribute is handed out
+ * only where the CPU has its features. */
 kernel_fn fp_hist_kernel_get(int kernel)
 {
     switch (kernel) {
@@ -148,7 +150,9 @@ kernel_fn fp_hist_kernel_get(int kernel)
     case KERNEL_AVX2:
         return __builtin_cpu_supports("avx2") ? fp_hist_kernel_avx2 : NULL;
     case KERNEL_AVX512:
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("bmi2") ? fp_hist_kernel_avx512 : NULL;
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("bmi2"))
+            return fp_hist_kernel_avx512;
+        return NULL;
     case KERNEL_BEST:
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("bmi2"))
             return fp_hist_kernel_avx512;
@@ -203,7 +207,7 @@ void fp_hist_fold(fp_hist_t *h, const fp_hist_counts_t *c, uint64_t n, int k, do
 }
 
 /* Add one call's raw counts to h, the values being x * 2^-k (k != 0 only when every finite nonzero
- * x * 2^-k is exact: see scaled_exact). */
+ * x * 2^-k is exact: see scaled_exact in hist_scaled.c). */
 void fp_hist_finish(fp_hist_t *h, const raw_t *r, size_t n, int k)
 {
     double l[SUM_LANES];

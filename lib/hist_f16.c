@@ -14,13 +14,13 @@
 #include <immintrin.h>
 #endif
 
-/* ---------------------------------------------------------------- 16-bit inputs
- * A count per magnitude pattern q = bits & 0x7FFF (two interleaved tables: neighbouring equal values
- * do not chain on one counter), then folded. Widening is monotonic on magnitude patterns, so each
- * threshold T on fp32 bits becomes a first pattern q_T (widen(q) >= T  <=>  q >= q_T) and
- * #{a < T} is a prefix count; binades are whole exponent fields (and, for subnormal patterns, the
- * leading mantissa bit); sum |x| is, per exponent field e, an exact integer sum of count * significand
- * scaled by 2^(e - bias - mbits). -Inf is told from +Inf by a second pass only when an Inf was seen. */
+/* The count table: a count per magnitude pattern q = bits & 0x7FFF (two interleaved tables:
+ * neighbouring equal values do not chain on one counter), then folded. Widening is monotonic on
+ * magnitude patterns, so each threshold T on fp32 bits becomes a first pattern q_T (widen(q) >= T  <=>
+ * q >= q_T) and #{a < T} is a prefix count; binades are whole exponent fields (and, for
+ * subnormal patterns, the leading mantissa bit); sum |x| is, per exponent field e, an exact integer
+ * sum of count * significand scaled by 2^(e - bias - mbits). -Inf is told from +Inf by a second
+ * pass only when an Inf was seen. */
 
 #define H16_N       32768u
 #define H16_MIN_N   65536u                   /* below this the fold costs more than it saves */
@@ -220,7 +220,8 @@ static void f16_thresholds(const thresholds_t *th, f16_thr_t *ft)
     }
 }
 
-/* n a multiple of 32, n <= BLOCK; adds to r in fp32 terms (as fp_hist_kernel_avx512 on the widened values). */
+/* n a multiple of 32, n <= BLOCK; adds to r in fp32 terms (as fp_hist_kernel_avx512 on the widened
+ * values). */
 __attribute__((target("avx512f,avx512bw,popcnt,bmi2,f16c")))
 static void kernel_f16_avx512(raw_t *r, const thresholds_t *th, const f16_thr_t *ft, const uint16_t *x, size_t n)
 {

@@ -8,17 +8,16 @@
 #include <float.h>
 #include <math.h>
 
-/* ---- scaled inputs: the histogram of y = fl(x * 2^-k)
- * |x| -> |y| is monotonic on absolute bit patterns, so each threshold T on a_y becomes the least a_x
- * with g(a_x) >= T (scale_thresholds), and the class counts need no multiply at all (for k > 0 a T
- * at or below FLT_MIN's bits becomes 1, "zeros only", which is what it counts when the fast finish
- * applies; that keeps rounding-made thresholds out of the vector kernels' gate). The rest —
- * binades shifted by -k, zeros, Inf, amax, min, sum |x| scaled by 2^-k — holds when every finite
- * nonzero y is x * 2^-k exactly; scaled_exact checks that after the pass from amax and min nonzero
- * (k < 0: amax * 2^-k <= FLT_MAX; k > 0: also min * 2^-k >= FLT_MIN, so no y is an fp32 subnormal —
- * conservative: an exact subnormal quotient also falls back). When it fails, the call is redone on
- * x * 2^-k computed in chunks of HSCALE_CHUNK floats (the fallback: a second pass, exact by
- * construction). */
+/* How it works. |x| -> |y| is monotonic on absolute bit patterns, so each threshold T on a_y
+ * becomes the least a_x with g(a_x) >= T (scale_thresholds), and the class counts need no multiply
+ * at all (for k > 0 a T at or below FLT_MIN's bits becomes 1, "zeros only", which is what it counts
+ * when the fast finish applies; that keeps rounding-made thresholds out of the vector kernels'
+ * gate). The rest — binades shifted by -k, zeros, Inf, amax, min, sum |x| scaled by 2^-k — holds
+ * when every finite nonzero y is x * 2^-k exactly; scaled_exact checks that after the pass from
+ * amax and min nonzero (k < 0: amax * 2^-k <= FLT_MAX; k > 0: also min * 2^-k >= FLT_MIN, so no y
+ * is an fp32 subnormal — conservative: an exact subnormal quotient also falls back). When it fails,
+ * the call is redone on x * 2^-k computed in chunks of HSCALE_CHUNK floats (the fallback: a second
+ * pass, exact by construction). */
 #define HSCALE_CHUNK 4096                    /* a multiple of 16: the sum lanes stay aligned */
 
 /* a_y for a_x (both absolute bit patterns; a_x <= INF_BITS) */
@@ -113,7 +112,8 @@ int fp_hist_add_scaled(fp_hist_t *h, const float *x, size_t n, int log2_div)
     int rc = scaled_args(h, x, n, log2_div);
     if (rc != FP_OK || n == 0)
         return rc;
-    return hist_add_scaled(h, x, n, log2_div, n < VEC_MIN_N ? fp_hist_kernel_scalar : fp_hist_kernel_get(KERNEL_BEST));
+    return hist_add_scaled(h, x, n, log2_div,
+                           n < VEC_MIN_N ? fp_hist_kernel_scalar : fp_hist_kernel_get(KERNEL_BEST));
 }
 
 int fp_hist_add_scaled_kernel(fp_hist_t *h, const float *x, size_t n, int log2_div, int kernel)
