@@ -42,7 +42,8 @@ typedef struct {
 
 void   fp_hist_init(fp_hist_t *h);
 /* Accumulate n values (x may be NULL when n == 0; FP_EINVAL when NULL with n > 0). The vector
- * kernels take the class counts of most values from the exponent histogram (hist.c: "fast path"). */
+ * kernels take the class counts of most values from the exponent histogram (hist_f32_simd.c:
+ * "fast path"). */
 int    fp_hist_add(fp_hist_t *h, const float *x, size_t n);
 /* As fp_hist_add with a forced kernel: 0 scalar, 1 AVX2, 2 AVX-512, -1 the best this CPU has
  * (FP_EUNAVAIL when the CPU lacks it). Every kernel gives bit-identical histograms; tests and
@@ -63,7 +64,7 @@ int    fp_hist_add_scaled_kernel(fp_hist_t *h, const float *x, size_t n, int log
 /* The same histogram as widening x (n 16-bit values, fp16 or bf16 bit patterns) to fp32 and calling
  * fp_hist_add: every count, amax and min_nonzero identical; sum_abs equal up to rounding (it is
  * summed from exact per-binade integer sums in double: relative difference <= 1e-12 in practice,
- * tests allow 1e-9). fp16 with AVX-512 BW and n >= 256: a kernel in the 16-bit domain (hist.c)
+ * tests allow 1e-9). fp16 with AVX-512 BW and n >= 256: a kernel in the 16-bit domain (hist_f16.c)
  * whose histogram is fp_hist_add's of the widened array bit for bit, sum_abs included.
  * Otherwise (bf16 always), large n: a count per 16-bit pattern (sign folded; a thread-local
  * 256 KiB table, allocated at first use and kept) folded into the histogram exactly; small n:
