@@ -1,8 +1,9 @@
 # probe/probe.mk — the probes (probe.h): the probe set, CPU timers, perf counters, RAPL, process
-# memory, histograms, NVML (dlopen), CUPTI and NVTX when CUDA found them; precision analysis.
+# memory, histograms, NVML (dlopen), CUPTI and NVTX when CUDA found them; precision analysis, the
+# parameter pass.
 lib_libfp_a_SOURCES += probe/probe.h probe/analysis.h probe/probe.c probe/cpu_timer.c probe/perf_counters.c \
 	probe/rapl.c probe/process_mem.c probe/hist_probe.c probe/nvml.c probe/gpu_fallback.c \
-	probe/precision_analysis.c
+	probe/precision_analysis.c probe/param_pass.c
 if HAVE_CUPTI
 lib_libfp_a_SOURCES += probe/cupti_activity.c
 endif
