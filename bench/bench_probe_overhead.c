@@ -6,8 +6,9 @@
  * roles in the one pass after the optimizer, as compare.c) every 10 steps, per-layer rounding error every 10 steps as trainer/compare.c runs it (fp_prec_err_compare
  * against an fp32 model, on FP_PREC_ERR_DEFAULT_SUBBATCH images of the batch). The same run gives the
  * parts, robust to load: the timers' per-step cost (median paired ratio of non-sampling steps), the
- * sampling step's histogram extra and the precision-error call (medians); from them the overhead at
- * every 10 and at the default periods of probe.h. Prints figures, never fails on time. Run with
+ * sampling step's histogram extra (and the part of it spent in the parameter pass after the
+ * optimizer, copy of the old parameters included) and the precision-error call (medians); from them
+ * the overhead at every 10 and at the default periods of probe.h. Prints figures, never fails on time. Run with
  * OPENBLAS_NUM_THREADS=2; BENCH_ROUNDS=N cycles (default 7). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,7 @@ typedef struct {
     int *labels;
     int64_t step[NCFG];
     double prec_s, sampled_s;   /* the last step's precision-error call and whole time (FULL) */
+    double params_s;            /* the last sampled step's copy of the old parameters + parameter pass */
 } bench_t;
 
 static int one_step(bench_t *b, int cfg)
@@ -67,8 +69,10 @@ static int one_step(bench_t *b, int cfg)
     fp_probe_step_begin(p, step, LOSS_SCALE);
     size_t np = fp_model_num_params(m);
     int upd = fp_probe_wants_all(p) & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE);
+    double tc = now_s();
     if (upd)   /* as compare.c: the parameters before a sampled step */
         memcpy(b->old, fp_model_params(m), np * sizeof(float));
+    double params_s = now_s() - tc;
     fp_model_zero_grad(m);
     float loss;
     rc = rc ? rc : fp_model_train_step_scaled(m, &loss, NULL, NULL, b->x, b->labels, BATCH, LOSS_SCALE);
@@ -77,8 +81,11 @@ static int one_step(bench_t *b, int cfg)
     const float *g = fp_model_grads(m);
     for (size_t i = 0; i < np; i++)   /* SGD, tiny lr: the same work in every configuration */
         w[i] -= 1e-9f * g[i];
-    if (upd)
+    if (upd) {
+        tc = now_s();
         fp_probe_sample_params(p, m, b->old, g, NULL);
+        b->params_s = params_s + now_s() - tc;
+    }
     fp_probe_step_end(p);
     b->prec_s = t1 - t0;
     b->sampled_s = now_s() - t0;
@@ -140,7 +147,8 @@ int main(void)
      * from slot to slot, so that all three see the same load within seconds. FULL's sampling step is
      * slot 0 of every cycle. */
     static double t[NCFG][MAX_ROUNDS][EVERY];
-    double cyc[NCFG][MAX_ROUNDS], hist_x[MAX_ROUNDS], prec_x[MAX_ROUNDS], slot_r[NCFG][MAX_ROUNDS * EVERY];
+    double cyc[NCFG][MAX_ROUNDS], hist_x[MAX_ROUNDS], prec_x[MAX_ROUNDS], par_x[MAX_ROUNDS],
+        slot_r[NCFG][MAX_ROUNDS * EVERY];
     size_t nslot = 0;
     for (int r = 0; r < rounds; r++) {
         for (int i = 0; i < EVERY; i++) {
@@ -151,8 +159,10 @@ int main(void)
                     return 1;
                 }
                 t[c][r][i] = b.sampled_s;
-                if (c == FULL && i == 0)
+                if (c == FULL && i == 0) {
                     prec_x[r] = b.prec_s;
+                    par_x[r] = b.params_s;
+                }
             }
             if (i > 0) {   /* not a sampling slot: the per-step cost of the timers (and of nothing else) */
                 for (int c = 0; c < NCFG; c++)
@@ -189,6 +199,7 @@ int main(void)
     }
     qsort(hist_x, (size_t)rounds, sizeof(double), cmp_double);
     qsort(prec_x, (size_t)rounds, sizeof(double), cmp_double);
+    qsort(par_x, (size_t)rounds, sizeof(double), cmp_double);
     qsort(offs, (size_t)rounds, sizeof(double), cmp_double);
     double off = offs[rounds / 2], hx = hist_x[rounds / 2], px = prec_x[rounds / 2];
     double r_tim = slot_r[TIMERS][nslot / 2];   /* median over non-sampling slots: the timers' cost per step */
@@ -199,6 +210,8 @@ int main(void)
     printf("bench: resnet50_fp16_64px_b16_step_probes_off=%.1f unit=ms\n", 1e3 * off);
     printf("bench: sampled_step_extra_hist=%.1f unit=ms spread=%.1f..%.1f (all roles of every layer, updates included)\n",
            1e3 * hx, 1e3 * hist_x[0], 1e3 * hist_x[rounds - 1]);
+    printf("bench: sampled_params_pass=%.1f unit=ms spread=%.1f..%.1f (part of the hist extra: the copy of the old "
+           "parameters + fp_probe_sample_params)\n", 1e3 * par_x[rounds / 2], 1e3 * par_x[0], 1e3 * par_x[rounds - 1]);
     printf("bench: sampled_step_extra_precision=%.1f unit=ms spread=%.1f..%.1f (fp_prec_err_compare on %d of %d images)\n",
            1e3 * px, 1e3 * prec_x[0], 1e3 * prec_x[rounds - 1], fp_prec_err_subbatch(b.pe, BATCH), BATCH);
     printf("bench: probe_overhead_timers=%.2f unit=%% ratio=%.4f (median of %zu paired steps; quartiles %.4f..%.4f)\n",
