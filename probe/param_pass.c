@@ -3,8 +3,11 @@
  * gradient and old-parameter array is read once, in cache-sized pieces handed on while in cache;
  * counts are exact (integers); the probe's loss scale is restored on return. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include "hist.h"
 #include "probe/analysis.h"
 
 double fp_lost_update_fraction(const float *old_w, const float *new_w, const float *grad, size_t n)
@@ -66,6 +69,95 @@ static void layer_params(fp_probe *p, unsigned roles, int layer, const float *nw
     *moved += mv;
 }
 
+/* ---- two threads: the calling one and one worker made per call (~50 us against a pass of tens of ms) */
+
+static int two_threads(void)
+{
+    const char *env = getenv("FP_PARAM_THREADS");
+    if (env && strcmp(env, "1") == 0)
+        return 0;
+    return sysconf(_SC_NPROCESSORS_ONLN) >= 2;
+}
+
+typedef struct {
+    void (*fn)(void *arg);
+    void *arg;
+} task_t;
+
+static void *task_main(void *arg)
+{
+    task_t *t = arg;
+    t->fn(t->arg);
+    fp_hist_thread_release();   /* the worker's histogram tables, when the probes made any */
+    return NULL;
+}
+
+/* fn(first) on this thread while a worker runs fn(second); both done on return. One thread, first
+ * then second, when two are not wanted or the worker cannot be made. */
+static void run_two(void (*fn)(void *arg), void *first, void *second)
+{
+    task_t t = {fn, second};
+    pthread_t th;
+    if (two_threads() && pthread_create(&th, NULL, task_main, &t) == 0) {
+        fn(first);
+        pthread_join(th, NULL);
+        return;
+    }
+    fn(first);
+    fn(second);
+}
+
+/* ---- the pass */
+
+typedef struct {
+    fp_probe *p;
+    const fp_model *m;
+    unsigned roles;
+    const float *nw, *old, *g;
+    int l0, l1;          /* layers [l0, l1) */
+    float *d;            /* chunk floats */
+    size_t chunk;
+    double *per_layer;
+    size_t lost, moved;  /* out */
+} part_t;
+
+static void params_part(void *arg)
+{
+    part_t *t = arg;
+    for (int l = t->l0; l < t->l1; l++) {
+        size_t off, cnt, ll = 0, lm = 0;
+        fp_model_layer_params(t->m, l, &off, &cnt);
+        if (cnt)
+            layer_params(t->p, t->roles, l, t->nw + off, t->old + off, t->g + off, cnt, t->d, t->chunk, &ll, &lm);
+        t->lost += ll;
+        t->moved += lm;
+        if (t->per_layer)
+            t->per_layer[l] = lm ? (double)ll / (double)lm : NAN;
+    }
+}
+
+/* The first layer of the second part: the layers split where the parameter counts of the two parts
+ * are closest to equal. */
+static int split_layer(const fp_model *m, int nl)
+{
+    size_t total = 0, acc = 0, cnt;
+    for (int l = 0; l < nl; l++) {
+        fp_model_layer_params(m, l, NULL, &cnt);
+        total += cnt;
+    }
+    int k = 0;
+    for (; k < nl; k++) {
+        fp_model_layer_params(m, k, NULL, &cnt);
+        if (2 * (acc + cnt) > total) {   /* layer k crosses the middle: it goes where it unbalances less */
+            if (2 * (acc + cnt) - total < total - 2 * acc)
+                k++;
+            break;
+        }
+        acc += cnt;
+    }
+    return k;
+}
+
 double fp_probe_sample_params(fp_probe *p, fp_model *m, const float *old_params, const float *grads, double *per_layer)
 {
     /* the weight roles when the caller took them over from the model; the update always (the model has none) */
@@ -73,24 +165,24 @@ double fp_probe_sample_params(fp_probe *p, fp_model *m, const float *old_params,
     unsigned roles = ((fp_probe_wants_all(p) & ~fp_probe_wants(p)) & wroles) |
                      (fp_probe_wants_all(p) & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE));
     float scale = fp_probe_loss_scale(p), small[UPDATE_CHUNK_SMALL];
-    float *big = malloc(UPDATE_CHUNK * sizeof *big), *d = big ? big : small;   /* no memory: smaller pieces */
-    size_t chunk = big ? UPDATE_CHUNK : UPDATE_CHUNK_SMALL;
+    float *big = malloc(2 * UPDATE_CHUNK * sizeof *big);   /* one piece buffer per thread */
+    int nl = fp_model_layer_count(m);
+    part_t part[2];
+    part[0] = (part_t){p, m, roles, fp_model_params(m), old_params, grads, 0, nl, big ? big : small,
+                       big ? UPDATE_CHUNK : UPDATE_CHUNK_SMALL, per_layer, 0, 0};
+    part[1] = part[0];
     if (roles)
         fp_probe_set_loss_scale(p, 1.0f);   /* the gradients are unscaled already */
-    const float *nw = fp_model_params(m);
-    size_t lost = 0, moved = 0;
-    for (int l = 0; l < fp_model_layer_count(m); l++) {
-        size_t off, cnt, ll = 0, lm = 0;
-        fp_model_layer_params(m, l, &off, &cnt);
-        if (cnt)
-            layer_params(p, roles, l, nw + off, old_params + off, grads + off, cnt, d, chunk, &ll, &lm);
-        lost += ll;
-        moved += lm;
-        if (per_layer)
-            per_layer[l] = lm ? (double)ll / (double)lm : NAN;
+    if (big) {
+        part[0].l1 = part[1].l0 = split_layer(m, nl);
+        part[1].d = big + UPDATE_CHUNK;
+        run_two(params_part, &part[0], &part[1]);
+    } else {   /* no memory: smaller pieces, one thread */
+        params_part(&part[0]);
     }
     if (roles)
         fp_probe_set_loss_scale(p, scale);
     free(big);
+    size_t lost = part[0].lost + part[1].lost, moved = part[0].moved + part[1].moved;
     return moved ? (double)lost / (double)moved : NAN;
 }

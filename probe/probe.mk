@@ -12,14 +12,17 @@ lib_libfp_a_SOURCES += probe/nvtx_ranges.c
 endif
 EXTRA_DIST += probe/cupti_activity.c probe/nvtx_ranges.c
 
-check_PROGRAMS += tests/test_probe_set tests/test_probe_sources tests/test_probe_hist tests/test_probe_analysis
-TESTS += tests/test_probe_set tests/test_probe_sources tests/test_probe_hist tests/test_probe_analysis
+check_PROGRAMS += tests/test_probe_set tests/test_probe_sources tests/test_probe_hist tests/test_probe_analysis \
+	tests/test_param_pass
+TESTS += tests/test_probe_set tests/test_probe_sources tests/test_probe_hist tests/test_probe_analysis \
+	tests/test_param_pass
 tests_test_probe_set_LDADD = $(TEST_LDADD)
 tests_test_probe_sources_LDADD = $(TEST_LDADD)
 tests_test_probe_hist_SOURCES = tests/test_probe_hist.c $(STORE_TEST_UTIL)
 tests_test_probe_hist_LDADD = $(TEST_LDADD)
 tests_test_probe_analysis_SOURCES = tests/test_probe_analysis.c $(STORE_TEST_UTIL)
 tests_test_probe_analysis_LDADD = $(TEST_LDADD)
+tests_test_param_pass_LDADD = $(TEST_LDADD)
 
 BENCHMARKS += bench/bench_probe_overhead
 bench_bench_probe_overhead_LDADD = $(FP_LDADD)
