@@ -71,7 +71,7 @@ static int one_step(bench_t *b, int cfg)
     int upd = fp_probe_wants_all(p) & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE);
     double tc = now_s();
     if (upd)   /* as compare.c: the parameters before a sampled step */
-        memcpy(b->old, fp_model_params(m), np * sizeof(float));
+        fp_probe_copy_params(b->old, fp_model_params(m), np);
     double params_s = now_s() - tc;
     fp_model_zero_grad(m);
     float loss;

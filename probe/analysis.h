@@ -85,6 +85,11 @@ double fp_lost_update_fraction(const float *old_w, const float *new_w, const flo
  * gives one thread, the layers in order. */
 double fp_probe_sample_params(fp_probe *p, fp_model *m, const float *old_params, const float *grads, double *per_layer);
 
+/* ---- the parameters before a sampled step ----
+ * dst[0, n) = src[0, n), as memcpy; for n of 1M floats or more on two threads, each copying a half,
+ * under the same conditions as fp_probe_sample_params (two CPUs, FP_PARAM_THREADS not 1, a worker). */
+void fp_probe_copy_params(float *dst, const float *src, size_t n);
+
 /* ---- a skipped step ----
  * From the parameter gradients of a skipped step as the backward left them (scaled), in backward
  * order (last layer first): the first layer whose gradient holds Inf or NaN, and each layer's

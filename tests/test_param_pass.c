@@ -2,7 +2,7 @@
  * (FP_PARAM_THREADS=1) bit for bit: every (layer, role) histogram, counts and sum_abs, and the lost
  * update fractions, on a narrow resnet18; the hist probe's tensor hook called from two threads at
  * once for distinct layers with tensors large enough for its helper split gives one thread's
- * histograms. */
+ * histograms; fp_probe_copy_params copies, on one thread or two. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -187,10 +187,34 @@ static void test_concurrent_hook(void)
     }
 }
 
+static void test_copy(void)
+{
+    size_t n = ((size_t)1 << 21) + 7;   /* above the split size, odd */
+    float *src = malloc(n * sizeof *src), *dst = malloc(n * sizeof *dst);
+    for (size_t i = 0; i < n; i++)
+        src[i] = (float)i * 0.5f;
+    int ok = 1;
+    for (int t = 1; t <= 2; t++) {
+        if (t == 1)
+            setenv("FP_PARAM_THREADS", "1", 1);
+        memset(dst, 0xFF, n * sizeof *dst);
+        fp_probe_copy_params(dst, src, n);
+        ok &= memcmp(dst, src, n * sizeof *dst) == 0;
+        memset(dst, 0xFF, n * sizeof *dst);
+        fp_probe_copy_params(dst, src, 1000);   /* small: one memcpy */
+        ok &= memcmp(dst, src, 1000 * sizeof *dst) == 0 && tu_f2u(dst[1000]) == 0xFFFFFFFFu;
+        unsetenv("FP_PARAM_THREADS");
+    }
+    tap_ok(ok, "fp_probe_copy_params = memcpy, one thread and two, large and small");
+    free(src);
+    free(dst);
+}
+
 int main(void)
 {
     test_pass();
     test_concurrent_hook();
+    test_copy();
     fp_hist_thread_release();
     return tap_done();
 }
