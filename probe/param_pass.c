@@ -70,7 +70,10 @@ static void layer_params(fp_probe *p, unsigned roles, int layer, const float *nw
     *moved += mv;
 }
 
-/* ---- two threads: the calling one and one worker made per call (~50 us against a pass of tens of ms) */
+/* ---- two threads: the calling one and one worker made per call (create + join ~20 us here, against
+ * a pass of tens of ms). The gain needs the second CPU free: right after a training step with
+ * OPENBLAS_NUM_THREADS=2, OpenBLAS's idle worker still spins on it, and the pass takes about as long
+ * as on one thread (ResNet-50 on the 2-core VM: 59 vs 60 ms; with the CPU free, 33 vs 61 ms). */
 
 static int two_threads(void)
 {
