@@ -71,7 +71,7 @@ static int arm_step(bench_t *b, int cfg, int k, int64_t step)
     size_t np = fp_model_num_params(m);
     int upd = fp_probe_wants_all(p) & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE);
     if (upd)   /* as compare.c: the parameters before a sampled step */
-        memcpy(b->old, fp_model_params(m), np * sizeof(float));
+        fp_probe_copy_params(b->old, fp_model_params(m), np);
     fp_model_zero_grad(m);
     float loss;
     rc = rc ? rc : fp_model_forward_loss(m, &loss, NULL, NULL, b->x, b->labels, BATCH, scale);

@@ -6,7 +6,9 @@
  * a large tensor is split into up to SPLIT_MAX chunks that this thread and one helper thread (made
  * at the first large tensor, when the machine has two CPUs or more) take in turn, each chunk into
  * its own histogram merged in chunk order: the counts are those of one pass, and sum_abs does not
- * depend on which thread took which chunk. */
+ * depend on which thread took which chunk. The tensor hooks may run on two threads at once for
+ * distinct layers (probe.h): per-(layer, role) cells, scratch on the stack, the helper taken by one
+ * caller at a time (the other counts alone), the first error kept atomically. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -44,7 +46,8 @@ struct fp_hist_probe {
     unsigned char *valid;      /* the last sampling step */
     int64_t step, last_step;
     int sampling;
-    int status;
+    int status;                /* the first error (atomic) */
+    int helper_held;           /* a caller has the helper and job, part (atomic exchange) */
     /* the helper thread: state under mu */
     int helper;                /* 0 not tried, 1 running, -1 unavailable */
     pthread_t th;
@@ -54,12 +57,17 @@ struct fp_hist_probe {
     int busy, quit, helper_rc;
     job_t job;
     fp_hist_t part[SPLIT_MAX];
-    float tmp[UNSCALE_CHUNK];  /* this thread's; the helper's below */
-    float htmp[UNSCALE_CHUNK];
 };
 
+static void set_status(fp_hist_probe *h, int rc)
+{
+    int none = FP_OK;
+    if (rc)
+        __atomic_compare_exchange_n(&h->status, &none, rc, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
 /* Values [off, off + len) of a job's kind into dst. */
-static int add_range(fp_hist_t *dst, const job_t *j, size_t off, size_t len, float *tmp)
+static int add_range(fp_hist_t *dst, const job_t *j, size_t off, size_t len)
 {
     switch (j->kind) {
     case K_F16:
@@ -69,6 +77,7 @@ static int add_range(fp_hist_t *dst, const job_t *j, size_t off, size_t len, flo
     case K_F32_POW2:
         return fp_hist_add_scaled(dst, (const float *)j->x + off, len, j->log2_div);
     case K_F32_SCALED: {
+        float tmp[UNSCALE_CHUNK];
         const float *x = (const float *)j->x + off;
         for (size_t i = 0; i < len; i += UNSCALE_CHUNK) {
             size_t c = len - i < UNSCALE_CHUNK ? len - i : UNSCALE_CHUNK;
@@ -84,7 +93,7 @@ static int add_range(fp_hist_t *dst, const job_t *j, size_t off, size_t len, flo
 }
 
 /* Takes chunks of the job until none is left; returns the first error. */
-static int take_chunks(fp_hist_probe *h, float *tmp)
+static int take_chunks(fp_hist_probe *h)
 {
     job_t *j = &h->job;
     int rc = FP_OK;
@@ -94,7 +103,7 @@ static int take_chunks(fp_hist_probe *h, float *tmp)
             return rc;
         size_t off = (size_t)c * j->chunk, len = j->n - off < j->chunk ? j->n - off : j->chunk;
         fp_hist_init(&h->part[c]);
-        int r = add_range(&h->part[c], j, off, len, tmp);
+        int r = add_range(&h->part[c], j, off, len);
         if (r && !rc)
             rc = r;
     }
@@ -112,7 +121,7 @@ static void *helper_main(void *arg)
         h->seen = h->gen;
         h->busy = 1;
         pthread_mutex_unlock(&h->mu);
-        int rc = take_chunks(h, h->htmp);
+        int rc = take_chunks(h);
         pthread_mutex_lock(&h->mu);
         h->helper_rc = rc;
         h->busy = 0;
@@ -151,16 +160,17 @@ static int helper_ready(fp_hist_probe *h)
     return 1;
 }
 
-/* One tensor into hh: split between this thread and the helper when large. */
+/* One tensor into hh: split between this thread and the helper when large and the helper is free
+ * (another thread's tensor may hold it: this one is then counted here alone, the same counts). */
 static void hist_job(fp_hist_probe *h, fp_hist_t *hh, int kind, const void *x, size_t n, float inv, int log2_div)
 {
     job_t j = {kind, x, n, n, 1, 0, inv, log2_div};
     int is16 = kind == K_F16 || kind == K_BF16, most = is16 ? SPLIT_MAX16 : SPLIT_MAX;
     size_t least = is16 ? SPLIT_MIN16 : SPLIT_MIN;
     int nch = n >= (size_t)most * least ? most : (int)(n / least);
-    int rc;
-    if (nch < 2 || !helper_ready(h)) {
-        rc = add_range(hh, &j, 0, n, h->tmp);
+    int rc, held = nch >= 2 && !__atomic_exchange_n(&h->helper_held, 1, __ATOMIC_ACQUIRE);
+    if (!held || !helper_ready(h)) {
+        rc = add_range(hh, &j, 0, n);
     } else {
         j.chunk = ((n + (size_t)nch - 1) / (size_t)nch + 63) & ~(size_t)63;
         j.nchunks = (int)((n + j.chunk - 1) / j.chunk);
@@ -170,7 +180,7 @@ static void hist_job(fp_hist_probe *h, fp_hist_t *hh, int kind, const void *x, s
         h->gen++;
         pthread_cond_signal(&h->cv);
         pthread_mutex_unlock(&h->mu);
-        rc = take_chunks(h, h->tmp);
+        rc = take_chunks(h);
         pthread_mutex_lock(&h->mu);
         if (h->seen != h->gen)
             h->seen = h->gen;   /* the helper never woke for it: nothing left to take, cancel */
@@ -182,8 +192,9 @@ static void hist_job(fp_hist_probe *h, fp_hist_t *hh, int kind, const void *x, s
         for (int c = 0; c < h->job.nchunks; c++)
             fp_hist_merge(hh, &h->part[c]);
     }
-    if (rc && !h->status)
-        h->status = rc;
+    if (held)
+        __atomic_store_n(&h->helper_held, 0, __ATOMIC_RELEASE);
+    set_status(h, rc);
 }
 
 int fp_hist_probe_create(fp_hist_probe **out, int nlayers, int every, unsigned roles, fp_store_t *store, int64_t run)
@@ -191,7 +202,7 @@ int fp_hist_probe_create(fp_hist_probe **out, int nlayers, int every, unsigned r
     *out = NULL;
     if (nlayers < 1)
         return fp_fail(FP_EINVAL, "hist probe: %d layers", nlayers);
-    fp_hist_probe *h = calloc(1, sizeof *h);   /* tmp, htmp: 64 KiB each, in the object */
+    fp_hist_probe *h = calloc(1, sizeof *h);
     size_t cells = (size_t)nlayers * FP_ROLE_COUNT;
     if (!h || !(h->h = malloc(cells * sizeof *h->h)) || !(h->taken = calloc(cells, 1)) ||
         !(h->valid = calloc(cells, 1))) {
@@ -279,13 +290,13 @@ static void hp_tensor16(void *self, int layer, fp_tensor_role role, const uint16
     if (!hh)
         return;
     if (role == FP_ROLE_WEIGHT_GRAD && loss_scale != 1.0f && loss_scale > 0) {
-        float inv = 1.0f / loss_scale;
+        float inv = 1.0f / loss_scale, tmp[UNSCALE_CHUNK];
         for (size_t i = 0; i < n; i += UNSCALE_CHUNK) {
             size_t c = n - i < UNSCALE_CHUNK ? n - i : UNSCALE_CHUNK;
-            fp_widen_array(h->tmp, x + i, c, dt);
+            fp_widen_array(tmp, x + i, c, dt);
             for (size_t j = 0; j < c; j++)
-                h->tmp[j] *= inv;
-            fp_hist_add(hh, h->tmp, c);
+                tmp[j] *= inv;
+            fp_hist_add(hh, tmp, c);
         }
         return;
     }
@@ -306,10 +317,8 @@ static void hp_step_end(void *self, int64_t step)
     for (size_t k = 0; k < cells; k++) {
         if (!h->taken[k])
             continue;
-        int rc = fp_store_hist(h->store, h->run, step, (int)(k / FP_ROLE_COUNT), (fp_tensor_role)(k % FP_ROLE_COUNT),
-                               &h->h[k]);
-        if (rc && !h->status)
-            h->status = rc;
+        set_status(h, fp_store_hist(h->store, h->run, step, (int)(k / FP_ROLE_COUNT),
+                                    (fp_tensor_role)(k % FP_ROLE_COUNT), &h->h[k]));
     }
 }
 
@@ -326,4 +335,4 @@ const fp_hist_t *fp_hist_probe_get(const fp_hist_probe *h, int layer, fp_tensor_
 }
 
 int64_t fp_hist_probe_last_step(const fp_hist_probe *h) { return h ? h->last_step : -1; }
-int fp_hist_probe_status(const fp_hist_probe *h) { return h ? h->status : FP_OK; }
+int fp_hist_probe_status(const fp_hist_probe *h) { return h ? __atomic_load_n(&h->status, __ATOMIC_RELAXED) : FP_OK; }

@@ -36,7 +36,11 @@
  *              backward_weights — conv and linear only, other layers' backward is backward_data).
  *  tensor      x holds n fp32 values (16-bit storage already widened); valid only during the call.
  *              Gradients (activation_grad, weight_grad) are as computed, i.e. multiplied by
- *              loss_scale; updates (new - old master weight) are unscaled.
+ *              loss_scale; updates (new - old master weight) are unscaled. During
+ *              fp_probe_sample_params (analysis.h) tensor / tensor16 calls of the roles weight,
+ *              weight_grad and update for DISTINCT layers may run at the same time on two threads
+ *              (each layer's calls on one thread, in order): a backend that wants those roles keeps
+ *              per-layer state per layer and its scratch per call (hist_probe.c does).
  * A backend added with fp_probe_add16 also has a tensor16 hook: a tensor stored in 16 bits (dt
  * FP_DT_F16 or FP_DT_BF16) as its raw bit patterns, same rules as tensor; it gets 16-bit tensors
  * there, never widened through tensor. */
@@ -82,7 +86,8 @@ unsigned fp_probe_wants_all(const fp_probe *p);
  * optimizer step: analysis.h fp_probe_sample_params); fp_probe_wants stops reporting them to the
  * model, fp_probe_tensor still delivers them. 0 (the default): the model delivers every role. */
 void fp_probe_caller_roles(fp_probe *p, unsigned roles);
-/* Hands the tensor to every backend that wants its role this step. */
+/* Hands the tensor to every backend that wants its role this step. Safe to call from two threads at
+ * once for distinct layers (it only reads the set), as fp_probe_sample_params does. */
 void fp_probe_tensor(fp_probe *p, int layer, fp_tensor_role role, const float *x, size_t n);
 /* The same for a tensor in its storage format dt (FP_DT_F32: as fp_probe_tensor; FP_DT_F16 /
  * FP_DT_BF16: x holds the bit patterns): backends with a tensor16 hook get it as stored, the others get it

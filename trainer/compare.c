@@ -934,7 +934,7 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
     const float *p0 = sampled ? fp_model_params(m) : NULL;   /* host mirror (a device model downloads) */
     rc = sampled && !p0 ? FP_EINTERNAL : FP_OK;
     if (p0)
-        memcpy(a->old_params, p0, fp_model_num_params(m) * sizeof *a->old_params);
+        fp_probe_copy_params(a->old_params, p0, fp_model_num_params(m));
     int64_t w0 = wall_ns();
     rc = rc ? rc : fp_arm_step(a->arm, b, &r);
     int64_t w1 = wall_ns();

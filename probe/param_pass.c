@@ -1,0 +1,220 @@
+/* param_pass.c — analysis.h: the parameter pass after the optimizer step of a sampled step (lost
+ * updates, the update tensors, the weight roles handed to the probes) and the copy of the parameters
+ * before it. Promises: each array is read once, the pass in cache-sized pieces handed on while in
+ * cache; on two threads (whole layers split by parameter count; halves of the copy) the results equal
+ * one thread's bit for bit; counts are exact; the probe's loss scale is restored on return. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "hist.h"
+#include "probe/analysis.h"
+
+double fp_lost_update_fraction(const float *old_w, const float *new_w, const float *grad, size_t n)
+{
+    size_t moved = 0, lost = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (grad[i] == 0.0f || !isfinite(grad[i]))
+            continue;
+        moved++;
+        lost += new_w[i] == old_w[i];
+    }
+    return moved ? (double)lost / (double)moved : NAN;
+}
+
+/* One piece of at most UPDATE_CHUNK weights: d = new - old, and the weights with a finite nonzero
+ * gradient (moved) and of those the unchanged ones (lost). Branch-free, 32-bit counts: vectorised. */
+#define UPDATE_CHUNK 65536   /* 256 KiB per array: in L2, and few histogram calls */
+#define UPDATE_CHUNK_SMALL 4096
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+__attribute__((target_clones("arch=x86-64-v3", "default"), optimize("tree-vectorize")))
+#endif
+static void update_piece(float *restrict d, const float *restrict nw, const float *restrict old,
+                         const float *restrict g, size_t c, uint32_t *lost, uint32_t *moved)
+{
+    uint32_t lo = 0, mv = 0;
+    for (size_t k = 0; k < c; k++) {
+        uint32_t gb;
+        memcpy(&gb, &g[k], sizeof gb);
+        uint32_t m = (gb & 0x7FFFFFFFu) - 1u < 0x7F7FFFFFu;   /* finite and nonzero */
+        mv += m;
+        lo += m & (uint32_t)(nw[k] == old[k]);
+        d[k] = nw[k] - old[k];
+    }
+    *lost = lo;
+    *moved = mv;
+}
+
+/* One layer's parameters [0, n) in UPDATE_CHUNK pieces, each read once from memory and handed on
+ * while in cache: the weights as the forward used them (old), the gradients, the update (into d, of
+ * UPDATE_CHUNK floats), as `roles` says; with the counts of lost / moved weights. */
+static void layer_params(fp_probe *p, unsigned roles, int layer, const float *nw, const float *old, const float *g,
+                         size_t n, float *d, size_t chunk, size_t *lost, size_t *moved)
+{
+    size_t lo = 0, mv = 0;
+    for (size_t i = 0; i < n; i += chunk) {
+        size_t c = n - i < chunk ? n - i : chunk;
+        uint32_t l32, m32;
+        update_piece(d, nw + i, old + i, g + i, c, &l32, &m32);
+        lo += l32;
+        mv += m32;
+        if (roles & FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT))
+            fp_probe_tensor(p, layer, FP_ROLE_WEIGHT, old + i, c);
+        if (roles & FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD))
+            fp_probe_tensor(p, layer, FP_ROLE_WEIGHT_GRAD, g + i, c);
+        if (roles & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE))
+            fp_probe_tensor(p, layer, FP_ROLE_UPDATE, d, c);
+    }
+    *lost += lo;
+    *moved += mv;
+}
+
+/* ---- two threads: the calling one and one worker made per call (create + join ~20 us here, against
+ * a pass of tens of ms). The gain needs the second CPU free: right after a training step with
+ * OPENBLAS_NUM_THREADS=2, OpenBLAS's idle worker still spins on it, and the pass takes about as long
+ * as on one thread (ResNet-50 on the 2-core VM: 59 vs 60 ms; with the CPU free, 33 vs 61 ms). */
+
+static int two_threads(void)
+{
+    const char *env = getenv("FP_PARAM_THREADS");
+    if (env && strcmp(env, "1") == 0)
+        return 0;
+    return sysconf(_SC_NPROCESSORS_ONLN) >= 2;
+}
+
+typedef struct {
+    void (*fn)(void *arg);
+    void *arg;
+} task_t;
+
+static void *task_main(void *arg)
+{
+    task_t *t = arg;
+    t->fn(t->arg);
+    fp_hist_thread_release();   /* the worker's histogram tables, when the probes made any */
+    return NULL;
+}
+
+/* fn(first) on this thread while a worker runs fn(second); both done on return. One thread, first
+ * then second, when two are not wanted or the worker cannot be made. */
+static void run_two(void (*fn)(void *arg), void *first, void *second)
+{
+    task_t t = {fn, second};
+    pthread_t th;
+    if (two_threads() && pthread_create(&th, NULL, task_main, &t) == 0) {
+        fn(first);
+        pthread_join(th, NULL);
+        return;
+    }
+    fn(first);
+    fn(second);
+}
+
+/* ---- the copy of the parameters before a sampled step: halves on two threads (memory-bound:
+ * measured 94 MB ~8 ms against ~10-13 ms on one thread, 2-core VM) */
+
+#define COPY_SPLIT_MIN ((size_t)1 << 20)   /* floats: below, a worker costs more than it saves */
+
+typedef struct {
+    float *dst;
+    const float *src;
+    size_t n;
+} copy_t;
+
+static void copy_part(void *arg)
+{
+    copy_t *c = arg;
+    memcpy(c->dst, c->src, c->n * sizeof *c->dst);
+}
+
+void fp_probe_copy_params(float *dst, const float *src, size_t n)
+{
+    if (n < COPY_SPLIT_MIN) {
+        memcpy(dst, src, n * sizeof *dst);
+        return;
+    }
+    size_t h = n / 2 & ~(size_t)15;   /* 64-byte aligned halves when dst and src are */
+    copy_t c[2] = {{dst, src, h}, {dst + h, src + h, n - h}};
+    run_two(copy_part, &c[0], &c[1]);
+}
+
+/* ---- the pass */
+
+typedef struct {
+    fp_probe *p;
+    const fp_model *m;
+    unsigned roles;
+    const float *nw, *old, *g;
+    int l0, l1;          /* layers [l0, l1) */
+    float *d;            /* chunk floats */
+    size_t chunk;
+    double *per_layer;
+    size_t lost, moved;  /* out */
+} part_t;
+
+static void params_part(void *arg)
+{
+    part_t *t = arg;
+    for (int l = t->l0; l < t->l1; l++) {
+        size_t off, cnt, ll = 0, lm = 0;
+        fp_model_layer_params(t->m, l, &off, &cnt);
+        if (cnt)
+            layer_params(t->p, t->roles, l, t->nw + off, t->old + off, t->g + off, cnt, t->d, t->chunk, &ll, &lm);
+        t->lost += ll;
+        t->moved += lm;
+        if (t->per_layer)
+            t->per_layer[l] = lm ? (double)ll / (double)lm : NAN;
+    }
+}
+
+/* The first layer of the second part: the layers split where the parameter counts of the two parts
+ * are closest to equal. */
+static int split_layer(const fp_model *m, int nl)
+{
+    size_t total = 0, acc = 0, cnt;
+    for (int l = 0; l < nl; l++) {
+        fp_model_layer_params(m, l, NULL, &cnt);
+        total += cnt;
+    }
+    int k = 0;
+    for (; k < nl; k++) {
+        fp_model_layer_params(m, k, NULL, &cnt);
+        if (2 * (acc + cnt) > total) {   /* layer k crosses the middle: it goes where it unbalances less */
+            if (2 * (acc + cnt) - total < total - 2 * acc)
+                k++;
+            break;
+        }
+        acc += cnt;
+    }
+    return k;
+}
+
+double fp_probe_sample_params(fp_probe *p, fp_model *m, const float *old_params, const float *grads, double *per_layer)
+{
+    /* the weight roles when the caller took them over from the model; the update always (the model has none) */
+    const unsigned wroles = FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT) | FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD);
+    unsigned roles = ((fp_probe_wants_all(p) & ~fp_probe_wants(p)) & wroles) |
+                     (fp_probe_wants_all(p) & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE));
+    float scale = fp_probe_loss_scale(p), small[UPDATE_CHUNK_SMALL];
+    float *big = malloc(2 * UPDATE_CHUNK * sizeof *big);   /* one piece buffer per thread */
+    int nl = fp_model_layer_count(m);
+    part_t part[2];
+    part[0] = (part_t){p, m, roles, fp_model_params(m), old_params, grads, 0, nl, big ? big : small,
+                       big ? UPDATE_CHUNK : UPDATE_CHUNK_SMALL, per_layer, 0, 0};
+    part[1] = part[0];
+    if (roles)
+        fp_probe_set_loss_scale(p, 1.0f);   /* the gradients are unscaled already */
+    if (big) {
+        part[0].l1 = part[1].l0 = split_layer(m, nl);
+        part[1].d = big + UPDATE_CHUNK;
+        run_two(params_part, &part[0], &part[1]);
+    } else {   /* no memory: smaller pieces, one thread */
+        params_part(&part[0]);
+    }
+    if (roles)
+        fp_probe_set_loss_scale(p, scale);
+    free(big);
+    size_t lost = part[0].lost + part[1].lost, moved = part[0].moved + part[1].moved;
+    return moved ? (double)lost / (double)moved : NAN;
+}
