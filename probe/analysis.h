@@ -98,6 +98,19 @@ double fp_probe_sample_params(fp_probe *p, fp_model *m, const float *old_params,
  * under the same conditions as fp_probe_sample_params (two CPUs, FP_PARAM_THREADS not 1, a worker). */
 void fp_probe_copy_params(float *dst, const float *src, size_t n);
 
+/* ---- the same pass riding on the optimizer step ----
+ * With the optimizer run piece by piece inside the pass (each piece's values copied to a small buffer,
+ * then fp_optim_step_part on it, then used while in cache): the parameters are read from memory once,
+ * by the optimizer, and no copy of them all is made before the step. Call after fp_optim_step_begin
+ * (trainer/arm.h fp_arm_set_update_hook), when fp_probe_params_steppable(m, opt): the layers'
+ * parameters tile m's parameter buffer in order and opt's flat range is that buffer. It updates every
+ * parameter once and gives what fp_probe_sample_params gives with old_params = the parameters before
+ * the step, bit for bit. */
+struct fp_optim;
+int fp_probe_params_steppable(fp_model *m, const struct fp_optim *opt);
+double fp_probe_sample_params_stepping(fp_probe *p, fp_model *m, struct fp_optim *opt, const float *grads,
+                                       double *per_layer);
+
 /* ---- a skipped step ----
  * From the parameter gradients of a skipped step as the backward left them (scaled), in backward
  * order (last layer first): the first layer whose gradient holds Inf or NaN, and each layer's

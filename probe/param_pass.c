@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include "hist.h"
 #include "probe/analysis.h"
+#include "trainer/optim.h"
 
 double fp_lost_update_fraction(const float *old_w, const float *new_w, const float *grad, size_t n)
 {
@@ -46,21 +47,29 @@ static void update_piece(float *restrict d, const float *restrict nw, const floa
     *moved = mv;
 }
 
-/* One layer's parameters [0, n) in UPDATE_CHUNK pieces, each read once from memory and handed on
- * while in cache: the weights as the forward used them (old), the gradients, the update (into d, of
- * UPDATE_CHUNK floats), as `roles` says; with the counts of lost / moved weights. */
-static void layer_params(fp_probe *p, unsigned roles, int layer, const float *nw, const float *old, const float *g,
-                         size_t n, float *d, size_t chunk, size_t *lost, size_t *moved)
+/* One layer's parameters [0, n) (flat offset off) in UPDATE_CHUNK pieces, each read once from memory
+ * and handed on while in cache: the weights as the forward used them (old), the gradients, the
+ * update (into d, of UPDATE_CHUNK floats), as `roles` says; with the counts of lost / moved weights.
+ * With opt, old is a piece buffer: each piece's values are copied there and the optimizer then
+ * updates the piece (fp_optim_step_part) before it is used. */
+static void layer_params(fp_probe *p, unsigned roles, int layer, size_t off, const float *nw, const float *old,
+                         const float *g, size_t n, float *d, size_t chunk, fp_optim *opt, size_t *lost, size_t *moved)
 {
     size_t lo = 0, mv = 0;
     for (size_t i = 0; i < n; i += chunk) {
         size_t c = n - i < chunk ? n - i : chunk;
+        const float *o = old + i;
+        if (opt) {
+            memcpy((float *)old, nw + i, c * sizeof *old);
+            fp_optim_step_part(opt, off + i, off + i + c);
+            o = old;
+        }
         uint32_t l32, m32;
-        update_piece(d, nw + i, old + i, g + i, c, &l32, &m32);
+        update_piece(d, nw + i, o, g + i, c, &l32, &m32);
         lo += l32;
         mv += m32;
         if (roles & FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT))
-            fp_probe_tensor(p, layer, FP_ROLE_WEIGHT, old + i, c);
+            fp_probe_tensor(p, layer, FP_ROLE_WEIGHT, o, c);
         if (roles & FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD))
             fp_probe_tensor(p, layer, FP_ROLE_WEIGHT_GRAD, g + i, c);
         if (roles & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE))
@@ -148,6 +157,8 @@ typedef struct {
     const float *nw, *old, *g;
     int l0, l1;          /* layers [l0, l1) */
     float *d;            /* chunk floats */
+    float *oldbuf;       /* chunk floats: with opt, each piece before the optimizer */
+    fp_optim *opt;       /* the optimizer run piece by piece (fp_probe_sample_params_stepping) or NULL */
     size_t chunk;
     double *per_layer;
     size_t lost, moved;  /* out */
@@ -160,7 +171,8 @@ static void params_part(void *arg)
         size_t off, cnt, ll = 0, lm = 0;
         fp_model_layer_params(t->m, l, &off, &cnt);
         if (cnt)
-            layer_params(t->p, t->roles, l, t->nw + off, t->old + off, t->g + off, cnt, t->d, t->chunk, &ll, &lm);
+            layer_params(t->p, t->roles, l, off, t->nw + off, t->opt ? t->oldbuf : t->old + off, t->g + off, cnt, t->d,
+                         t->chunk, t->opt, &ll, &lm);
         t->lost += ll;
         t->moved += lm;
         if (t->per_layer)
@@ -190,24 +202,29 @@ static int split_layer(const fp_model *m, int nl)
     return k;
 }
 
-double fp_probe_sample_params(fp_probe *p, fp_model *m, const float *old_params, const float *grads, double *per_layer)
+/* The pass over m's layers, on two threads when it can, with old_params or the optimizer run piece
+ * by piece (opt); returns the lost-update fraction over all parameters. */
+static double params_pass(fp_probe *p, fp_model *m, const float *old_params, fp_optim *opt, const float *grads,
+                          double *per_layer)
 {
     /* the weight roles when the caller took them over from the model; the update always (the model has none) */
     const unsigned wroles = FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT) | FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD);
     unsigned roles = ((fp_probe_wants_all(p) & ~fp_probe_wants(p)) & wroles) |
                      (fp_probe_wants_all(p) & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE));
-    float scale = fp_probe_loss_scale(p), small[UPDATE_CHUNK_SMALL];
-    float *big = malloc(2 * UPDATE_CHUNK * sizeof *big);   /* one piece buffer per thread */
+    float scale = fp_probe_loss_scale(p), small[2 * UPDATE_CHUNK_SMALL];
+    float *big = malloc(4 * UPDATE_CHUNK * sizeof *big);   /* update and old piece buffers per thread */
     int nl = fp_model_layer_count(m);
     part_t part[2];
     part[0] = (part_t){p, m, roles, fp_model_params(m), old_params, grads, 0, nl, big ? big : small,
+                       big ? big + UPDATE_CHUNK : small + UPDATE_CHUNK_SMALL, opt,
                        big ? UPDATE_CHUNK : UPDATE_CHUNK_SMALL, per_layer, 0, 0};
     part[1] = part[0];
     if (roles)
         fp_probe_set_loss_scale(p, 1.0f);   /* the gradients are unscaled already */
     if (big) {
         part[0].l1 = part[1].l0 = split_layer(m, nl);
-        part[1].d = big + UPDATE_CHUNK;
+        part[1].d = big + 2 * UPDATE_CHUNK;
+        part[1].oldbuf = big + 3 * UPDATE_CHUNK;
         run_two(params_part, &part[0], &part[1]);
     } else {   /* no memory: smaller pieces, one thread */
         params_part(&part[0]);
@@ -217,4 +234,28 @@ double fp_probe_sample_params(fp_probe *p, fp_model *m, const float *old_params,
     free(big);
     size_t lost = part[0].lost + part[1].lost, moved = part[0].moved + part[1].moved;
     return moved ? (double)lost / (double)moved : NAN;
+}
+
+double fp_probe_sample_params(fp_probe *p, fp_model *m, const float *old_params, const float *grads, double *per_layer)
+{
+    return params_pass(p, m, old_params, NULL, grads, per_layer);
+}
+
+int fp_probe_params_steppable(fp_model *m, const fp_optim *opt)
+{
+    size_t next = 0, off, cnt;
+    for (int l = 0; l < fp_model_layer_count(m); l++) {   /* the layers tile the parameters, in order */
+        fp_model_layer_params(m, l, &off, &cnt);
+        if (cnt && off != next)
+            return 0;
+        next += cnt;
+    }
+    return next == fp_model_num_params(m) && fp_optim_size(opt) == next &&
+           fp_optim_laid_out_from(opt, fp_model_params(m));
+}
+
+double fp_probe_sample_params_stepping(fp_probe *p, fp_model *m, fp_optim *opt, const float *grads,
+                                       double *per_layer)
+{
+    return params_pass(p, m, NULL, opt, grads, per_layer);
 }

@@ -1,7 +1,9 @@
 /* test_arm.c — the arm (trainer/arm.c) on tinynet at 32x32, batch 8: an fp32 step is bit-identical to
  * the model's own train step + the optimizer; loss falls when overfitting a batch; the fp16 scaler skips
  * an overflowing step, names the first layer (backward order) and halves the scale; `half` keeps fp16
- * values; NaN loss without a scaler reports divergence; evaluation and memory accounting add up. */
+ * values; NaN loss without a scaler reports divergence; evaluation and memory accounting add up; the
+ * forward and update hooks run where they say, and an update hook stepping the optimizer in parts
+ * gives the plain step's parameters bit for bit. */
 #include "config.h"
 #include <math.h>
 #include <stdlib.h>
@@ -37,6 +39,28 @@ static void cfg_tiny(fp_arm_config *c, const char *policy)
     c->num_classes = 10;
     c->image_size = S;
     c->seed = 7;
+}
+
+/* Hooks: the forward one counts its calls; the update one steps the optimizer in 3 parts, backwards. */
+static int fwd_calls, upd_calls;
+static int count_forward(void *ctx, fp_arm *a, const fp_batch *b)
+{
+    (void)ctx;
+    (void)a;
+    (void)b;
+    fwd_calls++;
+    return FP_OK;
+}
+static int step_in_parts(void *ctx, fp_arm *a, fp_optim *opt)
+{
+    (void)ctx;
+    (void)a;
+    size_t n = fp_optim_size(opt), k = n / 3;
+    fp_optim_step_part(opt, 2 * k, n);
+    fp_optim_step_part(opt, k, 2 * k);
+    fp_optim_step_part(opt, 0, k);
+    upd_calls++;
+    return FP_OK;
 }
 
 static int is_fp16_exact(const float *x, size_t n)
@@ -213,6 +237,33 @@ int main(void)
                "%s, lr 1e10: diverged at step %d (loss %g), the diverged step not counted", pols[p], steps, r.loss);
         fp_arm_free(a);
     }
+
+    /* hooks: an arm stepping in parts through its update hook = a plain arm, bit for bit */
+    fp_arm *h = NULL;
+    cfg_tiny(&c, "fp32");
+    fp_arm_create(&a, &c);
+    fp_arm_create(&h, &c);
+    fp_arm_set_forward_hook(h, count_forward, NULL);
+    int hooked_ok = 1;
+    for (int s = 0; s < 3; s++) {
+        fp_batch bb = batch_at(s * B);
+        fp_arm_step(a, &bb, &r);
+        if (s != 1)   /* the update hook for one step only at a time */
+            hooked_ok &= fp_arm_set_update_hook(h, step_in_parts, NULL) == FP_OK;
+        fp_arm_step(h, &bb, &r);
+    }
+    size_t nph = fp_model_num_params(fp_arm_model(h));
+    tap_ok(hooked_ok && fwd_calls == 3 && upd_calls == 2, "forward hook every step (%d), update hook once per setting (%d)",
+           fwd_calls, upd_calls);
+    tap_ok(memcmp(fp_model_params(fp_arm_model(a)), fp_model_params(fp_arm_model(h)), nph * sizeof(float)) == 0,
+           "the update hook stepping in parts gives the plain arm's parameters bit for bit");
+    fp_arm_free(a);
+    fp_arm_free(h);
+    cfg_tiny(&c, "half");
+    fp_arm_create(&h, &c);
+    tap_is_int(fp_arm_set_update_hook(h, step_in_parts, NULL), FP_EINVAL, "half: no update hook (%s)",
+               fp_error_message());
+    fp_arm_free(h);
 
     fp_dataset_close(ds);
     return tap_done();

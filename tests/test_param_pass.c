@@ -2,7 +2,8 @@
  * (FP_PARAM_THREADS=1) bit for bit: every (layer, role) histogram, counts and sum_abs, and the lost
  * update fractions, on a narrow resnet18; the hist probe's tensor hook called from two threads at
  * once for distinct layers with tensors large enough for its helper split gives one thread's
- * histograms; fp_probe_copy_params copies, on one thread or two. */
+ * histograms; fp_probe_copy_params copies, on one thread or two; the pass riding on the optimizer
+ * (fp_probe_sample_params_stepping) gives the optimizer's values and the pass's figures bit for bit. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "tap.h"
 #include "testutil.h"
 #include "trainer/model.h"
+#include "trainer/optim.h"
 
 #define MAXL 128
 
@@ -210,11 +212,120 @@ static void test_copy(void)
     free(dst);
 }
 
+/* ---- the pass riding on the optimizer: the same parameters, optimizer state and figures */
+
+static fp_optim *optim_over(fp_model *m, const fp_optim_config *cfg)
+{
+    size_t nt = fp_model_tensor_count(m), np = 0;
+    fp_optim_param *ps = calloc(nt, sizeof *ps);
+    for (size_t i = 0; i < nt; i++) {
+        const fp_tensor_info *t = fp_model_tensor(m, i);
+        if (!t->is_param)
+            continue;
+        ps[np++] = (fp_optim_param){t->name, fp_model_tensor_data(m, t), fp_model_tensor_grad(m, t), t->numel, 1};
+    }
+    fp_optim *o = NULL;
+    if (fp_optim_new(&o, cfg, ps, np))
+        tap_diag("%s", fp_error_message());
+    free(ps);
+    return o;
+}
+
+static void test_stepping(fp_optim_kind kind, const char *what)
+{
+    fp_model_config mc = {"resnet18", 10, 32, 16, 5, 0};
+    fp_model *m[2] = {NULL, NULL};
+    fp_model_create(&m[0], &mc);
+    fp_model_clone(&m[1], m[0]);
+    fp_optim_config oc;
+    fp_optim_config_default(&oc, kind);
+    if (kind == FP_OPTIM_SGD) {
+        oc.momentum = 0.9;
+        oc.weight_decay = 5e-4;
+        oc.nesterov = 1;
+    }
+    fp_optim *o[2] = {optim_over(m[0], &oc), optim_over(m[1], &oc)};
+    int L = fp_model_layer_count(m[0]);
+    size_t np = fp_model_num_params(m[0]);
+    tap_ok(o[0] && o[1] && fp_probe_params_steppable(m[1], o[1]), "%s: the model's layers and optimizer are steppable",
+           what);
+    float *old = malloc(np * sizeof *old);
+    pass_t r[2];
+    for (int step = 0; step < 2; step++) {   /* the second with optimizer state */
+        uint64_t s = 11 + (uint64_t)step;
+        for (int k = 0; k < 2; k++) {
+            float *g = fp_model_grads(m[k]);
+            s = 11 + (uint64_t)step;
+            for (size_t i = 0; i < np; i++) {
+                float u = tu_uniform_pm1(&s);
+                g[i] = i % 13 == 0 ? 0.0f : u * ldexpf(1.0f, (int)(i % 31) - 24);
+            }
+        }
+        if (step == 0) {
+            fp_optim_step(o[0], 0.05);
+            fp_optim_step(o[1], 0.05);
+            continue;
+        }
+        for (int k = 0; k < 2; k++) {
+            fp_probe *p = NULL;
+            fp_probe_create(&p);
+            fp_hist_probe_create(&r[k].hp, L, 1, 0, NULL, 0);
+            fp_hist_probe_attach(r[k].hp, p);
+            fp_probe_caller_roles(p, FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT) | FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD));
+            fp_probe_step_begin(p, 1, 1.0f);
+            if (k == 0) {   /* the copy, the step, the pass */
+                memcpy(old, fp_model_params(m[0]), np * sizeof *old);
+                fp_optim_step(o[0], 0.05);
+                r[k].total = fp_probe_sample_params(p, m[0], old, fp_model_grads(m[0]), r[k].per);
+            } else {        /* the pass riding on the step */
+                fp_optim_step_begin(o[1], 0.05);
+                r[k].total = fp_probe_sample_params_stepping(p, m[1], o[1], fp_model_grads(m[1]), r[k].per);
+            }
+            fp_probe_step_end(p);
+            fp_probe_free(p);
+        }
+    }
+    tap_ok(memcmp(fp_model_params(m[0]), fp_model_params(m[1]), np * sizeof(float)) == 0,
+           "%s: riding on the pass, the optimizer gives the same parameters bit for bit", what);
+    int same_state = fp_optim_state_count(o[0]) == fp_optim_state_count(o[1]);
+    for (size_t i = 0; same_state && i < fp_optim_state_count(o[0]); i++) {
+        fp_optim_state a, b;
+        fp_optim_state_at(o[0], i, &a);
+        fp_optim_state_at(o[1], i, &b);
+        same_state &= a.n == b.n && memcmp(a.data, b.data, a.n * sizeof(float)) == 0;
+    }
+    tap_ok(same_state && fp_optim_get_step(o[0]) == fp_optim_get_step(o[1]), "%s: the same optimizer state", what);
+    int same = same_double(r[0].total, r[1].total), cells = 0;
+    for (int l = 0; l < L && l < MAXL; l++) {
+        same &= same_double(r[0].per[l], r[1].per[l]);
+        for (int role = FP_ROLE_WEIGHT; role <= FP_ROLE_UPDATE; role++) {
+            const fp_hist_t *a = fp_hist_probe_get(r[0].hp, l, (fp_tensor_role)role);
+            const fp_hist_t *b = fp_hist_probe_get(r[1].hp, l, (fp_tensor_role)role);
+            if (!a || !b) {
+                same &= !a && !b;
+                continue;
+            }
+            cells++;
+            same &= tu_hist_same(b, a, 0);
+        }
+    }
+    tap_ok(same && cells > 0, "%s: the same %d histograms (sum_abs included) and lost updates (%g)", what, cells,
+           r[0].total);
+    for (int k = 0; k < 2; k++) {
+        fp_hist_probe_free(r[k].hp);
+        fp_optim_free(o[k]);
+        fp_model_free(m[k]);
+    }
+    free(old);
+}
+
 int main(void)
 {
     test_pass();
     test_concurrent_hook();
     test_copy();
+    test_stepping(FP_OPTIM_SGD, "sgd, nesterov momentum, weight decay");
+    test_stepping(FP_OPTIM_ADAMW, "adamw");
     fp_hist_thread_release();
     return tap_done();
 }

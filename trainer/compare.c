@@ -56,7 +56,10 @@ typedef struct {
     fp_prec_err *perr;          /* low-precision arms, when the reference is fp32 and --error-every */
     int perr_armed;             /* riding on the reference's current step */
     char *perr_fail;            /* the ride failed for this arm: why (the arm fails after the reference's step) */
-    float *old_params;          /* the parameters before a sampled step (updates, lost updates) */
+    float *old_params;          /* the parameters before a sampled step (updates, lost updates), unless steppable */
+    int steppable;              /* the parameter pass rides on the optimizer step (fp_arm_set_update_hook) */
+    int stepped;                /* ... and did, at this step */
+    double lost_all;            /* its lost-update fraction */
     float *scratch;             /* a skipped step's gradients, scaled back */
     double *per_layer;          /* lost-update fraction per layer */
     /* GPU probes (an arm on a device backend) */
@@ -395,6 +398,17 @@ static void result_init(fp_compare_result *res)
     }
 }
 
+/* An arm's update hook at a sampled step (fp_arm_set_update_hook): the parameter pass with the
+ * optimizer run piece by piece inside it. */
+static int params_while_stepping(void *ctx, fp_arm *arm, fp_optim *opt)
+{
+    arm_state *a = ctx;
+    fp_model *m = fp_arm_model(arm);
+    a->lost_all = fp_probe_sample_params_stepping(a->probe, m, opt, fp_model_grads(m), a->per_layer);
+    a->stepped = 1;
+    return FP_OK;
+}
+
 /* The reference's forward hook (fp_arm_set_forward_hook): every low-precision arm armed for this step
  * runs its forward on the reference's weights now (fp_prec_err_ride). A failure is kept for the
  * arm, which fails after the reference's step; the reference itself goes on. */
@@ -485,7 +499,10 @@ static int attach_probes(fp_compare *c, int i)
         /* weights and weight gradients come with the updates, in one pass after the optimizer step
          * (fp_probe_sample_params), not from the model's forward / backward */
         fp_probe_caller_roles(a->probe, FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT) | FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD));
-        if (!rc && !(a->old_params = malloc(fp_model_num_params(m) * sizeof *a->old_params)))
+        /* on the host with fp32 master weights the pass rides on the optimizer (no copy before the step) */
+        a->steppable = !a->gpu && fp_arm_policy(a->arm)->master == FP_DT_F32 &&
+                       fp_probe_params_steppable(m, fp_arm_optim(a->arm));
+        if (!rc && !a->steppable && !(a->old_params = malloc(fp_model_num_params(m) * sizeof *a->old_params)))
             rc = fp_fail(FP_ENOMEM, "out of memory");
         if (!rc && !(a->per_layer = malloc((size_t)(nl > 0 ? nl : 1) * sizeof *a->per_layer)))
             rc = fp_fail(FP_ENOMEM, "out of memory");
@@ -930,23 +947,29 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
     }
     const fp_grad_scaler *sc = fp_arm_scaler(a->arm);
     fp_probe_step_begin(a->probe, step_no, sc->mode == FP_SCALE_NONE ? 1.0f : sc->scale);
-    int sampled = a->old_params && fp_probe_every(step_no, c->cfg.hist_every);
-    const float *p0 = sampled ? fp_model_params(m) : NULL;   /* host mirror (a device model downloads) */
-    rc = sampled && !p0 ? FP_EINTERNAL : FP_OK;
+    int sampled = a->hist && fp_probe_every(step_no, c->cfg.hist_every);
+    const float *p0 = sampled && !a->steppable ? fp_model_params(m) : NULL;   /* host mirror (a device model downloads) */
+    rc = sampled && !a->steppable && !p0 ? FP_EINTERNAL : FP_OK;
     if (p0)
         fp_probe_copy_params(a->old_params, p0, fp_model_num_params(m));
+    a->stepped = 0;
+    if (!rc && sampled && a->steppable)
+        rc = fp_arm_set_update_hook(a->arm, params_while_stepping, a);
     int64_t w0 = wall_ns();
     rc = rc ? rc : fp_arm_step(a->arm, b, &r);
     int64_t w1 = wall_ns();
     if (c->ride && i == c->ref)
         ride_failures(c, res);
     double lost_all = NAN;   /* the parameter roles and the lost updates, one pass */
-    if (!rc && sampled) {
+    if (!rc && sampled && a->stepped) {
+        lost_all = a->lost_all;
+    } else if (!rc && sampled) {   /* after the step; riding on it but it did not update: nothing moved */
         const float *g = fp_model_grads(m);
         if (!g || !fp_model_params(m))   /* a device model whose download failed: the message says why */
             rc = FP_EINTERNAL;
         else
-            lost_all = fp_probe_sample_params(a->probe, m, a->old_params, g, a->per_layer);
+            lost_all = fp_probe_sample_params(a->probe, m, a->steppable ? fp_model_params(m) : a->old_params, g,
+                                              a->per_layer);
     }
     fp_probe_step_end(a->probe);
     if (rc) {

@@ -30,6 +30,8 @@ struct fp_optim {
     size_t nstate;
     int fused;               /* use the FMA kernels (decided at creation) */
     size_t *offs;            /* offs[i]: first element of tensor i in the flat range; offs[count] total */
+    double part_lr;          /* fp_optim_step_begin: the step the parts belong to */
+    int part_first;
 };
 
 static int want_fma(void);
@@ -356,17 +358,11 @@ static void adam_tensor(const fp_optim_config *cfg, optim_tensor *t, size_t b, s
                b2, omb2, bc2_sqrt, eps, neg_step_size);
 }
 
-typedef struct {
-    fp_optim *opt;
-    double lr;
-    int first;
-} step_task;
-
-/* Elements [b, e) of the flat range over all tensors, tensor by tensor in order. */
+/* Elements [b, e) of the flat range over all tensors, tensor by tensor in order, with the step
+ * fp_optim_step_begin counted. */
 static void step_range(void *ctx, size_t b, size_t e)
 {
-    const step_task *st = ctx;
-    fp_optim *opt = st->opt;
+    fp_optim *opt = ctx;
     const size_t *offs = opt->offs;
     size_t lo = 0, hi = opt->count;   /* the tensor holding b: the last i with offs[i] <= b */
     while (hi - lo > 1) {
@@ -382,23 +378,48 @@ static void step_range(void *ctx, size_t b, size_t e)
         if (s1 <= s0)
             continue;
         if (opt->cfg.kind == FP_OPTIM_SGD)
-            sgd_tensor(&opt->cfg, &opt->t[i], s0, s1 - s0, st->lr, st->first, opt->fused);
+            sgd_tensor(&opt->cfg, &opt->t[i], s0, s1 - s0, opt->part_lr, opt->part_first, opt->fused);
         else
-            adam_tensor(&opt->cfg, &opt->t[i], s0, s1 - s0, st->lr, (double)opt->step, opt->fused);
+            adam_tensor(&opt->cfg, &opt->t[i], s0, s1 - s0, opt->part_lr, (double)opt->step, opt->fused);
     }
 }
 
-int fp_optim_step(fp_optim *opt, double lr)
+int fp_optim_step_begin(fp_optim *opt, double lr)
 {
     if (!opt)
         return fp_fail(FP_EINVAL, "optimizer: NULL optimizer");
     if (!(lr >= 0) || isinf(lr))
         return fp_fail(FP_EINVAL, "optimizer %s: invalid learning rate: %g (must be finite and >= 0)",
                        fp_optim_name(opt->cfg.kind), lr);
-    step_task st = {opt, lr, opt->step == 0};
+    opt->part_lr = lr;
+    opt->part_first = opt->step == 0;
     opt->step++;
+    return FP_OK;
+}
+
+void fp_optim_step_part(fp_optim *opt, size_t b, size_t e)
+{
+    size_t n = opt->offs[opt->count];
+    step_range(opt, b < n ? b : n, e < n ? e : n);
+}
+
+size_t fp_optim_size(const fp_optim *opt) { return opt->offs[opt->count]; }
+
+int fp_optim_laid_out_from(const fp_optim *opt, const float *base)
+{
+    for (size_t i = 0; i < opt->count; i++)
+        if (opt->t[i].n && opt->t[i].param != base + opt->offs[i])
+            return 0;
+    return 1;
+}
+
+int fp_optim_step(fp_optim *opt, double lr)
+{
+    int rc = fp_optim_step_begin(opt, lr);
+    if (rc)
+        return rc;
     /* All tensors as one flat range split across the thread pool (64-byte aligned parts). */
-    fp_parallel_for(opt->offs[opt->count], 16, (size_t)1 << 16, step_range, &st);
+    fp_parallel_for(opt->offs[opt->count], 16, (size_t)1 << 16, step_range, opt);
     return FP_OK;
 }
 

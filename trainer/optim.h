@@ -66,6 +66,18 @@ void fp_optim_free(fp_optim *opt);               /* NULL is fine */
  * changes). Increments the step counter first, as PyTorch does. */
 int fp_optim_step(fp_optim *opt, double lr);
 
+/* The same step in parts, for work done on each part while it is in cache (the probes' parameter
+ * pass): fp_optim_step_begin checks lr and counts the step as fp_optim_step does; then
+ * fp_optim_step_part(b, e) updates elements [b, e) of the flat range (every tensor in the order given
+ * to fp_optim_new, fp_optim_size elements in all). Each element exactly once before the next step;
+ * parts that do not overlap may run on different threads. The values are fp_optim_step's, bit for bit. */
+int fp_optim_step_begin(fp_optim *opt, double lr);
+void fp_optim_step_part(fp_optim *opt, size_t b, size_t e);
+size_t fp_optim_size(const fp_optim *opt);
+/* 1 when tensor i's parameters are base + (its offset in the flat range) for every tensor: flat
+ * element k is base[k]. */
+int fp_optim_laid_out_from(const fp_optim *opt, const float *base);
+
 /* Points tensor i at new param / grad storage (same n); state is kept. */
 int fp_optim_rebind(fp_optim *opt, size_t i, float *param, const float *grad);
 
