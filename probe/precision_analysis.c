@@ -1,5 +1,6 @@
-/* precision_analysis.c — analysis.h: per-layer rounding error of a low-precision forward against the
- * fp32 one (same weights, same batch), skipped-step post-mortem (the parameter pass: param_pass.c).
+/* precision_analysis.c — analysis.h: the per-layer rounding error object (fp_prec_err) and its one-call
+ * comparison (fp_prec_err_compare); riding on the reference's step is precision_ride.c, the error sums
+ * layer_error.c, the skipped-step post-mortem skipped_step.c, the parameter pass param_pass.c.
  * Promises: the fp32 model is left as it was (running statistics restored by fp_prec_err_compare);
  * the captures are sized once per batch size; the scratch clones are made once and reused and read
  * the reference's fp32 parameters in place (fp_model_share_params; `half` gets a rounded copy); 16-bit
@@ -11,131 +12,10 @@
 #include "error.h"
 #include "formats.h"
 #include "probe/analysis.h"
-
-#define CHUNK 4096
-
-/* ---------------------------------------------------------------- error metrics */
-
-typedef struct {
-    double dd, rr, xx, xr, maxabs;
-    int nonfinite;
-} err_acc;
-
-/* SUM_LANES independent partial sums (lane = index mod SUM_LANES, then a fixed tree), so the loop
- * vectorises; a non-finite input shows as a non-finite sum of squares (finite squares of floats
- * cannot overflow a double sum). */
-#define SUM_LANES 8
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
-__attribute__((target_clones("arch=x86-64-v3", "default")))   /* AVX2 + FMA where the CPU has them */
-#endif
-static void acc_add(err_acc *a, const float *ref, const float *x, size_t n)
-{
-    double dd[SUM_LANES] = {0}, rr[SUM_LANES] = {0}, xx[SUM_LANES] = {0}, xr[SUM_LANES] = {0}, mx[SUM_LANES] = {0};
-    size_t i = 0;
-    for (; i + SUM_LANES <= n; i += SUM_LANES)
-        for (int j = 0; j < SUM_LANES; j++) {
-            double r = ref[i + j], v = x[i + j], d = v - r, ad = fabs(d);
-            dd[j] += d * d;
-            rr[j] += r * r;
-            xx[j] += v * v;
-            xr[j] += v * r;
-            mx[j] = ad > mx[j] ? ad : mx[j];
-        }
-    for (int j = 0; i < n; i++, j++) {
-        double r = ref[i], v = x[i], d = v - r, ad = fabs(d);
-        dd[j] += d * d;
-        rr[j] += r * r;
-        xx[j] += v * v;
-        xr[j] += v * r;
-        mx[j] = ad > mx[j] ? ad : mx[j];
-    }
-    for (int w = SUM_LANES / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++) {
-            dd[j] += dd[j + w];
-            rr[j] += rr[j + w];
-            xx[j] += xx[j + w];
-            xr[j] += xr[j + w];
-            mx[j] = mx[j + w] > mx[j] ? mx[j + w] : mx[j];
-        }
-    if (!isfinite(rr[0]) || !isfinite(xx[0]))
-        a->nonfinite = 1;
-    a->dd += dd[0];
-    a->rr += rr[0];
-    a->xx += xx[0];
-    a->xr += xr[0];
-    if (mx[0] > a->maxabs)
-        a->maxabs = mx[0];
-}
-
-static void acc_finish(const err_acc *a, double *rel_l2, double *max_abs, double *cosine)
-{
-    double rel, cs;
-    if (a->nonfinite) {
-        rel = INFINITY;
-        cs = NAN;
-    } else {
-        rel = a->rr > 0 ? sqrt(a->dd / a->rr) : sqrt(a->dd);
-        if (a->rr == 0 && a->xx == 0)
-            cs = 1.0;
-        else if (a->rr == 0 || a->xx == 0)
-            cs = 0.0;
-        else
-            cs = a->xr / (sqrt(a->xx) * sqrt(a->rr));
-    }
-    if (rel_l2)
-        *rel_l2 = rel;
-    if (max_abs)
-        *max_abs = a->nonfinite ? INFINITY : a->maxabs;
-    if (cosine)
-        *cosine = cs;
-}
-
-void fp_layer_error(const float *ref, const float *x, size_t n, double *rel_l2, double *max_abs, double *cosine)
-{
-    err_acc a = {0};
-    acc_add(&a, ref, x, n);
-    acc_finish(&a, rel_l2, max_abs, cosine);
-}
-
-/* ---------------------------------------------------------------- per-layer rounding error */
-
-struct fp_prec_err {
-    fp_model *scratch;
-    fp_model *ref_scratch; /* fp_prec_err_compare on a sub-batch: the reference's clone (its policy) */
-    int sub;               /* fp_prec_err_set_subbatch */
-    fp_probe *sp;          /* on the scratch: the capture backend (fp_prec_err_compare) */
-    fp_probe *rp;          /* for fp_prec_err_compare: the compare backend alone */
-    fp_probe *ridep;       /* on the scratch: the compare-with-the-reference backend (fp_prec_err_ride) */
-    int nlayers;
-    size_t *off, *cnt;     /* per layer: byte offset into cap, values */
-    fp_dtype *dt;
-    unsigned char *cap;
-    size_t cap_bytes;
-    int cap_n;             /* batch the capture offsets are for */
-    int capture_ok;
-    /* riding: the reference's outputs of its first rk images, fp32, captured during its forward */
-    size_t *per_image;     /* per layer: values per image */
-    size_t *roff;          /* per layer: float offset into rcap */
-    float *rcap;
-    size_t rcap_floats;
-    int rk, rn;            /* images captured, of a batch of rn */
-    int rarmed;            /* fp_prec_err_arm called, until the step ends or the ride */
-    int rlayers;           /* layers captured at this step */
-    int64_t rstep;
-    fp_model *ride_ref;    /* during fp_prec_err_ride: the reference lending its statistics */
-    double *cs;            /* channel statistics scratch: 4 * widest batchnorm */
-    float *full;           /* the reference's whole-batch mean and variance: 2 * widest batchnorm */
-    fp_layer_err_t *rows;
-    int armed;
-    int64_t step, last_step;
-    fp_store_t *store;
-    int64_t run, ref_run;
-    int have_rows;
-    float tmp[CHUNK];
-};
+#include "probe/precision_internal.h"
 
 /* The rows of a new comparison at step, all "not measured" until a layer is compared. */
-static void rows_begin(fp_prec_err *pe, int64_t step)
+void fp_pe_rows_begin(fp_prec_err *pe, int64_t step)
 {
     pe->step = step;
     for (int l = 0; l < pe->nlayers; l++)
@@ -143,7 +23,7 @@ static void rows_begin(fp_prec_err *pe, int64_t step)
 }
 
 /* The rows of the comparison at step are complete: kept, and stored when a store is set. */
-static void rows_end(fp_prec_err *pe, int64_t step)
+void fp_pe_rows_end(fp_prec_err *pe, int64_t step)
 {
     pe->last_step = step;
     pe->have_rows = 1;
@@ -159,9 +39,9 @@ static void rows_end(fp_prec_err *pe, int64_t step)
 }
 
 /* Row `layer` from n reference values (fp32) and n low-precision ones (fp32 or 16-bit as stored). */
-static void layer_row(fp_prec_err *pe, int layer, const float *ref, const void *lo, fp_dtype lo_dt, size_t n)
+void fp_pe_layer_row(fp_prec_err *pe, int layer, const float *ref, const void *lo, fp_dtype lo_dt, size_t n)
 {
-    err_acc a = {0};
+    fp_err_acc a = {0};
     int is16 = lo_dt == FP_DT_F16 || lo_dt == FP_DT_BF16;
     for (size_t i = 0; i < n; i += CHUNK) {
         size_t c = n - i < CHUNK ? n - i : CHUNK;
@@ -172,10 +52,25 @@ static void layer_row(fp_prec_err *pe, int layer, const float *ref, const void *
         } else {
             l = (const float *)lo + i;
         }
-        acc_add(&a, ref + i, l, c);
+        fp_err_acc_add(&a, ref + i, l, c);
     }
     fp_layer_err_t *r = &pe->rows[layer];
-    acc_finish(&a, &r->rel_l2, &r->max_abs, &r->cosine);
+    fp_err_acc_finish(&a, &r->rel_l2, &r->max_abs, &r->cosine);
+}
+
+/* The scratch reads ref's weights: in place when its master is fp32 (the forward only reads them), a
+ * rounded copy under `half` (its parameters are fp16 values). */
+int fp_pe_scratch_weights(fp_prec_err *pe, fp_model *ref)
+{
+    const fp_policy *pol = fp_model_policy(pe->scratch);
+    if (pol->master == FP_DT_F32)
+        return fp_model_share_params(pe->scratch, ref);
+    int rc = fp_model_copy_params(pe->scratch, ref, 1);
+    if (!rc) {
+        fp_round_to_dtype(fp_model_params(pe->scratch), fp_model_num_params(pe->scratch), pol->master);
+        fp_round_to_dtype(fp_model_buffers(pe->scratch), fp_model_num_buffers(pe->scratch), pol->master);
+    }
+    return rc;
 }
 
 static unsigned cap_step_begin(void *self, int64_t step, float loss_scale)
@@ -237,7 +132,7 @@ static unsigned cmp_step_begin(void *self, int64_t step, float loss_scale)
     fp_prec_err *pe = self;
     if (!pe->armed)
         return 0;
-    rows_begin(pe, step);
+    fp_pe_rows_begin(pe, step);
     return FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION);
 }
 
@@ -247,7 +142,7 @@ static void cmp_tensor(void *self, int layer, fp_tensor_role role, const float *
     fp_prec_err *pe = self;
     if (!pe->armed || role != FP_ROLE_ACTIVATION || layer < 0 || layer >= pe->nlayers || n != pe->cnt[layer])
         return;
-    layer_row(pe, layer, x, pe->cap + pe->off[layer], pe->dt[layer], n);
+    fp_pe_layer_row(pe, layer, x, pe->cap + pe->off[layer], pe->dt[layer], n);
 }
 
 static void cmp_step_end(void *self, int64_t step)
@@ -256,98 +151,10 @@ static void cmp_step_end(void *self, int64_t step)
     if (!pe->armed)
         return;
     pe->armed = 0;
-    rows_end(pe, step);
+    fp_pe_rows_end(pe, step);
 }
 
 static const fp_probe_ops compare_ops = {"precision_error", cmp_step_begin, cmp_step_end, NULL, NULL, cmp_tensor};
-
-/* ---- riding on the reference's training step: its outputs captured, then the low-precision forward ---- */
-
-static unsigned refcap_step_begin(void *self, int64_t step, float loss_scale)
-{
-    (void)loss_scale;
-    fp_prec_err *pe = self;
-    if (!pe->rarmed)
-        return 0;
-    pe->rstep = step;
-    pe->rlayers = 0;
-    pe->capture_ok = 1;
-    return FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION);
-}
-
-/* The first rk images of layer's output (the reference's batch of rn), widened to fp32. */
-static float *refcap_slot(fp_prec_err *pe, int layer, fp_tensor_role role, size_t n)
-{
-    if (!pe->rarmed || role != FP_ROLE_ACTIVATION || layer < 0 || layer >= pe->nlayers)
-        return NULL;
-    if (n != pe->per_image[layer] * (size_t)pe->rn) {
-        pe->capture_ok = 0;
-        return NULL;
-    }
-    return pe->rcap + pe->roff[layer];
-}
-
-static void refcap_tensor(void *self, int layer, fp_tensor_role role, const float *x, size_t n, float loss_scale)
-{
-    (void)loss_scale;
-    fp_prec_err *pe = self;
-    float *dst = refcap_slot(pe, layer, role, n);
-    if (dst) {
-        memcpy(dst, x, pe->per_image[layer] * (size_t)pe->rk * sizeof *dst);
-        pe->rlayers++;
-    }
-}
-
-static void refcap_tensor16(void *self, int layer, fp_tensor_role role, const uint16_t *x, fp_dtype dt, size_t n,
-                            float loss_scale)
-{
-    (void)loss_scale;
-    fp_prec_err *pe = self;
-    float *dst = refcap_slot(pe, layer, role, n);
-    if (dst) {
-        fp_widen_array(dst, x, pe->per_image[layer] * (size_t)pe->rk, dt);
-        pe->rlayers++;
-    }
-}
-
-static void refcap_step_end(void *self, int64_t step)   /* not ridden: the capture is dropped */
-{
-    (void)step;
-    ((fp_prec_err *)self)->rarmed = 0;
-}
-
-static const fp_probe_ops refcap_ops = {"precision_reference", refcap_step_begin, refcap_step_end, NULL, NULL,
-                                        refcap_tensor};
-
-static unsigned ride_step_begin(void *self, int64_t step, float loss_scale)
-{
-    (void)self;
-    (void)step;
-    (void)loss_scale;
-    return FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION);
-}
-
-/* The low-precision forward's layer output (rk images) against the reference's captured one. */
-static void ride_tensor16(void *self, int layer, fp_tensor_role role, const uint16_t *x, fp_dtype dt, size_t n,
-                          float loss_scale)
-{
-    (void)loss_scale;
-    fp_prec_err *pe = self;
-    if (role != FP_ROLE_ACTIVATION || layer < 0 || layer >= pe->nlayers)
-        return;
-    if (n != pe->per_image[layer] * (size_t)pe->rk) {
-        pe->capture_ok = 0;
-        return;
-    }
-    layer_row(pe, layer, pe->rcap + pe->roff[layer], x, dt, n);
-}
-
-static void ride_tensor(void *self, int layer, fp_tensor_role role, const float *x, size_t n, float loss_scale)
-{
-    ride_tensor16(self, layer, role, (const uint16_t *)(const void *)x, FP_DT_F32, n, loss_scale);
-}
-
-static const fp_probe_ops ride_ops = {"precision_ride", ride_step_begin, NULL, NULL, NULL, ride_tensor};
 
 int fp_prec_err_create(fp_prec_err **out, const fp_model *ref, const fp_policy *policy)
 {
@@ -392,7 +199,7 @@ int fp_prec_err_create(fp_prec_err **out, const fp_model *ref, const fp_policy *
     pe->sub = FP_PREC_ERR_DEFAULT_SUBBATCH;
     fp_probe_add16(pe->sp, &capture_ops, cap_tensor16, pe);
     fp_probe_add(pe->rp, &compare_ops, pe);
-    fp_probe_add16(pe->ridep, &ride_ops, ride_tensor16, pe);
+    fp_probe_add16(pe->ridep, &fp_pe_ride_ops, fp_pe_ride_tensor16, pe);
     fp_model_set_probe(pe->scratch, pe->sp);
     pe->last_step = -1;
     *out = pe;
@@ -449,25 +256,10 @@ static int size_capture(fp_prec_err *pe, int n)
     return FP_OK;
 }
 
-/* The scratch reads ref's weights: in place when its master is fp32 (the forward only reads them), a
- * rounded copy under `half` (its parameters are fp16 values). */
-static int scratch_weights(fp_prec_err *pe, fp_model *ref)
-{
-    const fp_policy *pol = fp_model_policy(pe->scratch);
-    if (pol->master == FP_DT_F32)
-        return fp_model_share_params(pe->scratch, ref);
-    int rc = fp_model_copy_params(pe->scratch, ref, 1);
-    if (!rc) {
-        fp_round_to_dtype(fp_model_params(pe->scratch), fp_model_num_params(pe->scratch), pol->master);
-        fp_round_to_dtype(fp_model_buffers(pe->scratch), fp_model_num_buffers(pe->scratch), pol->master);
-    }
-    return rc;
-}
-
 /* The low-precision forward on x (n images, TRAIN) with ref's weights, its outputs captured. */
 static int run_lowp(fp_prec_err *pe, fp_model *ref, const float *x, int n)
 {
-    int rc = scratch_weights(pe, ref);
+    int rc = fp_pe_scratch_weights(pe, ref);
     if (rc)
         return rc;
     if ((rc = size_capture(pe, n)))
@@ -482,103 +274,6 @@ static int run_lowp(fp_prec_err *pe, fp_model *ref, const float *x, int n)
         return fp_fail(FP_EINTERNAL, "precision error: captured outputs do not match the layers");
     pe->armed = 1;
     return FP_OK;
-}
-
-int fp_prec_err_attach(fp_prec_err *pe, fp_probe *ref_probe)
-{
-    return fp_probe_add16(ref_probe, &refcap_ops, refcap_tensor16, pe);
-}
-
-int fp_prec_err_arm(fp_prec_err *pe, int n)
-{
-    int k = fp_prec_err_subbatch(pe, n);
-    size_t total = 0;
-    for (int l = 0; l < pe->nlayers; l++) {
-        pe->roff[l] = total;
-        total += (pe->per_image[l] * (size_t)k + 15) / 16 * 16;
-    }
-    if (total > pe->rcap_floats) {
-        float *p = realloc(pe->rcap, total * sizeof *p);
-        if (!p)
-            return fp_fail(FP_ENOMEM, "precision error: out of memory for %zu MiB of reference outputs",
-                           (total * sizeof *p) >> 20);
-        pe->rcap = p;
-        pe->rcap_floats = total;
-    }
-    pe->rk = k;
-    pe->rn = n;
-    pe->rarmed = 1;
-    pe->rlayers = 0;
-    return FP_OK;
-}
-
-/* Per channel of x (rows x c, NHWC): mean and biased variance, in double. */
-static void channel_stats(const float *x, size_t rows, int c, double *mean, double *var)
-{
-    for (int j = 0; j < c; j++)
-        mean[j] = var[j] = 0.0;
-    for (size_t r = 0; r < rows; r++)
-        for (int j = 0; j < c; j++) {
-            double v = x[r * (size_t)c + j];
-            mean[j] += v;
-            var[j] += v * v;
-        }
-    for (int j = 0; j < c; j++) {
-        mean[j] /= (double)rows;
-        var[j] = var[j] / (double)rows - mean[j] * mean[j];
-    }
-}
-
-/* A batchnorm of the ride's low-precision forward normalises with what the low-precision arm's own
- * whole-batch statistics would be: the reference's whole-batch mean and variance, moved by the
- * difference that rounding makes on the k images at hand (low-precision input against the
- * reference's captured one). */
-static int ride_stats(void *ctx, int layer, int input_layer, const float *x, size_t rows, int c, float *mean,
-                      float *var)
-{
-    fp_prec_err *pe = ctx;
-    int rc = fp_model_bn_batch_stats(pe->ride_ref, layer, pe->full, pe->full + c);
-    if (rc)
-        return rc;
-    double *ml = pe->cs, *vl = ml + c, *mr = vl + c, *vr = mr + c;
-    if (input_layer >= 0 && pe->per_image[input_layer] * (size_t)pe->rk == rows * (size_t)c) {
-        channel_stats(x, rows, c, ml, vl);
-        channel_stats(pe->rcap + pe->roff[input_layer], rows, c, mr, vr);
-    } else {   /* no captured input to compare with: the reference's statistics as they are */
-        for (int j = 0; j < 4 * c; j++)
-            pe->cs[j] = 0.0;
-    }
-    for (int j = 0; j < c; j++) {
-        double v = (double)pe->full[c + j] + (vl[j] - vr[j]);
-        mean[j] = (float)((double)pe->full[j] + (ml[j] - mr[j]));
-        var[j] = v > 0.0 ? (float)v : 0.0f;
-    }
-    return FP_OK;
-}
-
-int fp_prec_err_ride(fp_prec_err *pe, fp_model *ref, const float *x, int n)
-{
-    int whole = pe->rarmed && pe->capture_ok && pe->rlayers == pe->nlayers && n == pe->rn;
-    pe->rarmed = 0;
-    if (!whole)
-        return fp_fail(FP_EINVAL, "precision error: no reference outputs captured for this batch of %d", n);
-    int rc = scratch_weights(pe, ref);
-    if (rc)
-        return rc;
-    rows_begin(pe, pe->rstep);
-    pe->capture_ok = 1;
-    fp_model_set_probe(pe->scratch, pe->ridep);
-    fp_probe_step_begin(pe->ridep, pe->rstep, 1.0f);
-    pe->ride_ref = ref;
-    rc = fp_model_forward_bn_stats(pe->scratch, NULL, x, pe->rk, ride_stats, pe);
-    pe->ride_ref = NULL;
-    fp_probe_step_end(pe->ridep);
-    fp_model_set_probe(pe->scratch, pe->sp);
-    if (!rc && !pe->capture_ok)
-        rc = fp_fail(FP_EINTERNAL, "precision error: low-precision outputs do not match the layers");
-    if (!rc)
-        rows_end(pe, pe->rstep);
-    return rc;
 }
 
 void fp_prec_err_set_subbatch(fp_prec_err *pe, int k)
@@ -659,61 +354,3 @@ const fp_layer_err_t *fp_prec_err_rows(const fp_prec_err *pe, int *count)
 int64_t fp_prec_err_last_step(const fp_prec_err *pe) { return pe ? pe->last_step : -1; }
 fp_model *fp_prec_err_scratch(fp_prec_err *pe) { return pe->scratch; }
 
-/* ---------------------------------------------------------------- skipped step */
-
-int fp_skipped_step_analysis(const fp_model *m, const float *grads, float loss_scale, fp_format fmt, char *text,
-                             size_t cap, double *headroom)
-{
-    const fp_format_info_t *fi = fp_format_info(fmt);
-    double maxf = fi ? fi->max_finite : 65504.0;
-    int first = -1, nl = fp_model_layer_count(m);
-    size_t first_inf = 0, first_nan = 0, first_cnt = 0;
-    size_t pos = 0;
-    char hr[8192];
-    hr[0] = 0;
-    for (int l = nl - 1; l >= 0; l--) {   /* backward order */
-        size_t off, cnt;
-        fp_model_layer_params(m, l, &off, &cnt);
-        if (headroom)
-            headroom[l] = NAN;
-        if (!cnt)
-            continue;
-        size_t ninf = 0, nnan = 0;
-        float amax = 0;
-        for (size_t i = off; i < off + cnt; i++) {
-            float g = grads[i];
-            if (isnan(g))
-                nnan++;
-            else if (isinf(g))
-                ninf++;
-            else if (fabsf(g) > amax)
-                amax = fabsf(g);
-        }
-        if ((ninf || nnan) && first < 0) {
-            first = l;
-            first_inf = ninf;
-            first_nan = nnan;
-            first_cnt = cnt;
-        }
-        double h = amax > 0 ? log2(maxf / amax) : INFINITY;
-        if (headroom)
-            headroom[l] = h;
-        if (pos < sizeof hr - 1) {
-            int w = snprintf(hr + pos, sizeof hr - pos, " %s=%.2f", fp_model_layer(m, l)->name, h);
-            if (w > 0)
-                pos += (size_t)w < sizeof hr - pos ? (size_t)w : sizeof hr - pos - 1;
-        }
-    }
-    if (text && cap) {
-        if (first >= 0)
-            snprintf(text, cap,
-                     "skipped step: first non-finite gradient in backward order: layer %d %s (inf %zu, nan %zu of %zu) "
-                     "at loss scale %g; headroom log2(%g/amax) per layer:%s",
-                     first, fp_model_layer(m, first)->name, first_inf, first_nan, first_cnt, (double)loss_scale, maxf,
-                     hr);
-        else
-            snprintf(text, cap, "skipped step: every parameter gradient finite at loss scale %g; headroom "
-                     "log2(%g/amax) per layer:%s", (double)loss_scale, maxf, hr);
-    }
-    return first;
-}

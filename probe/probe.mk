@@ -3,7 +3,8 @@
 # parameter pass.
 lib_libfp_a_SOURCES += probe/probe.h probe/analysis.h probe/probe.c probe/cpu_timer.c probe/perf_counters.c \
 	probe/rapl.c probe/process_mem.c probe/hist_probe.c probe/nvml.c probe/gpu_fallback.c \
-	probe/precision_analysis.c probe/param_pass.c
+	probe/precision_internal.h probe/precision_analysis.c probe/precision_ride.c \
+	probe/layer_error.c probe/skipped_step.c probe/param_pass.c
 if HAVE_CUPTI
 lib_libfp_a_SOURCES += probe/cupti_activity.c
 endif
