@@ -146,6 +146,7 @@ static void *call_main(void *arg)
     call_t *c = arg;
     for (int r = FP_ROLE_WEIGHT; r <= FP_ROLE_UPDATE; r++)
         fp_probe_tensor(c->p, c->layer, (fp_tensor_role)r, c->x, BIG);
+    fp_hist_thread_release();   /* this thread's histogram tables */
     return NULL;
 }
 
