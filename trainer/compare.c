@@ -15,90 +15,12 @@
 #include "probe/analysis.h"
 #include "probe/probe.h"
 #include "store.h"
-#include "trainer/compare.h"
+#include "trainer/compare_internal.h"
 #include "trainer/backend.h"
 #include "trainer/model.h"
 #ifdef HAVE_CUDA
 #include "trainer/backend_cuda.h"
 #endif
-
-/* A step whose row waits for the end of its turn (a GPU arm: the turn's energy is known only then). */
-typedef struct {
-    fp_arm_step_result r;
-    int64_t w0, w1;
-    int has_detail;
-    char detail[400];
-    fp_layer_time_t *times;
-    size_t ntimes, cap_times;
-    int64_t cycles, instructions;
-} pending_step;
-
-typedef struct {
-    const char *policy;
-    fp_arm *arm;
-    int64_t run;
-    int active;                 /* still training */
-    int64_t images_since;       /* since the last progress report */
-    int64_t ns_since;
-    double last_report;         /* mono seconds; < 0: never */
-    int64_t timed_steps;        /* steps counted in timed_ns (after the first few) */
-    double timed_ns;
-    int64_t steps_here;
-    double step_ms_sum;
-    int64_t last_eval;
-    int64_t last_ns;            /* compute time of the last step */
-    /* probes: per-layer times every step, energy where RAPL is readable, histograms, rounding error */
-    fp_probe *probe;
-    fp_cpu_timer *timer;
-    fp_rapl *rapl;
-    fp_perf *perf;              /* CPU cycles and instructions, where perf_event_open is permitted */
-    fp_hist_probe *hist;
-    fp_prec_err *perr;          /* low-precision arms, when the reference is fp32 and --error-every */
-    int perr_armed;             /* riding on the reference's current step */
-    char *perr_fail;            /* the ride failed for this arm: why (the arm fails after the reference's step) */
-    float *old_params;          /* the parameters before a sampled step (updates, lost updates), unless steppable */
-    int steppable;              /* the parameter pass rides on the optimizer step (fp_arm_set_update_hook) */
-    int stepped;                /* ... and did, at this step */
-    double lost_all;            /* its lost-update fraction */
-    float *scratch;             /* a skipped step's gradients, scaled back */
-    double *per_layer;          /* lost-update fraction per layer */
-    /* GPU probes (an arm on a device backend) */
-    int gpu;                    /* the arm runs on a device backend */
-    fp_nvtx *nvtx;              /* NVTX ranges, when built with NVTX3 */
-    double turn_e0;             /* NVML energy (J) at the start of the arm's turn, after a sync; NaN: none */
-    pending_step *pend;         /* the turn's step rows, written at its end with energy / steps */
-    size_t npend, cap_pend;
-    uint64_t cupti_dropped, cupti_kernels;   /* this run's share of the tracer's counts */
-} arm_state;
-
-struct fp_compare {
-    fp_compare_config cfg;
-    fp_arm_config acfg;         /* the shared arm configuration (policy set per arm) */
-    int narms, ref;
-    int ride;                   /* the precision error rides on the reference's step (a host reference) */
-    arm_state arms[FP_COMPARE_MAX_ARMS];
-    fp_dataset *ds;
-    fp_loader *ld;
-    fp_store_t *store;
-    int64_t session;
-    const char *data;
-    char device[300];
-    /* the turn's batches (copies: the loader's buffer is only valid until its next batch) */
-    fp_batch *ring;
-    size_t ring_cap;            /* batches allocated */
-    size_t batch_floats;
-    atomic_int stop;
-    int ran;
-    /* GPU probes, one each for the session (arms on the CUDA backend only) */
-    fp_nvml *nvml;              /* energy at turn boundaries, the device_samples sampler */
-    fp_cupti *cupti;            /* kernel rows every trace_every steps, re-targeted at each turn */
-    uint64_t cupti_dropped_mark, cupti_kernels_mark;   /* the tracer's counts when last shared out */
-};
-
-/* NVML's sampler period for device_samples. */
-enum { NVML_SAMPLE_MS = 100 };
-
-static void gpu_probes_end(fp_compare *c);
 
 /* Steps of an arm left out of the progress line's speedup (warm-up: the first plans memory). */
 enum { PROGRESS_WARMUP = 3 };
@@ -195,90 +117,11 @@ static void extra_json(char *buf, size_t size, const fp_compare *c)
                  c->cfg.trace_every);
 }
 
-/* Waits for every op the arm's backend issued (a no-op on the CPU backend). */
-static int arm_sync(arm_state *a)
-{
-    fp_model *m = a->arm ? fp_arm_model(a->arm) : NULL;
-    const fp_backend_ops *o = m ? fp_model_backend_ops(m) : NULL;
-    return o && o->sync ? o->sync(fp_model_backend(m)) : FP_OK;
-}
-
-/* 1 when arm a's step rows wait for the end of its turn: a GPU arm whose energy NVML measures. */
-static int defers_steps(const fp_compare *c, const arm_state *a)
-{
-    return a->gpu && c->store && fp_nvml_available(c->nvml);
-}
-
-/* NVML's energy counter after the arm's device finished its work; NaN when either cannot be had. */
-static double synced_energy_j(fp_compare *c, arm_state *a)
-{
-    if (!fp_nvml_available(c->nvml) || arm_sync(a) != FP_OK)
-        return NAN;
-    return fp_nvml_energy_j(c->nvml);
-}
-
-/* Keeps a finished step for the end of the turn (the per-layer times copied: the timer reuses its rows).
- * FP_ENOMEM when it cannot (the caller then records the step now, its energy unmeasured). */
-static int defer_step(arm_state *a, const fp_arm_step_result *r, int64_t w0, int64_t w1, const fp_train_step_extra *x)
-{
-    if (a->npend == a->cap_pend) {
-        size_t nc = a->cap_pend ? 2 * a->cap_pend : 8;
-        pending_step *p = realloc(a->pend, nc * sizeof *p);
-        if (!p)
-            return fp_fail(FP_ENOMEM, "out of memory keeping a step row for the end of the turn");
-        memset(p + a->cap_pend, 0, (nc - a->cap_pend) * sizeof *p);
-        a->pend = p;
-        a->cap_pend = nc;
-    }
-    pending_step *ps = &a->pend[a->npend];
-    if (x->ntimes > ps->cap_times) {
-        fp_layer_time_t *t = realloc(ps->times, x->ntimes * sizeof *t);
-        if (!t)
-            return fp_fail(FP_ENOMEM, "out of memory keeping a step's layer times for the end of the turn");
-        ps->times = t;
-        ps->cap_times = x->ntimes;
-    }
-    if (x->ntimes)
-        memcpy(ps->times, x->times, x->ntimes * sizeof *ps->times);
-    ps->ntimes = x->ntimes;
-    ps->r = *r;
-    ps->w0 = w0;
-    ps->w1 = w1;
-    ps->has_detail = x->skip_detail != NULL;
-    snprintf(ps->detail, sizeof ps->detail, "%s", x->skip_detail ? x->skip_detail : "");
-    ps->cycles = x->cycles;
-    ps->instructions = x->instructions;
-    a->npend++;
-    return FP_OK;
-}
-
-/* Writes the arm's waiting step rows, each with the energy NVML counted since the turn began (after a
- * sync, evaluations left out) divided by their number; the next rows count from here. Returns the
- * store's error, if any. */
-static int flush_steps(fp_compare *c, arm_state *a)
-{
-    if (!a->npend)
-        return FP_OK;
-    double e1 = synced_energy_j(c, a), per = NAN;
-    if (isfinite(e1) && isfinite(a->turn_e0) && e1 >= a->turn_e0)
-        per = (e1 - a->turn_e0) / (double)a->npend;
-    int rc = FP_OK;
-    for (size_t k = 0; k < a->npend && rc == FP_OK; k++) {
-        const pending_step *ps = &a->pend[k];
-        fp_train_step_extra x = {ps->times, ps->ntimes, per, ps->has_detail ? ps->detail : NULL, ps->cycles,
-                                 ps->instructions};
-        rc = fp_train_record_step_ex(c->store, a->run, a->arm, &ps->r, ps->w0, ps->w1, &x);
-    }
-    a->npend = 0;
-    a->turn_e0 = e1;
-    return rc;
-}
-
-static void arm_fail(fp_compare *c, fp_compare_result *res, int i, const char *msg)
+void fp_cmp_arm_fail(fp_compare *c, fp_compare_result *res, int i, const char *msg)
 {
     arm_state *a = &c->arms[i];
     fp_compare_arm_result *ar = &res->arms[i];
-    flush_steps(c, a);   /* the turn's earlier steps keep their rows (a store error shows in its status) */
+    fp_cmp_flush_steps(c, a);   /* the turn's earlier steps keep their rows (a store error shows in its status) */
     a->active = 0;
     ar->status = FP_RUN_FAILED;
     snprintf(ar->message, sizeof ar->message, "%s", msg);
@@ -351,7 +194,7 @@ void fp_compare_close(fp_compare *c)
 {
     if (!c)
         return;
-    gpu_probes_end(c);   /* the sampler and the tracer stop writing before the store closes */
+    fp_cmp_gpu_probes_end(c);   /* the sampler and the tracer stop writing before the store closes */
     if (c->store)
         fp_store_close(c->store, FP_RUN_INTERRUPTED, "the comparison was closed before it ended");
     fp_loader_stop(c->ld);
@@ -396,279 +239,6 @@ static void result_init(fp_compare_result *res)
         ar->last_loss = NAN;
         ar->mean_step_ms = ar->val_loss = ar->val_top1 = ar->val_top5 = NAN;
     }
-}
-
-/* An arm's update hook at a sampled step (fp_arm_set_update_hook): the parameter pass with the
- * optimizer run piece by piece inside it. */
-static int params_while_stepping(void *ctx, fp_arm *arm, fp_optim *opt)
-{
-    arm_state *a = ctx;
-    fp_model *m = fp_arm_model(arm);
-    a->lost_all = fp_probe_sample_params_stepping(a->probe, m, opt, fp_model_grads(m), a->per_layer);
-    a->stepped = 1;
-    return FP_OK;
-}
-
-/* The reference's forward hook (fp_arm_set_forward_hook): every low-precision arm armed for this step
- * runs its forward on the reference's weights now (fp_prec_err_ride). A failure is kept for the
- * arm, which fails after the reference's step; the reference itself goes on. */
-static int ride_precision(void *ctx, fp_arm *ref, const fp_batch *b)
-{
-    fp_compare *c = ctx;
-    for (int i = 0; i < c->narms; i++) {
-        arm_state *a = &c->arms[i];
-        if (!a->perr_armed)
-            continue;
-        a->perr_armed = 0;
-        if (fp_prec_err_ride(a->perr, fp_arm_model(ref), b->images, b->n) && !a->perr_fail) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "precision error at step %" PRId64 ": %s", fp_arm_iteration(ref) + 1,
-                     fp_error_message());
-            a->perr_fail = strdup(msg);
-        }
-    }
-    return FP_OK;
-}
-
-/* Before the reference's step step_no on a batch of n: arms the ride of every active low-precision
- * arm when the step is sampled. Out of memory fails that arm. */
-static void ride_arm(fp_compare *c, fp_compare_result *res, int64_t step_no, int n)
-{
-    if (!fp_probe_every(step_no, c->cfg.error_every))
-        return;
-    for (int i = 0; i < c->narms; i++) {
-        arm_state *a = &c->arms[i];
-        if (!a->perr || !a->active)
-            continue;
-        if (fp_prec_err_arm(a->perr, n) == FP_OK) {
-            a->perr_armed = 1;
-            continue;
-        }
-        char msg[512];
-        snprintf(msg, sizeof msg, "precision error at step %" PRId64 ": %s", step_no, fp_error_message());
-        arm_fail(c, res, i, msg);
-    }
-}
-
-/* After the reference's step: the arms whose ride failed fail now, with its message. */
-static void ride_failures(fp_compare *c, fp_compare_result *res)
-{
-    for (int i = 0; i < c->narms; i++) {
-        arm_state *a = &c->arms[i];
-        a->perr_armed = 0;
-        if (a->perr_fail && a->active)
-            arm_fail(c, res, i, a->perr_fail);
-        free(a->perr_fail);
-        a->perr_fail = NULL;
-    }
-}
-
-/* The arm's probe set: CPU timer (every step), RAPL (energy, NaN where unreadable), histograms every
- * hist_every steps, and for a low-precision arm against an fp32 reference the rounding-error backend. */
-static int attach_probes(fp_compare *c, int i)
-{
-    arm_state *a = &c->arms[i];
-    fp_model *m = fp_arm_model(a->arm);
-    int nl = fp_model_layer_count(m);
-    int rc = fp_probe_create(&a->probe);
-    if (!rc)
-        rc = fp_cpu_timer_create(&a->timer, nl);
-    if (!rc)
-        rc = fp_cpu_timer_attach(a->timer, a->probe);
-    a->gpu = fp_arm_on_device(a->arm);
-    a->turn_e0 = NAN;
-    if (!rc && !a->gpu)   /* CPU energy for CPU arms; a GPU arm's is NVML's, at its turn boundaries */
-        rc = fp_rapl_open(&a->rapl, NULL);
-    if (!rc && a->rapl && fp_rapl_available(a->rapl))
-        rc = fp_rapl_attach(a->rapl, a->probe);
-    if (!rc && a->gpu && fp_cupti_available(c->cupti))   /* the session's one tracer */
-        rc = fp_cupti_attach(c->cupti, a->probe);
-    if (!rc && a->gpu && fp_nvtx_compiled()) {
-        rc = fp_nvtx_create(&a->nvtx, m);
-        if (!rc)
-            rc = fp_nvtx_attach(a->nvtx, a->probe);
-    }
-    if (!rc)
-        rc = fp_perf_open(&a->perf);
-    if (!rc && fp_perf_available(a->perf))
-        rc = fp_perf_attach(a->perf, a->probe);
-    if (!rc && c->cfg.hist_every > 0) {
-        rc = fp_hist_probe_create(&a->hist, nl, c->cfg.hist_every, 0, c->store, a->run);
-        if (!rc)
-            rc = fp_hist_probe_attach(a->hist, a->probe);
-        /* weights and weight gradients come with the updates, in one pass after the optimizer step
-         * (fp_probe_sample_params), not from the model's forward / backward */
-        fp_probe_caller_roles(a->probe, FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT) | FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD));
-        /* on the host with fp32 master weights the pass rides on the optimizer (no copy before the step) */
-        a->steppable = !a->gpu && fp_arm_policy(a->arm)->master == FP_DT_F32 &&
-                       fp_probe_params_steppable(m, fp_arm_optim(a->arm));
-        if (!rc && !a->steppable && !(a->old_params = malloc(fp_model_num_params(m) * sizeof *a->old_params)))
-            rc = fp_fail(FP_ENOMEM, "out of memory");
-        if (!rc && !(a->per_layer = malloc((size_t)(nl > 0 ? nl : 1) * sizeof *a->per_layer)))
-            rc = fp_fail(FP_ENOMEM, "out of memory");
-    }
-    const arm_state *ref = &c->arms[c->ref];
-    if (!rc && c->cfg.error_every > 0 && i != c->ref && ref->arm && strcmp(ref->policy, "fp32") == 0) {
-        rc = fp_prec_err_create(&a->perr, fp_arm_model(ref->arm), fp_arm_policy(a->arm));
-        if (!rc)
-            fp_prec_err_set_store(a->perr, c->store, a->run, ref->run);
-        if (!rc && !ref->gpu) {   /* on the reference's own step (analysis.h); a GPU reference: one call */
-            rc = fp_prec_err_attach(a->perr, ref->probe);
-            fp_arm_set_forward_hook(c->arms[c->ref].arm, ride_precision, c);
-            c->ride = 1;
-        }
-    }
-    if (!rc)
-        fp_model_set_probe(m, a->probe);
-    return rc;
-}
-
-/* After a skipped step: the first non-finite layer and every layer's headroom, from the gradients scaled
- * back to what the backward produced (the scaler's powers of two make that exact). */
-static const char *skip_detail(arm_state *a, const fp_arm_step_result *r, char *text, size_t cap)
-{
-    fp_model *m = fp_arm_model(a->arm);
-    size_t n = fp_model_num_params(m);
-    if (!a->scratch && !(a->scratch = malloc((n ? n : 1) * sizeof *a->scratch)))
-        return NULL;
-    const float *g = fp_model_grads(m);
-    if (!g)   /* a device model whose download failed */
-        return NULL;
-    for (size_t k = 0; k < n; k++)
-        a->scratch[k] = g[k] * r->scale;
-    int fmt = fp_arm_policy(a->arm)->activation_grad == FP_DT_BF16 ? FP_FMT_BF16 : FP_FMT_FP16;
-    fp_skipped_step_analysis(m, a->scratch, r->scale, (fp_format)fmt, text, cap, NULL);
-    return text;
-}
-
-/* At a histogram step: the fraction of weights whose update vanished in rounding, as an event naming the
- * layers that lost the most. */
-static void lost_updates_event(fp_compare *c, arm_state *a, int64_t step, double all)
-{
-    fp_model *m = fp_arm_model(a->arm);
-    if (!c->store || isnan(all))
-        return;
-    char text[512];
-    size_t len = (size_t)snprintf(text, sizeof text, "lost updates at step %" PRId64 ": %.4g%% of the weights with "
-                                  "a nonzero gradient did not change", step, 100 * all);
-    int nl = fp_model_layer_count(m), shown = 0;
-    for (int round = 0; round < 3 && len < sizeof text; round++) {   /* the three layers that lost the most */
-        int best = -1;
-        for (int l = 0; l < nl; l++)
-            if (!isnan(a->per_layer[l]) && a->per_layer[l] > 0 && (best < 0 || a->per_layer[l] > a->per_layer[best]))
-                best = l;
-        if (best < 0)
-            break;
-        len += (size_t)snprintf(text + len, sizeof text - len, "%s %s %.3g%%", shown++ ? "," : "; most in",
-                                fp_model_layer(m, best)->name, 100 * a->per_layer[best]);
-        a->per_layer[best] = NAN;
-    }
-    fp_store_event(c->store, a->run, 0, step, -1, FP_EVENT_INFO, text);
-}
-
-/* Once the runs exist: each GPU arm's run says which GPU probes measure it and why not; the tracer
- * writes into the store; the sampler starts, naming the first GPU arm's run until turns re-target it. */
-static void gpu_probes_begin(fp_compare *c)
-{
-    int64_t first = 0;
-    for (int i = 0; i < c->narms; i++) {
-        arm_state *a = &c->arms[i];
-        if (!a->gpu || !a->active)
-            continue;
-        if (!first)
-            first = a->run;
-        if (!c->store)
-            continue;
-        char text[512];
-        if (!c->cupti)
-            snprintf(text, sizeof text, "kernel trace (CUPTI): off (--trace-every 0)");
-        else if (fp_cupti_available(c->cupti))
-            snprintf(text, sizeof text, "kernel trace (CUPTI): kernels of every %d-th step", c->cfg.trace_every);
-        else
-            snprintf(text, sizeof text, "kernel trace (CUPTI): unavailable: %s", fp_cupti_reason(c->cupti));
-        fp_store_event(c->store, a->run, 0, 0, -1, FP_EVENT_INFO, text);
-        if (fp_nvml_available(c->nvml))
-            snprintf(text, sizeof text, "GPU energy (NVML): %s, driver %s: energy counter at turn boundaries, "
-                     "samples every %d ms", fp_nvml_device_name(c->nvml), fp_nvml_driver_version(c->nvml),
-                     NVML_SAMPLE_MS);
-        else
-            snprintf(text, sizeof text, "GPU energy (NVML): unavailable: %s", fp_nvml_reason(c->nvml));
-        fp_store_event(c->store, a->run, 0, 0, -1, FP_EVENT_INFO, text);
-        if (!fp_nvtx_compiled())
-            fp_store_event(c->store, a->run, 0, 0, -1, FP_EVENT_INFO, "NVTX ranges: built without NVTX3");
-    }
-    if (!first || !c->store)
-        return;
-    if (fp_cupti_available(c->cupti))
-        fp_cupti_set_run(c->cupti, c->store, first);
-    if (fp_nvml_available(c->nvml) && fp_nvml_start_sampler(c->nvml, c->store, first, NVML_SAMPLE_MS) != FP_OK)
-        for (int i = 0; i < c->narms; i++)
-            if (c->arms[i].gpu && c->arms[i].active)
-                fp_store_event(c->store, c->arms[i].run, 0, 0, -1, FP_EVENT_WARNING, fp_error_message());
-}
-
-/* Flushes the tracer; the kernel rows written and records dropped since the last call are the run it
- * names now. */
-static void cupti_account(fp_compare *c)
-{
-    fp_cupti_flush(c->cupti);   /* a store error shows in the writer's status */
-    uint64_t d = fp_cupti_dropped(c->cupti), k = fp_cupti_kernels(c->cupti);
-    int64_t run = fp_cupti_run(c->cupti);
-    for (int j = 0; j < c->narms; j++)
-        if (c->arms[j].gpu && run > 0 && c->arms[j].run == run) {
-            c->arms[j].cupti_dropped += d - c->cupti_dropped_mark;
-            c->arms[j].cupti_kernels += k - c->cupti_kernels_mark;
-        }
-    c->cupti_dropped_mark = d;
-    c->cupti_kernels_mark = k;
-}
-
-/* Before the store closes: the sampler stops and the tracer's last records go to the store (which it then
- * forgets); each GPU arm's run gets its trace counts. */
-static void gpu_probes_end(fp_compare *c)
-{
-    fp_nvml_stop_sampler(c->nvml);
-    if (!c->store)
-        return;
-    if (fp_cupti_available(c->cupti)) {
-        cupti_account(c);
-        fp_cupti_set_run(c->cupti, NULL, 0);   /* the store is about to close */
-        size_t bytes, pool;
-        fp_cupti_device_buffers(c->cupti, &bytes, &pool);
-        for (int i = 0; i < c->narms; i++) {
-            arm_state *a = &c->arms[i];
-            if (!a->gpu || a->run <= 0)
-                continue;
-            char text[300];
-            snprintf(text, sizeof text, "kernel trace (CUPTI): %" PRIu64 " kernel rows, %" PRIu64 " records "
-                     "dropped; CUPTI device buffers %zu bytes, at most %zu per context", a->cupti_kernels,
-                     a->cupti_dropped, bytes, pool);
-            fp_store_event(c->store, a->run, 0, -1, -1, a->cupti_dropped ? FP_EVENT_WARNING : FP_EVENT_INFO, text);
-        }
-    }
-    if (fp_nvml_available(c->nvml))
-        for (int i = 0; i < c->narms; i++)
-            if (c->arms[i].gpu && c->arms[i].run > 0) {
-                char text[128];
-                snprintf(text, sizeof text, "GPU energy (NVML): %" PRIu64 " device samples in this session",
-                         fp_nvml_samples_taken(c->nvml));
-                fp_store_event(c->store, c->arms[i].run, 0, -1, -1, FP_EVENT_INFO, text);
-            }
-}
-
-/* The start of arm i's turn: the probes name its run; its energy counts from here (after a sync). */
-static void turn_begin(fp_compare *c, int i)
-{
-    arm_state *a = &c->arms[i];
-    if (!a->gpu || !c->store)
-        return;
-    if (fp_cupti_available(c->cupti) && fp_cupti_run(c->cupti) != a->run) {
-        cupti_account(c);   /* the previous run's records and counts first */
-        fp_cupti_set_run(c->cupti, c->store, a->run);
-    }
-    fp_nvml_set_run(c->nvml, a->run);
-    if (defers_steps(c, a))
-        a->turn_e0 = synced_energy_j(c, a);
 }
 
 int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_result *res)
@@ -793,13 +363,13 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
     for (int i = 0; i < c->narms; i++) {
         if (!c->arms[i].arm)
             continue;
-        if ((rc = attach_probes(c, i))) {   /* out of memory: the arm cannot be measured, so it fails */
+        if ((rc = fp_cmp_attach_probes(c, i))) {   /* out of memory: the arm cannot be measured, so it fails */
             char msg[512];
             snprintf(msg, sizeof msg, "probes: %s", fp_error_message());
-            arm_fail(c, res, i, msg);
+            fp_cmp_arm_fail(c, res, i, msg);
         }
     }
-    gpu_probes_begin(c);
+    fp_cmp_gpu_probes_begin(c);
     *out = c;
     return FP_OK;
 }
@@ -901,7 +471,7 @@ static int evaluate(fp_compare *c, fp_compare_result *res, int i, int64_t step, 
 {
     arm_state *a = &c->arms[i];
     fp_compare_arm_result *ar = &res->arms[i];
-    int rc = flush_steps(c, a);   /* a GPU arm's steps so far get their energy; the evaluation's is left out */
+    int rc = fp_cmp_flush_steps(c, a);   /* a GPU arm's steps so far get their energy; the evaluation's is left out */
     if (rc)
         return rc;
     rc = fp_train_record_eval(c->store, a->run, a->arm, c->ds, &c->cfg.base, step, &ar->val_loss, &ar->val_top1,
@@ -909,8 +479,8 @@ static int evaluate(fp_compare *c, fp_compare_result *res, int i, int64_t step, 
     if (rc)
         return rc;
     a->last_eval = step;
-    if (defers_steps(c, a))
-        a->turn_e0 = synced_energy_j(c, a);
+    if (fp_cmp_defers_steps(c, a))
+        a->turn_e0 = fp_cmp_synced_energy_j(c, a);
     if (c->cfg.progress) {
         fp_compare_progress p = {.arm = i, .policy = a->policy, .step = step, .steps = c->cfg.base.steps,
                                  .loss = ar->last_loss, .speedup = speedup_so_far(c, i), .elapsed_s = mono_s() - t0,
@@ -937,12 +507,12 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
     int64_t step_no = fp_arm_iteration(a->arm) + 1;
     int rc;
     if (c->ride && i == c->ref)
-        ride_arm(c, res, step_no, b->n);
+        fp_cmp_ride_arm(c, res, step_no, b->n);
     if (a->perr && !c->ride && c->arms[c->ref].active && fp_probe_every(step_no, c->cfg.error_every) &&   /* untimed */
         (rc = fp_prec_err_compare(a->perr, fp_arm_model(c->arms[c->ref].arm), b->images, b->n, step_no))) {
         char msg[512];
         snprintf(msg, sizeof msg, "precision error at step %" PRId64 ": %s", step_no, fp_error_message());
-        arm_fail(c, res, i, msg);
+        fp_cmp_arm_fail(c, res, i, msg);
         return FP_OK;
     }
     const fp_grad_scaler *sc = fp_arm_scaler(a->arm);
@@ -954,12 +524,12 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
         fp_probe_copy_params(a->old_params, p0, fp_model_num_params(m));
     a->stepped = 0;
     if (!rc && sampled && a->steppable)
-        rc = fp_arm_set_update_hook(a->arm, params_while_stepping, a);
+        rc = fp_arm_set_update_hook(a->arm, fp_cmp_params_while_stepping, a);
     int64_t w0 = wall_ns();
     rc = rc ? rc : fp_arm_step(a->arm, b, &r);
     int64_t w1 = wall_ns();
     if (c->ride && i == c->ref)
-        ride_failures(c, res);
+        fp_cmp_ride_failures(c, res);
     double lost_all = NAN;   /* the parameter roles and the lost updates, one pass */
     if (!rc && sampled && a->stepped) {
         lost_all = a->lost_all;
@@ -975,7 +545,7 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
     if (rc) {
         char msg[512];
         snprintf(msg, sizeof msg, "step %" PRId64 ": %s", fp_arm_iteration(a->arm) + 1, fp_error_message());
-        arm_fail(c, res, i, msg);
+        fp_cmp_arm_fail(c, res, i, msg);
         return FP_OK;
     }
     ar->steps_done = step_no;
@@ -992,19 +562,19 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
     }
     char detail[400];
     fp_train_step_extra x = {NULL, 0, a->rapl ? fp_rapl_step_j(a->rapl) : NAN,
-                             r.skipped ? skip_detail(a, &r, detail, sizeof detail) : NULL, -1, -1};
+                             r.skipped ? fp_cmp_skip_detail(a, &r, detail, sizeof detail) : NULL, -1, -1};
     x.ntimes = fp_cpu_timer_rows(a->timer, &x.times);
     fp_perf_step(a->perf, &x.cycles, &x.instructions);
     /* a GPU arm's row waits for the turn's energy; without memory to keep it, it goes now, unmeasured */
-    if (c->store && (!defers_steps(c, a) || defer_step(a, &r, w0, w1, &x) != FP_OK) &&
+    if (c->store && (!fp_cmp_defers_steps(c, a) || fp_cmp_defer_step(a, &r, w0, w1, &x) != FP_OK) &&
         (rc = fp_train_record_step_ex(c->store, a->run, a->arm, &r, w0, w1, &x)))
         return rc;
     if (sampled && !r.skipped && !r.diverged)
-        lost_updates_event(c, a, step_no, lost_all);
+        fp_cmp_lost_updates_event(c, a, step_no, lost_all);
     if (a->hist && (rc = fp_hist_probe_status(a->hist)))
         return rc;
     if (r.diverged) {
-        arm_fail(c, res, i, fp_train_diverged_message(a->arm, &r));
+        fp_cmp_arm_fail(c, res, i, fp_train_diverged_message(a->arm, &r));
         return FP_OK;
     }
     double now = mono_s();
@@ -1025,7 +595,7 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
         (rc = evaluate(c, res, i, step_no, t0))) {
         char msg[512];
         snprintf(msg, sizeof msg, "evaluation at step %" PRId64 ": %s", step_no, fp_error_message());
-        arm_fail(c, res, i, msg);
+        fp_cmp_arm_fail(c, res, i, msg);
     }
     return c->store ? fp_store_writer_status(c->store) : FP_OK;
 }
@@ -1063,14 +633,14 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
             snprintf(msg, sizeof msg, "data: %s", fp_error_message());
             for (int i = 0; i < c->narms; i++)
                 if (c->arms[i].active)
-                    arm_fail(c, res, i, msg);
+                    fp_cmp_arm_fail(c, res, i, msg);
             rc = FP_OK;
             break;
         }
         for (int i = 0; i < c->narms && !interrupted && rc == FP_OK; i++) {
             if (!c->arms[i].active)
                 continue;
-            turn_begin(c, i);
+            fp_cmp_turn_begin(c, i);
             for (int j = 0; j < k && c->arms[i].active && rc == FP_OK; j++) {
                 if (stop_requested(c)) {
                     interrupted = 1;
@@ -1078,13 +648,13 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
                 }
                 rc = arm_step(c, res, i, &c->ring[j], t0);
             }
-            int frc = flush_steps(c, &c->arms[i]);   /* the turn's end: its energy, after a sync */
+            int frc = fp_cmp_flush_steps(c, &c->arms[i]);   /* the turn's end: its energy, after a sync */
             if (rc == FP_OK)
                 rc = frc;
         }
         t += k;
     }
-    gpu_probes_end(c);
+    fp_cmp_gpu_probes_end(c);
     if (rc) {   /* the store failed: nothing more can be recorded */
         snprintf(res->message, sizeof res->message, "%s", fp_error_message());
         for (int i = 0; i < c->narms; i++)
@@ -1115,7 +685,7 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
             if (eval_wanted(c) && a->last_eval != done && (rc = evaluate(c, res, i, done, t0))) {
                 char msg[512];
                 snprintf(msg, sizeof msg, "final evaluation: %s", fp_error_message());
-                arm_fail(c, res, i, msg);
+                fp_cmp_arm_fail(c, res, i, msg);
                 rc = c->store ? fp_store_writer_status(c->store) : FP_OK;
                 continue;
             }

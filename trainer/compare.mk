@@ -1,7 +1,7 @@
 # trainer/compare.mk — the side-by-side comparison (issue 5): the lockstep loop in the core library,
 # `fp16probe compare` / `fp16probe <model>` with its summary table, their tests and the timing of the
 # embedded default. Appends to fp16probe_SOURCES and uses reports/ (summary): included after both.
-lib_libfp_a_SOURCES += trainer/compare.h trainer/compare.c
+lib_libfp_a_SOURCES += trainer/compare.h trainer/compare_internal.h trainer/compare.c trainer/compare_probes.c
 fp16probe_SOURCES += cli/cmd_compare.c
 
 check_PROGRAMS += tests/test_compare
