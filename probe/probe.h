@@ -15,9 +15,11 @@
  * on the CPU (bench/bench_probe_overhead.c measures it): histograms of every layer's tensors every
  * FP_PROBE_DEFAULT_HIST_EVERY steps, kernel-level rows (CUPTI) every FP_PROBE_DEFAULT_TRACE_EVERY
  * steps, per-layer rounding error every FP_PROBE_DEFAULT_PRECISION_EVERY steps. Per-layer times
- * are taken every step. Measured (ResNet-50 64x64 batch 16 fp16, 2 cores): a histogram step costs
- * ~0.3 of a step extra and a precision-error call ~0.3 (4 images), so every 10 is ~6% and every 50
- * ~1.3%; the timers cost < 0.5%. */
+ * are taken every step. Measured on the default comparison's two arms (ResNet-50 64x64 batch 16,
+ * fp32 + fp16, 2 cores; bench/bench_probe_overhead.c): a sampled step costs both arms together
+ * ~150-210 ms of histograms and parameter passes and ~60 ms for the precision error riding on the
+ * fp32 arm, against ~700-800 ms for one step of each, so every 10 is ~2-3.5% and every 50 ~0.5%;
+ * the timers cost < 0.5% (within the noise). */
 #define FP_PROBE_DEFAULT_HIST_EVERY 50
 #define FP_PROBE_DEFAULT_TRACE_EVERY 100
 #define FP_PROBE_DEFAULT_PRECISION_EVERY 50
