@@ -51,6 +51,8 @@ static void detect(void)
         cached.compute_major = prop.major;
         cached.compute_minor = prop.minor;
     }
+    if (cudaDeviceGetPCIBusId(cached.pci_bus_id, (int)sizeof cached.pci_bus_id, 0) != cudaSuccess)
+        cached.pci_bus_id[0] = 0;
     cached.available = 1;
 #else
     snprintf(cached.reason, sizeof cached.reason, "built without CUDA (configure --with-cuda)");

@@ -8,6 +8,7 @@ typedef struct {
     int available;           /* 1 when at least one device can be used */
     int device_count;
     char name[256];          /* device 0's name when available */
+    char pci_bus_id[32];     /* device 0's PCI bus id ("0000:65:00.0"), "" when unknown */
     int driver_version;      /* CUDA driver API version (e.g. 13000), 0 when unknown */
     int runtime_version;     /* CUDA runtime version built against, 0 without CUDA */
     int compute_major, compute_minor;

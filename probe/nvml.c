@@ -28,6 +28,7 @@ typedef struct {
     nvmlReturn_t (*init)(void);                                              /* nvmlInit_v2 */
     nvmlReturn_t (*shutdown)(void);                                          /* nvmlShutdown */
     nvmlReturn_t (*handle_by_index)(unsigned int, nvmlDevice_t *);           /* nvmlDeviceGetHandleByIndex_v2 */
+    nvmlReturn_t (*handle_by_bus)(const char *, nvmlDevice_t *);             /* nvmlDeviceGetHandleByPciBusId_v2 */
     nvmlReturn_t (*total_energy)(nvmlDevice_t, unsigned long long *);        /* mJ */
     nvmlReturn_t (*power_usage)(nvmlDevice_t, unsigned int *);               /* mW */
     nvmlReturn_t (*memory_info)(nvmlDevice_t, nvmlMemory_t *);
@@ -47,6 +48,7 @@ struct fp_nvml {
     int available;
     char reason[256];
     char name[96], driver[80];
+    char bus[32];                   /* the PCI bus id the device was found by ("": by index) */
     /* sampler */
     pthread_t thread;
     int running;
@@ -71,7 +73,9 @@ static const char *nverr(const fp_nvml *nv, nvmlReturn_t r)
     return buf;
 }
 
-int fp_nvml_open(fp_nvml **out, const char *lib, int device)
+int fp_nvml_open(fp_nvml **out, const char *lib, int device) { return fp_nvml_open_bus(out, lib, NULL, device); }
+
+int fp_nvml_open_bus(fp_nvml **out, const char *lib, const char *bus, int device)
 {
     fp_nvml *nv = calloc(1, sizeof *nv);
     *out = nv;
@@ -103,6 +107,7 @@ int fp_nvml_open(fp_nvml **out, const char *lib, int device)
         {"nvmlDeviceGetName", (void **)&nv->f.device_name},
         {"nvmlSystemGetDriverVersion", (void **)&nv->f.driver_version},
         {"nvmlErrorString", (void **)&nv->f.error_string},
+        {"nvmlDeviceGetHandleByPciBusId_v2", (void **)&nv->f.handle_by_bus},
     };
     for (size_t i = 0; i < sizeof syms / sizeof *syms; i++) {
         void *p = dlsym(nv->lib, syms[i].sym);
@@ -118,10 +123,19 @@ int fp_nvml_open(fp_nvml **out, const char *lib, int device)
         return FP_OK;
     }
     nv->inited = 1;
-    r = nv->f.handle_by_index((unsigned)device, &nv->dev);
-    if (r != NVML_SUCCESS) {
-        snprintf(nv->reason, sizeof nv->reason, "nvmlDeviceGetHandleByIndex(%d): %s", device, nverr(nv, r));
-        return FP_OK;
+    if (bus && bus[0] && nv->f.handle_by_bus) {   /* the device CUDA runs on, whatever NVML's order */
+        r = nv->f.handle_by_bus(bus, &nv->dev);
+        if (r != NVML_SUCCESS) {
+            snprintf(nv->reason, sizeof nv->reason, "nvmlDeviceGetHandleByPciBusId(%s): %s", bus, nverr(nv, r));
+            return FP_OK;
+        }
+        snprintf(nv->bus, sizeof nv->bus, "%s", bus);
+    } else {
+        r = nv->f.handle_by_index((unsigned)device, &nv->dev);
+        if (r != NVML_SUCCESS) {
+            snprintf(nv->reason, sizeof nv->reason, "nvmlDeviceGetHandleByIndex(%d): %s", device, nverr(nv, r));
+            return FP_OK;
+        }
     }
     if (nv->f.device_name && nv->f.device_name(nv->dev, nv->name, sizeof nv->name) != NVML_SUCCESS)
         nv->name[0] = 0;

@@ -174,6 +174,12 @@ int fp_hist_probe_status(const fp_hist_probe *h);
 typedef struct fp_nvml fp_nvml;
 /* lib NULL: "libnvidia-ml.so.1". FP_OK (even when unavailable) or FP_ENOMEM. */
 int fp_nvml_open(fp_nvml **out, const char *lib, int device);
+/* The same for the device at PCI bus id bus ("0000:65:00.0", as cudaDeviceGetPCIBusId gives it, or
+ * lib/gpu_detect.h's pci_bus_id): NVML numbers devices in PCI order, CUDA fastest first and through
+ * CUDA_VISIBLE_DEVICES, so an index can name another GPU. bus NULL or "", or a library without
+ * nvmlDeviceGetHandleByPciBusId_v2: by index `device`. Unavailable (reason naming bus) when NVML
+ * has no such device. */
+int fp_nvml_open_bus(fp_nvml **out, const char *lib, const char *bus, int device);
 void fp_nvml_close(fp_nvml *nv);            /* stops the sampler, shuts NVML down */
 int fp_nvml_available(const fp_nvml *nv);
 const char *fp_nvml_reason(const fp_nvml *nv);

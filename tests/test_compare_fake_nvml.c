@@ -1,6 +1,6 @@
 /* test_compare_fake_nvml.c — a stand-in libnvidia-ml for the CPU tests of the comparison's NVML use (built
  * as tests/libfake_nvml.so, loaded by path): the few functions probe/nvml.c looks up, a device "Fake GPU"
- * whose energy counter rises by exactly 7 mJ per read and whose power reads 250 W. Promise: nothing else;
+ * at PCI bus id 0000:65:00.0 whose energy counter rises by exactly 7 mJ per read and whose power reads 250 W. Promise: nothing else;
  * its own declarations, like nvml.c's (NVML_SUCCESS = 0). */
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +17,13 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned int index, void **dev)
 {
     if (index != 0)
         return 2;   /* NVML_ERROR_INVALID_ARGUMENT */
+    *dev = &energy_mj;
+    return 0;
+}
+int nvmlDeviceGetHandleByPciBusId_v2(const char *bus, void **dev)   /* the one device at 0000:65:00.0 */
+{
+    if (strcmp(bus, "0000:65:00.0") != 0)
+        return 6;   /* NVML_ERROR_NOT_FOUND */
     *dev = &energy_mj;
     return 0;
 }

@@ -1,5 +1,6 @@
 /* test_compare_nvml.c — NVML as the comparison uses it, against a stand-in library
- * (tests/test_compare_fake_nvml.c): the energy counter in joules, and the background sampler re-targeted
+ * (tests/test_compare_fake_nvml.c): the device found by PCI bus id (or not), the energy counter in joules,
+ * and the background sampler re-targeted
  * from one run to another while it runs (fp_nvml_set_run), every sample landing under one of the two runs
  * and both runs getting samples. Skips when the stand-in cannot be loaded. */
 #include "config.h"
@@ -33,7 +34,16 @@ int main(void)
         fp_nvml_close(nv);
         tap_skip_all(why);
     }
-    tap_plan(6);
+    tap_plan(8);
+    fp_nvml *bus = NULL;
+    fp_nvml_open_bus(&bus, FAKE_NVML, "0000:65:00.0", 3);
+    tap_ok(fp_nvml_available(bus) && strcmp(fp_nvml_device_name(bus), "Fake GPU") == 0,
+           "by PCI bus id: the device at 0000:65:00.0 (the index, 3, not used)");
+    fp_nvml_close(bus);
+    fp_nvml_open_bus(&bus, FAKE_NVML, "0000:01:00.0", 0);
+    tap_ok(!fp_nvml_available(bus) && strstr(fp_nvml_reason(bus), "0000:01:00.0"),
+           "no device at that bus id: unavailable, the reason names it (%s)", fp_nvml_reason(bus));
+    fp_nvml_close(bus);
     tap_ok(strcmp(fp_nvml_device_name(nv), "Fake GPU") == 0 && strcmp(fp_nvml_driver_version(nv), "999.1") == 0,
            "device and driver named (%s, %s)", fp_nvml_device_name(nv), fp_nvml_driver_version(nv));
     double e0 = fp_nvml_energy_j(nv), e1 = fp_nvml_energy_j(nv);

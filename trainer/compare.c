@@ -19,6 +19,7 @@
 #include "trainer/backend.h"
 #include "trainer/model.h"
 #ifdef HAVE_CUDA
+#include "gpu_detect.h"
 #include "trainer/backend_cuda.h"
 #endif
 
@@ -299,8 +300,11 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
          * are recorded as such once the runs exist; out of memory fails the setup. */
         if (cfg->trace_every > 0)
             rc = fp_cupti_open(&c->cupti, NULL, 0, cfg->trace_every);
-        if (rc == FP_OK)
-            rc = fp_nvml_open(&c->nvml, NULL, 0);
+        if (rc == FP_OK) {   /* NVML on the GPU the CUDA runtime uses (device 0), found by its PCI bus id */
+            fp_gpu_info_t gi;
+            fp_gpu_detect(&gi);
+            rc = fp_nvml_open_bus(&c->nvml, NULL, gi.pci_bus_id, 0);
+        }
         setup_rc = rc;
     }
     if (c->acfg.backend == fp_backend_cuda() && !c->acfg.arena_bytes)   /* the GPU shared out evenly */
