@@ -1,8 +1,7 @@
 /* test_compare_nvml.c — NVML as the comparison uses it, against a stand-in library
  * (tests/test_compare_fake_nvml.c): the device found by PCI bus id (or not), the energy counter in joules,
- * and the background sampler re-targeted
- * from one run to another while it runs (fp_nvml_set_run), every sample landing under one of the two runs
- * and both runs getting samples. Skips when the stand-in cannot be loaded. */
+ * and the background sampler re-targeted from one run to another while it runs (fp_nvml_set_run), every
+ * sample landing under one of the two runs and both runs getting samples. Skips when the stand-in cannot be loaded. */
 #include "config.h"
 #include <math.h>
 #include <stdio.h>
