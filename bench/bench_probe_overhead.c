@@ -4,15 +4,16 @@
  * cancel the load of a shared machine. Each arm is a trainer/arm.h arm (SGD, momentum 0.9, weight
  * decay 5e-4, the default lr), stepped as compare.c steps it. "on" = per-layer CPU timers every step;
  * histograms of every layer's tensors of both arms (all roles, updates included; the weight roles in
- * the parameter pass riding on the optimizer step, fp_arm_set_update_hook) every 10 steps; the fp16 arm's per-layer rounding error every 10 steps riding on the
- * fp32 arm's step (probe/analysis.h: the fp32 forward's outputs of FP_PREC_ERR_DEFAULT_SUBBATCH images
- * captured, the fp16 forward on them after the fp32 forward). Headline: the median over cycles of
- * EVERY steps of the paired ratio (cycle time of both arms on / off; a median of single steps would
- * hide the sampling steps), with its min..max, and the same per arm. The same run gives the parts,
- * robust to load: the per-step cost of the timers and of everything on at steps that sample nothing
- * (median paired ratios of non-sampling steps), the sampling step's histogram extra and the ride
- * (medians); from them the overhead at every 10 and at the default periods of probe.h. Prints figures, never fails on time. Run with OPENBLAS_NUM_THREADS=2;
- * BENCH_ROUNDS=N cycles (default 7). */
+ * the parameter pass riding on the optimizer step, fp_arm_set_update_hook) every 10 steps; the fp16
+ * arm's per-layer rounding error every 10 steps riding on the fp32 arm's step (probe/analysis.h: the
+ * fp32 forward's outputs of FP_PREC_ERR_DEFAULT_SUBBATCH images captured, the fp16 forward on them
+ * after the fp32 forward). Headline: the median over cycles of EVERY steps of the paired ratio (cycle
+ * time of both arms on / off; a median of single steps would hide the sampling steps), with its
+ * min..max, and the same per arm. The same run gives the parts, robust to load: the per-step cost of
+ * the timers and of everything on at steps that sample nothing (median paired ratios of non-sampling
+ * steps), the sampling step's histogram extra and the ride (medians); from them the overhead at every
+ * 10 and at the default periods of probe.h. Prints figures, never fails on time. Run with
+ * OPENBLAS_NUM_THREADS=2; BENCH_ROUNDS=N cycles (default 7). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,7 +251,8 @@ int main(void)
     printf("bench: probe_overhead_defaults=%.2f unit=%% ratio=%.4f (from parts: hist every %d, precision every %d, "
            "timers every step)\n", 100 * (r_def - 1), r_def, FP_PROBE_DEFAULT_HIST_EVERY,
            FP_PROBE_DEFAULT_PRECISION_EVERY);
-    printf("bench: probe_overhead_fp32_arm=%.2f unit=%% ratio=%.4f (its histograms and the ride)\n", 100 * (ref - 1), ref);
+    printf("bench: probe_overhead_fp32_arm=%.2f unit=%% ratio=%.4f (its histograms and the ride)\n", 100 * (ref - 1),
+           ref);
     printf("bench: probe_overhead_fp16_arm=%.2f unit=%% ratio=%.4f (its histograms)\n", 100 * (low - 1), low);
     printf("bench: probe_overhead=%.2f unit=%% ratio=%.4f spread=%.4f..%.4f cycles=%d (both arms; hist + precision "
            "every %d; median of per-cycle paired ratios)\n", 100 * (pair - 1), pair, lo, hi, rounds, EVERY);

@@ -46,7 +46,7 @@ static void refcap_tensor(void *self, int layer, fp_tensor_role role, const floa
 }
 
 void fp_pe_refcap_tensor16(void *self, int layer, fp_tensor_role role, const uint16_t *x, fp_dtype dt, size_t n,
-                            float loss_scale)
+                           float loss_scale)
 {
     (void)loss_scale;
     fp_prec_err *pe = self;
@@ -64,7 +64,7 @@ static void refcap_step_end(void *self, int64_t step)   /* not ridden: the captu
 }
 
 const fp_probe_ops fp_pe_refcap_ops = {"precision_reference", refcap_step_begin, refcap_step_end, NULL, NULL,
-                                        refcap_tensor};
+                                      refcap_tensor};
 
 static unsigned ride_step_begin(void *self, int64_t step, float loss_scale)
 {
@@ -76,7 +76,7 @@ static unsigned ride_step_begin(void *self, int64_t step, float loss_scale)
 
 /* The low-precision forward's layer output (rk images) against the reference's captured one. */
 void fp_pe_ride_tensor16(void *self, int layer, fp_tensor_role role, const uint16_t *x, fp_dtype dt, size_t n,
-                          float loss_scale)
+                         float loss_scale)
 {
     (void)loss_scale;
     fp_prec_err *pe = self;

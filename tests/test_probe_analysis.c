@@ -191,7 +191,8 @@ int main(void)
     tap_is_int(fp_prec_err_ride(pe, m, x, NB - 1), FP_EINVAL, "ride on another batch size: FP_EINVAL");
     tap_ok(fp_prec_err_arm(pe, NB) == FP_OK, "armed again after the failed ride");
     fp_probe_step_end(pr);
-    tap_is_int(fp_prec_err_ride(pe, m, x, NB), FP_EINVAL, "the step ended without a ride: its capture dropped, FP_EINVAL");
+    tap_is_int(fp_prec_err_ride(pe, m, x, NB), FP_EINVAL,
+               "the step ended without a ride: its capture dropped, FP_EINVAL");
     fp_prec_err_arm(pe, NB);
     fp_probe_step_begin(pr, 8, 1);
     fp_model_forward_loss(m, &loss, NULL, NULL, x, labels, NB, 1.0f);

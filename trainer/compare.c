@@ -522,7 +522,8 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
     const fp_grad_scaler *sc = fp_arm_scaler(a->arm);
     fp_probe_step_begin(a->probe, step_no, sc->mode == FP_SCALE_NONE ? 1.0f : sc->scale);
     int sampled = a->hist && fp_probe_every(step_no, c->cfg.hist_every);
-    const float *p0 = sampled && !a->steppable ? fp_model_params(m) : NULL;   /* host mirror (a device model downloads) */
+    /* the parameters before the step, unless the pass rides on it (host mirror: a device model downloads) */
+    const float *p0 = sampled && !a->steppable ? fp_model_params(m) : NULL;
     rc = sampled && !a->steppable && !p0 ? FP_EINTERNAL : FP_OK;
     if (p0)
         fp_probe_copy_params(a->old_params, p0, fp_model_num_params(m));
