@@ -364,7 +364,8 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
         return fp_fail(setup_rc, "%s", res->message);
     }
     c->batch_floats = (size_t)cfg->base.batch * (size_t)c->acfg.image_size * (size_t)c->acfg.image_size * 3;
-    for (int i = 0; i < c->narms; i++) {
+    for (int k = 0; k < c->narms; k++) {   /* the reference first: the others' precision error rides on its probes */
+        int i = k == 0 ? c->ref : k <= c->ref ? k - 1 : k;
         if (!c->arms[i].arm)
             continue;
         if ((rc = fp_cmp_attach_probes(c, i))) {   /* out of memory: the arm cannot be measured, so it fails */
