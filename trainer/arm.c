@@ -447,6 +447,8 @@ static int step_device(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
 
 int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
 {
+    fp_arm_update_hook uh = a->uhook;   /* this step's only, whatever happens to it */
+    a->uhook = NULL;
     memset(r, 0, sizeof *r);
     r->iteration = a->iteration;
     r->n = b->n;
@@ -509,8 +511,6 @@ int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
         }
     }
     scaler_update(a, r, found);
-    fp_arm_update_hook uh = a->uhook;
-    a->uhook = NULL;
     if (!r->skipped && uh) {   /* its time left out; the optimizer's taken as the last one measured */
         int64_t u0 = mono_ns();
         rc = fp_optim_step_begin(a->optim, r->lr);
