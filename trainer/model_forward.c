@@ -42,25 +42,23 @@ static fp_tensor vec32(float *base, long long off, int c)
 }
 
 /* BN node nd's normalisation from the caller (fp_model_forward_bn_stats): its input X widened into
- * stats_buf, the caller's mean and variance after it. NULL (error set) on failure. */
-static const float *caller_stats(fp_model *m, const node_t *nd, fp_tensor X, int n)
+ * stats_buf, the caller's mean and variance after it (*mv). FP_ENOMEM, the cast's or the caller's code. */
+static int caller_stats(fp_model *m, const node_t *nd, fp_tensor X, int n, const float **mv)
 {
     int c = nd->info.in.c;
     size_t rows = (size_t)n * nd->info.in.h * nd->info.in.w, need = rows * (size_t)c + 2 * (size_t)c;
     if (m->stats_cap < need) {
         float *p = realloc(m->stats_buf, need * sizeof *p);
-        if (!p) {
-            fp_fail(FP_ENOMEM, "model %s: out of memory", m->name);
-            return NULL;
-        }
+        if (!p)
+            return fp_fail(FP_ENOMEM, "model %s: out of memory", m->name);
         m->stats_buf = p;
         m->stats_cap = need;
     }
-    float *x = m->stats_buf, *mv = x + rows * (size_t)c;
-    if (m->ops->cast(m->be, fp_tensor_of(x, FP_DT_F32, X.d), X) ||
-        m->bn_stats(m->bn_stats_ctx, (int)(nd - m->nodes), nd->in - 1, x, rows, c, mv, mv + c))
-        return NULL;
-    return mv;
+    float *x = m->stats_buf, *s = x + rows * (size_t)c;
+    int rc = m->ops->cast(m->be, fp_tensor_of(x, FP_DT_F32, X.d), X);
+    rc = rc ? rc : m->bn_stats(m->bn_stats_ctx, (int)(nd - m->nodes), nd->in - 1, x, rows, c, s, s + c);
+    *mv = s;
+    return rc;
 }
 
 int fp_mi_forward(fp_model *m, const float **logits, const float *x, int n, fp_mode mode)
@@ -125,10 +123,10 @@ int fp_mi_forward(fp_model *m, const float **logits, const float *x, int n, fp_m
                     rc = rc ? rc : ops->round(be, rv, rv, m->pol.master);
                 }
             } else if (m->bn_stats) {
-                const float *mv = caller_stats(m, nd, X, n);
-                rc = mv ? ops->bn_forward_eval(be, Y, X, vec32(P, nd->pw, c), vec32(P, nd->pb, c),
-                                               vec32((float *)mv, 0, c), vec32((float *)mv, c, c), &nd->bn)
-                        : FP_EINVAL;
+                const float *mv = NULL;
+                rc = caller_stats(m, nd, X, n, &mv);
+                rc = rc ? rc : ops->bn_forward_eval(be, Y, X, vec32(P, nd->pw, c), vec32(P, nd->pb, c),
+                                                    vec32((float *)mv, 0, c), vec32((float *)mv, c, c), &nd->bn);
             } else {
                 rc = ops->bn_forward_eval(be, Y, X, vec32(P, nd->pw, c), vec32(P, nd->pb, c), vec32(B, nd->brm, c),
                                           vec32(B, nd->brv, c), &nd->bn);
