@@ -74,12 +74,10 @@ static unsigned ride_step_begin(void *self, int64_t step, float loss_scale)
     return FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION);
 }
 
-/* The low-precision forward's layer output (rk images) against the reference's captured one. */
-void fp_pe_ride_tensor16(void *self, int layer, fp_tensor_role role, const uint16_t *x, fp_dtype dt, size_t n,
-                         float loss_scale)
+/* The low-precision forward's layer output (rk images, fp32 or 16-bit as stored) against the
+ * reference's captured one. */
+static void ride_row(fp_prec_err *pe, int layer, fp_tensor_role role, const void *x, fp_dtype dt, size_t n)
 {
-    (void)loss_scale;
-    fp_prec_err *pe = self;
     if (role != FP_ROLE_ACTIVATION || layer < 0 || layer >= pe->nlayers)
         return;
     if (n != pe->per_image[layer] * (size_t)pe->rk) {
@@ -89,9 +87,17 @@ void fp_pe_ride_tensor16(void *self, int layer, fp_tensor_role role, const uint1
     fp_pe_layer_row(pe, layer, pe->rcap + pe->roff[layer], x, dt, n);
 }
 
+void fp_pe_ride_tensor16(void *self, int layer, fp_tensor_role role, const uint16_t *x, fp_dtype dt, size_t n,
+                         float loss_scale)
+{
+    (void)loss_scale;
+    ride_row(self, layer, role, x, dt, n);
+}
+
 static void ride_tensor(void *self, int layer, fp_tensor_role role, const float *x, size_t n, float loss_scale)
 {
-    fp_pe_ride_tensor16(self, layer, role, (const uint16_t *)(const void *)x, FP_DT_F32, n, loss_scale);
+    (void)loss_scale;
+    ride_row(self, layer, role, x, FP_DT_F32, n);
 }
 
 const fp_probe_ops fp_pe_ride_ops = {"precision_ride", ride_step_begin, NULL, NULL, NULL, ride_tensor};
