@@ -209,7 +209,6 @@ void fp_compare_close(fp_compare *c)
         fp_perf_close(a->perf);
         fp_hist_probe_free(a->hist);
         fp_prec_err_free(a->perr);
-        free(a->perr_fail);
         free(a->old_params);
         free(a->scratch);
         free(a->per_layer);

@@ -44,7 +44,7 @@ typedef struct {
     fp_hist_probe *hist;
     fp_prec_err *perr;          /* low-precision arms, when the reference is fp32 and --error-every */
     int perr_armed;             /* riding on the reference's current step */
-    char *perr_fail;            /* the ride failed for this arm: why (the arm fails after the reference's step) */
+    char perr_fail[512];        /* the ride failed for this arm: why, "" if not (it fails after the reference's step) */
     float *old_params;          /* the parameters before a sampled step (updates, lost updates), unless steppable */
     int steppable;              /* the parameter pass rides on the optimizer step (fp_arm_set_update_hook) */
     int stepped;                /* ... and did, at this step */

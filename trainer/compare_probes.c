@@ -120,12 +120,9 @@ static int ride_precision(void *ctx, fp_arm *ref, const fp_batch *b)
         if (!a->perr_armed)
             continue;
         a->perr_armed = 0;
-        if (fp_prec_err_ride(a->perr, fp_arm_model(ref), b->images, b->n) && !a->perr_fail) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "precision error at step %" PRId64 ": %s", fp_arm_iteration(ref) + 1,
-                     fp_error_message());
-            a->perr_fail = strdup(msg);
-        }
+        if (fp_prec_err_ride(a->perr, fp_arm_model(ref), b->images, b->n) && !a->perr_fail[0])
+            snprintf(a->perr_fail, sizeof a->perr_fail, "precision error at step %" PRId64 ": %s",
+                     fp_arm_iteration(ref) + 1, fp_error_message());
     }
     return FP_OK;
 }
@@ -156,10 +153,9 @@ void fp_cmp_ride_failures(fp_compare *c, fp_compare_result *res)
     for (int i = 0; i < c->narms; i++) {
         arm_state *a = &c->arms[i];
         a->perr_armed = 0;
-        if (a->perr_fail && a->active)
+        if (a->perr_fail[0] && a->active)
             fp_cmp_arm_fail(c, res, i, a->perr_fail);
-        free(a->perr_fail);
-        a->perr_fail = NULL;
+        a->perr_fail[0] = 0;
     }
 }
 
