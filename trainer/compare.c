@@ -527,7 +527,6 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
     rc = sampled && !a->steppable && !p0 ? FP_EINTERNAL : FP_OK;
     if (p0)
         fp_probe_copy_params(a->old_params, p0, fp_model_num_params(m));
-    a->stepped = 0;
     if (!rc && sampled && a->steppable)
         rc = fp_arm_set_update_hook(a->arm, fp_cmp_params_while_stepping, a);
     int64_t w0 = wall_ns();
@@ -536,7 +535,7 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
     if (c->ride && i == c->ref)
         fp_cmp_ride_failures(c, res);
     double lost_all = NAN;   /* the parameter roles and the lost updates, one pass */
-    if (!rc && sampled && a->stepped) {
+    if (!rc && sampled && a->steppable && !r.skipped && !r.diverged) {   /* the hook ran (arm.h) */
         lost_all = a->lost_all;
     } else if (!rc && sampled) {   /* after the step; riding on it but it did not update: nothing moved */
         const float *g = fp_model_grads(m);

@@ -47,8 +47,7 @@ typedef struct {
     char perr_fail[512];        /* the ride failed for this arm: why, "" if not (it fails after the reference's step) */
     float *old_params;          /* the parameters before a sampled step (updates, lost updates), unless steppable */
     int steppable;              /* the parameter pass rides on the optimizer step (fp_arm_set_update_hook) */
-    int stepped;                /* ... and did, at this step */
-    double lost_all;            /* its lost-update fraction */
+    double lost_all;            /* the lost-update fraction of the pass riding on the last step */
     float *scratch;             /* a skipped step's gradients, scaled back */
     double *per_layer;          /* lost-update fraction per layer */
     /* GPU probes (an arm on a device backend) */

@@ -105,7 +105,6 @@ int fp_cmp_params_while_stepping(void *ctx, fp_arm *arm, fp_optim *opt)
     arm_state *a = ctx;
     fp_model *m = fp_arm_model(arm);
     a->lost_all = fp_probe_sample_params_stepping(a->probe, m, opt, fp_model_grads(m), a->per_layer);
-    a->stepped = 1;
     return FP_OK;
 }
 
