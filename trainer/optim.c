@@ -397,13 +397,13 @@ int fp_optim_step_begin(fp_optim *opt, double lr)
     return FP_OK;
 }
 
+size_t fp_optim_size(const fp_optim *opt) { return opt->offs[opt->count]; }
+
 void fp_optim_step_part(fp_optim *opt, size_t b, size_t e)
 {
-    size_t n = opt->offs[opt->count];
+    size_t n = fp_optim_size(opt);
     step_range(opt, b < n ? b : n, e < n ? e : n);
 }
-
-size_t fp_optim_size(const fp_optim *opt) { return opt->offs[opt->count]; }
 
 int fp_optim_laid_out_from(const fp_optim *opt, const float *base)
 {
@@ -419,7 +419,7 @@ int fp_optim_step(fp_optim *opt, double lr)
     if (rc)
         return rc;
     /* All tensors as one flat range split across the thread pool (64-byte aligned parts). */
-    fp_parallel_for(opt->offs[opt->count], 16, (size_t)1 << 16, step_range, opt);
+    fp_parallel_for(fp_optim_size(opt), 16, (size_t)1 << 16, step_range, opt);
     return FP_OK;
 }
 
