@@ -1,11 +1,13 @@
 /* bench_conv.c — times CPU conv forward/backward-data/backward-weights on each distinct conv of
  * torchvision's ResNet-50 at 64x64, batch 16, and the weighted conv time of one training step.
- * Prints figures, never fails; BENCH_CONV_LIMIT=N (floats) sets fp_workspace.limit for tuning. */
+ * Prints figures, never fails; BENCH_THREADS=N threads (default 2, as `--threads 2`: the kernels' pool,
+ * GEMMs included); BENCH_CONV_LIMIT=N (floats) sets fp_workspace.limit for tuning. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "error.h"
+#include "trainer/cpu/gemm.h"
 #include "trainer/layers.h"
 
 #define BATCH 16
@@ -84,9 +86,10 @@ static float *rand_array(size_t n)
 
 int main(void)
 {
-    const char *thr = getenv("OPENBLAS_NUM_THREADS");
-    printf("ResNet-50 convs, 64x64 input, batch %d, OPENBLAS_NUM_THREADS=%s, best of %d\n", BATCH,
-           thr ? thr : "(unset)", REPS);
+    const char *thr = getenv("BENCH_THREADS");
+    int threads = fp_gemm_use_pool(thr ? atoi(thr) : 2);
+    printf("ResNet-50 convs, 64x64 input, batch %d, %d threads (BENCH_THREADS), best of %d\n", BATCH, threads,
+           REPS);
     printf("%-24s %5s %9s %9s %9s %9s %8s\n", "shape", "count", "fwd ms", "bwd_d ms", "bwd_w ms", "sum ms", "GFLOP/s");
     fp_workspace ws = {0};
     ws.threads = 2;

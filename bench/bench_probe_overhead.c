@@ -12,8 +12,9 @@
  * min..max, and the same per arm. The same run gives the parts, robust to load: the per-step cost of
  * the timers and of everything on at steps that sample nothing (median paired ratios of non-sampling
  * steps), the sampling step's histogram extra and the ride (medians); from them the overhead at every
- * 10 and at the default periods of probe.h. Prints figures, never fails on time. Run with
- * OPENBLAS_NUM_THREADS=2; BENCH_ROUNDS=N cycles (default 7). */
+ * 10 and at the default periods of probe.h. Prints figures, never fails on time. Two threads, as
+ * `--threads 2`: the kernels' pool, GEMMs included (trainer/cpu/gemm.h); BENCH_ROUNDS=N cycles
+ * (default 7). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "probe/analysis.h"
 #include "probe/probe.h"
 #include "trainer/arm.h"
+#include "trainer/cpu/gemm.h"
 #include "trainer/model.h"
 #include "trainer/precision.h"
 
@@ -123,6 +125,7 @@ int main(void)
 {
     bench_t b;
     memset(&b, 0, sizeof b);
+    fp_gemm_use_pool(2);   /* as the CLI's --threads 2 (trainer/train.h fp_train_set_threads) */
     size_t nx = (size_t)BATCH * SIZE * SIZE * 3;
     b.batch.n = BATCH;
     b.batch.size = SIZE;

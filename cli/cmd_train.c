@@ -118,7 +118,7 @@ int cmd_train(int argc, char **argv)
 
     fp_train_options_pick_device(&o, &c);
     fp_train_options_device_note(&o);
-    fp_train_set_blas_threads(o.threads);
+    fp_train_set_threads(o.threads);
     fp_store_install_signal_handlers();
 
     fp_train_result r;

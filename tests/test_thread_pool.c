@@ -1,6 +1,8 @@
 /* test_thread_pool.c — the kernels' worker pool: the static partition covers [0, n) on `align`
  * boundaries, every index runs exactly once, nested / concurrent loops run inline, and the kernels
- * split across it (conv, batchnorm, elementwise, max-pool, SGD/Adam) give bit-identical results for 1..4 threads. */
+ * split across it (GEMM, conv, batchnorm, elementwise, max-pool, SGD/Adam, the precision array helpers)
+ * give bit-identical results for 1..4 threads; the split GEMM matches a double-precision reference. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,9 +10,11 @@
 #include "error.h"
 #include "tap.h"
 #include "testutil.h"
+#include "trainer/cpu/gemm.h"
 #include "trainer/cpu/thread_pool.h"
 #include "trainer/layers.h"
 #include "trainer/optim.h"
+#include "trainer/precision.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
 static float *rand_array(size_t n)
@@ -142,6 +146,111 @@ static void test_concurrent_callers(void)
 static int same(const float *a, const float *b, size_t n)
 {
     return memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+/* C = alpha op(A) op(B) + beta C in double, row-major. */
+static void gemm_ref(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                     int ldb, float beta, float *C, int ldc)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double acc = 0;
+            for (int k = 0; k < K; k++)
+                acc += (double)(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
+                       (double)(tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+            C[(size_t)i * ldc + j] = (float)(alpha * acc + (double)beta * C[(size_t)i * ldc + j]);
+        }
+}
+
+static void test_gemm(void)
+{
+    /* rows split (M >= N), columns split (M < N), edges off the 16-unit, and one too small to split */
+    static const int shapes[][3] = {{700, 40, 320}, {40, 700, 320}, {129, 129, 600}, {20, 24, 8}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int tr = 0; tr < 4; tr++) {
+            int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = tr & 1, tb = tr >> 1;
+            int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
+            float *A = rand_array((size_t)(ta ? K : M) * lda), *B = rand_array((size_t)(tb ? N : K) * ldb);
+            float *C0 = rand_array((size_t)M * ldc), *ref = copy_of(C0, (size_t)M * ldc);
+            gemm_ref(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, ref, ldc);
+            float *C[MAXT + 1];
+            int ok = 1;
+            double worst = 0;
+            for (int t = 1; t <= MAXT; t++) {
+                fp_pool_set_threads(t);
+                C[t] = copy_of(C0, (size_t)M * ldc);
+                fp_sgemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, C[t], ldc);
+            }
+            for (int t = 2; t <= MAXT; t++)
+                ok &= same(C[1], C[t], (size_t)M * ldc);
+            for (size_t i = 0; i < (size_t)M * ldc; i++) {
+                double d = fabs((double)C[1][i] - (double)ref[i]);
+                worst = d > worst ? d : worst;
+            }
+            ok &= worst < 1e-4 * K;   /* |entries| <= 1: fp32 rounding over K terms */
+            for (int i = 0; i < M; i++)   /* the padding between rows untouched */
+                for (int j = N; j < ldc; j++)
+                    ok &= C[1][(size_t)i * ldc + j] == C0[(size_t)i * ldc + j];
+            tap_ok(ok, "sgemm %dx%dx%d %c%c: matches the reference (max diff %.2g), padding kept, bit-identical for "
+                   "1..%d threads", M, N, K, ta ? 'T' : 'N', tb ? 'T' : 'N', worst, MAXT);
+            for (int t = 1; t <= MAXT; t++)
+                free(C[t]);
+            free(A);
+            free(B);
+            free(C0);
+            free(ref);
+        }
+}
+
+/* The precision helpers (trainer/precision.h) over an array with Inf, NaN, overflow and subnormals. */
+static void test_precision_arrays(void)
+{
+    size_t n = ((size_t)1 << 19) + 33;
+    float *x = rand_array(n);
+    for (size_t i = 0; i < n; i++)
+        x[i] = ldexpf(x[i], (int)(i % 60) - 30);
+    x[n / 3] = 1.0f / 0.0f;
+    x[n / 2] = nanf("");
+    static const fp_dtype ds[] = {FP_DT_F16, FP_DT_BF16, FP_DT_TF32};
+    float *r[MAXT + 1], *w[MAXT + 1], *a[MAXT + 1], *u[MAXT + 1];
+    uint16_t *h[MAXT + 1];
+    int found[MAXT + 1];
+    for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++) {
+        fp_dtype d = ds[k];
+        int is16 = d != FP_DT_TF32;
+        for (int t = 1; t <= MAXT; t++) {
+            fp_pool_set_threads(t);
+            r[t] = malloc(n * sizeof(float));
+            fp_round_to_dtype_copy(r[t], x, n, d);
+            a[t] = copy_of(x, n);
+            fp_round_add(a[t], x, n, d);
+            u[t] = copy_of(x, n);
+            found[t] = fp_unscale_and_check(u[t], n, 1.0f / 1024);
+            h[t] = malloc(n * sizeof(uint16_t));
+            w[t] = malloc(n * sizeof(float));
+            if (is16) {
+                fp_narrow_array(h[t], x, n, d);
+                fp_widen_array(w[t], h[t], n, d);
+            }
+        }
+        int ok = 1;
+        for (int t = 2; t <= MAXT; t++)
+            ok &= same(r[1], r[t], n) && same(a[1], a[t], n) && same(u[1], u[t], n) && found[t] == found[1] &&
+                  (!is16 || (memcmp(h[1], h[t], n * sizeof(uint16_t)) == 0 && same(w[1], w[t], n)));
+        ok &= found[1] == 1;
+        for (size_t i = 0; is16 && i < n; i++)   /* widen(narrow(x)) is round(x), NaN as NaN */
+            ok &= isnan(r[1][i]) ? isnan(w[1][i]) : w[1][i] == r[1][i];
+        tap_ok(ok, "%s: round, round-add, unscale + check, narrow / widen bit-identical for 1..%d threads",
+               fp_dtype_name(d), MAXT);
+        for (int t = 1; t <= MAXT; t++) {
+            free(r[t]);
+            free(a[t]);
+            free(u[t]);
+            free(h[t]);
+            free(w[t]);
+        }
+    }
+    free(x);
 }
 
 static void test_conv(void)
@@ -356,6 +465,8 @@ int main(void)
     test_partition();
     test_coverage();
     test_concurrent_callers();
+    test_gemm();
+    test_precision_arrays();
     test_conv();
     test_batchnorm();
     test_elementwise_and_pool();

@@ -13,11 +13,11 @@
 #include "error.h"
 #include "store.h"
 #include "trainer/checkpoint.h"
+#include "trainer/cpu/gemm.h"
 #include "trainer/train.h"
 
-/* OpenBLAS's extensions, resolved when the BLAS in use has them (weak: NULL otherwise). */
+/* OpenBLAS's extension, resolved when the BLAS in use has it (weak: NULL otherwise). */
 extern char *openblas_get_config(void) __attribute__((weak));
-extern void openblas_set_num_threads(int) __attribute__((weak));
 
 const char *fp_train_blas_name(void)
 {
@@ -29,12 +29,9 @@ const char *fp_train_blas_name(void)
     return "CBLAS";
 }
 
-int fp_train_set_blas_threads(int threads)
+int fp_train_set_threads(int threads)
 {
-    if (!openblas_set_num_threads || threads < 1)
-        return 0;
-    openblas_set_num_threads(threads);
-    return 1;
+    return fp_gemm_use_pool(threads);
 }
 
 const char *fp_train_cpu_name(char *buf, size_t size)

@@ -112,7 +112,8 @@ char *fp_train_config_json(const fp_train_config *c, const fp_arm_config *a, con
 const char *fp_train_cpu_name(char *buf, size_t size);
 /* The BLAS library's own description (openblas_get_config()) or "CBLAS". */
 const char *fp_train_blas_name(void);
-/* Sets the BLAS library's thread count where it can (OpenBLAS); returns 1 when it could. */
-int fp_train_set_blas_threads(int threads);
+/* Threads for the CPU kernels, GEMMs included (trainer/cpu/gemm.h fp_gemm_use_pool: the kernels' pool
+ * gets them, the BLAS library one); returns the count set. */
+int fp_train_set_threads(int threads);
 
 #endif

@@ -10,17 +10,28 @@
 #include "trainer/cpu/thread_pool.h"
 #include "trainer/layers.h"
 
-/* Threading (trainer/cpu/thread_pool.h): the per-channel reductions split the channels (each
- * channel's sum still runs over the rows in order, so results do not depend on the thread count);
- * the elementwise passes split the rows. Channel parts are multiples of BN_ALIGN channels, and the
- * per-channel scratch is 64-byte aligned, so two threads never write the same cache line. */
-#define BN_ALIGN 16
+/* Threading (trainer/cpu/thread_pool.h): every pass splits the rows. The per-channel reductions sum
+ * fixed blocks of BN_BLOCK_ROWS rows each into its own partial sums (rows in order), then add the
+ * partials in block order: the blocks do not depend on the thread count, so neither do the results,
+ * and each thread streams whole rows (a channel split would stride through every row). Each block's
+ * partials start on a 64-byte boundary, so two threads never write the same cache line. */
+#define BN_BLOCK_ROWS 256
 #define BN_PAR_MIN ((size_t)1 << 15)   /* elements per thread below which a pass stays serial */
 
-static size_t bn_min_channels(size_t rows)
+static size_t bn_blocks(size_t rows)
 {
-    size_t m = BN_PAR_MIN / rows + 1;
-    return m < BN_ALIGN ? BN_ALIGN : m;
+    return (rows + BN_BLOCK_ROWS - 1) / BN_BLOCK_ROWS;
+}
+
+static size_t bn_min_blocks(int C)
+{
+    return BN_PAR_MIN / ((size_t)BN_BLOCK_ROWS * (size_t)C) + 1;
+}
+
+/* Doubles per block of partials: two sums per channel, rounded up to a cache line. */
+static size_t bn_block_stride(int C)
+{
+    return ((size_t)2 * (size_t)C + 7) / 8 * 8;
 }
 
 static size_t bn_min_rows(int C)
@@ -43,7 +54,7 @@ static int bn_check(const char *fn, fp_dims xd, size_t *rows)
 }
 
 typedef struct {
-    double *s1, *s2;
+    double *part;              /* per block: s1[C], s2[C] at part + block * bn_block_stride(C) */
     float *y;
     const float *x, *dy, *mean;
     const float *scale, *shift, *a, *b;
@@ -51,21 +62,47 @@ typedef struct {
     int C;
 } bn_task;
 
-/* Per-channel sum and sum of squares of x over all rows, in double, channels [c0, c1). */
-static void channel_sums(void *ctx, size_t c0, size_t c1)
+/* Rows [*r0, *r1) of block k, and its partials s1 = out, s2 = out + C. */
+static double *block_rows(const bn_task *t, size_t k, size_t *r0, size_t *r1)
+{
+    *r0 = k * BN_BLOCK_ROWS;
+    *r1 = *r0 + BN_BLOCK_ROWS < t->rows ? *r0 + BN_BLOCK_ROWS : t->rows;
+    return t->part + k * bn_block_stride(t->C);
+}
+
+/* Per block of [k0, k1): per-channel sum and sum of squares of x over its rows, in double. */
+static void channel_sums(void *ctx, size_t k0, size_t k1)
 {
     const bn_task *t = ctx;
-    double *restrict s1 = t->s1, *restrict s2 = t->s2;
-    const float *restrict x = t->x;
     const size_t C = (size_t)t->C;
-    for (size_t c = c0; c < c1; c++)
+    for (size_t k = k0; k < k1; k++) {
+        size_t r0, r1;
+        double *restrict s1 = block_rows(t, k, &r0, &r1), *restrict s2 = s1 + C;
+        for (size_t c = 0; c < C; c++)
+            s1[c] = s2[c] = 0.0;
+        for (size_t r = r0; r < r1; r++) {
+            const float *restrict xr = t->x + r * C;
+            for (size_t c = 0; c < C; c++) {
+                double v = xr[c];
+                s1[c] += v;
+                s2[c] += v * v;
+            }
+        }
+    }
+}
+
+/* The blocks' partials run by fn, added in block order into s1[C], s2[C]. */
+static void block_reduce(bn_task *t, fp_range_fn fn, double *s1, double *s2)
+{
+    size_t nb = bn_blocks(t->rows), C = (size_t)t->C;
+    fp_parallel_for(nb, 1, bn_min_blocks(t->C), fn, t);
+    for (size_t c = 0; c < C; c++)
         s1[c] = s2[c] = 0.0;
-    for (size_t r = 0; r < t->rows; r++) {
-        const float *restrict xr = x + r * C;
-        for (size_t c = c0; c < c1; c++) {
-            double v = xr[c];
-            s1[c] += v;
-            s2[c] += v * v;
+    for (size_t k = 0; k < nb; k++) {
+        const double *p = t->part + k * bn_block_stride(t->C);
+        for (size_t c = 0; c < C; c++) {
+            s1[c] += p[c];
+            s2[c] += p[C + c];
         }
     }
 }
@@ -112,18 +149,18 @@ int fp_batchnorm_forward_train(float *y, float *save_mean, float *save_invstd, f
     if (!(p->eps > 0.0f) || !(p->momentum >= 0.0f && p->momentum <= 1.0f))
         return fp_fail(FP_EINVAL, "fp_batchnorm_forward_train: bad eps %g or momentum %g", p->eps, p->momentum);
     int C = xd.c;
-    double *s = bn_scratch((size_t)C * (2 * sizeof(double) + 2 * sizeof(float)));
-    if (!s)
+    size_t parts = bn_blocks(rows) * bn_block_stride(C);
+    double *scratch = bn_scratch((parts + 2 * (size_t)C) * sizeof(double) + 2 * (size_t)C * sizeof(float));
+    if (!scratch)
         return fp_fail(FP_ENOMEM, "fp_batchnorm_forward_train: out of memory (%d channels)", C);
-    double *s2 = s + C;
+    double *s = scratch + parts, *s2 = s + C;
     float *scale = (float *)(s2 + C), *shift = scale + C;
     bn_task t = {0};
-    t.s1 = s;
-    t.s2 = s2;
+    t.part = scratch;
     t.x = x;
     t.rows = rows;
     t.C = C;
-    fp_parallel_for((size_t)C, BN_ALIGN, bn_min_channels(rows), channel_sums, &t);
+    block_reduce(&t, channel_sums, s, s2);
     double m = (double)p->momentum;
     for (int c = 0; c < C; c++) {
         double mean = s[c] / (double)rows;
@@ -143,7 +180,7 @@ int fp_batchnorm_forward_train(float *y, float *save_mean, float *save_invstd, f
         shift[c] = (float)(beta[c] - mean * gamma[c] * invstd);
     }
     scale_shift_par(y, x, rows, C, scale, shift);
-    free(s);
+    free(scratch);
     return FP_OK;
 }
 
@@ -173,22 +210,26 @@ int fp_batchnorm_forward_eval(float *y, const float *x, fp_dims xd, const float 
     return FP_OK;
 }
 
-/* Backward pass 1, channels [c0, c1): sums of dy and dy * (x - mean) (invstd applied afterwards). */
-static void bwd_sums(void *ctx, size_t c0, size_t c1)
+/* Backward pass 1, per block of [k0, k1): sums of dy and dy * (x - mean) over its rows (invstd
+ * applied afterwards). */
+static void bwd_sums(void *ctx, size_t k0, size_t k1)
 {
     const bn_task *t = ctx;
-    double *restrict sdy = t->s1, *restrict sdyx = t->s2;
     const float *restrict save_mean = t->mean;
     const size_t C = (size_t)t->C;
-    for (size_t c = c0; c < c1; c++)
-        sdy[c] = sdyx[c] = 0.0;
-    for (size_t r = 0; r < t->rows; r++) {
-        const float *restrict dyr = t->dy + r * C;
-        const float *restrict xr = t->x + r * C;
-        for (size_t c = c0; c < c1; c++) {
-            double g = dyr[c];
-            sdy[c] += g;
-            sdyx[c] += g * ((double)xr[c] - (double)save_mean[c]);
+    for (size_t k = k0; k < k1; k++) {
+        size_t r0, r1;
+        double *restrict sdy = block_rows(t, k, &r0, &r1), *restrict sdyx = sdy + C;
+        for (size_t c = 0; c < C; c++)
+            sdy[c] = sdyx[c] = 0.0;
+        for (size_t r = r0; r < r1; r++) {
+            const float *restrict dyr = t->dy + r * C;
+            const float *restrict xr = t->x + r * C;
+            for (size_t c = 0; c < C; c++) {
+                double g = dyr[c];
+                sdy[c] += g;
+                sdyx[c] += g * ((double)xr[c] - (double)save_mean[c]);
+            }
         }
     }
 }
@@ -221,20 +262,20 @@ int fp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *d
     if (!dy || !x || !save_mean || !save_invstd || (dx && !gamma))
         return fp_fail(FP_EINVAL, "fp_batchnorm_backward: NULL argument");
     int C = xd.c;
-    double *sdy = bn_scratch((size_t)C * (2 * sizeof(double) + 3 * sizeof(float)));
-    if (!sdy)
+    size_t parts = bn_blocks(rows) * bn_block_stride(C);
+    double *scratch = bn_scratch((parts + 2 * (size_t)C) * sizeof(double) + 3 * (size_t)C * sizeof(float));
+    if (!scratch)
         return fp_fail(FP_ENOMEM, "fp_batchnorm_backward: out of memory (%d channels)", C);
-    double *sdyx = sdy + C;
+    double *sdy = scratch + parts, *sdyx = sdy + C;
     float *a = (float *)(sdyx + C), *b = a + C, *k = b + C;
     bn_task t = {0};
-    t.s1 = sdy;
-    t.s2 = sdyx;
+    t.part = scratch;
     t.dy = dy;
     t.x = x;
     t.mean = save_mean;
     t.rows = rows;
     t.C = C;
-    fp_parallel_for((size_t)C, BN_ALIGN, bn_min_channels(rows), bwd_sums, &t);
+    block_reduce(&t, bwd_sums, sdy, sdyx);
     for (int c = 0; c < C; c++) {
         double inv = save_invstd[c];
         double db = sdy[c], dg = sdyx[c] * inv;
@@ -258,6 +299,6 @@ int fp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *d
         t.b = b;
         fp_parallel_for(rows, 1, bn_min_rows(C), bwd_dx, &t);
     }
-    free(sdy);
+    free(scratch);
     return FP_OK;
 }

@@ -1,8 +1,8 @@
 /* linear.c — the fully connected layer y = x W^T + b (W is [out, in], as PyTorch) through CBLAS.
  * Promises: forward overwrites y; backward accumulates (+=) into dx, dw, db (each may be NULL). */
-#include <cblas.h>
 #include <limits.h>
 #include "error.h"
+#include "trainer/cpu/gemm.h"
 #include "trainer/layers.h"
 
 static int linear_check(const char *fn, int n, int in, int out)
@@ -28,7 +28,7 @@ int fp_linear_forward(float *y, const float *x, int n, int in, int out, const fl
                 y[(size_t)i * out + j] = b[j];
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, beta, y, out);
+    fp_sgemm(0, 1, n, out, in, 1.0f, x, in, w, in, beta, y, out);
     return FP_OK;
 }
 
@@ -41,9 +41,9 @@ int fp_linear_backward(float *dx, float *dw, float *db, const float *dy, const f
     if (!dy || (dx && !w) || (dw && !x))
         return fp_fail(FP_EINVAL, "fp_linear_backward: NULL tensor");
     if (dx) /* dx[n, in] += dy[n, out] * W[out, in] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in, 1.0f, dx, in);
+        fp_sgemm(0, 0, n, in, out, 1.0f, dy, out, w, in, 1.0f, dx, in);
     if (dw) /* dW[out, in] += dy^T[out, n] * x[n, in] */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in);
+        fp_sgemm(1, 0, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in);
     if (db)
         for (int i = 0; i < n; i++)
             for (int j = 0; j < out; j++)
