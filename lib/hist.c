@@ -10,6 +10,7 @@
 #include "error.h"
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 /* Threshold T with  a < T  <=>  |x| <= v  (v >= 0). */
@@ -333,4 +334,26 @@ void fp_hist_thread_release(void)
 {
     fp_hist_h16_release();
     fp_hist_pair_release();
+}
+
+static pthread_key_t release_key;
+static int release_key_ok;
+static pthread_once_t release_once = PTHREAD_ONCE_INIT;
+
+static void release_at_exit(void *unused)
+{
+    (void)unused;
+    fp_hist_thread_release();
+}
+
+static void make_release_key(void)
+{
+    release_key_ok = pthread_key_create(&release_key, release_at_exit) == 0;
+}
+
+void fp_hist_release_at_thread_exit(void)
+{
+    pthread_once(&release_once, make_release_key);
+    if (release_key_ok)
+        pthread_setspecific(release_key, &release_key);   /* any non-NULL value: the destructor runs */
 }

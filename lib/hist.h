@@ -79,7 +79,7 @@ int    fp_hist_add_bf16(fp_hist_t *h, const uint16_t *x, size_t n);
 int    fp_hist_add16_kernel(fp_hist_t *h, const uint16_t *x, size_t n, int bf, int kernel);
 /* Frees the calling thread's count tables: the 16-bit one and the 512 KiB exponent-pair table the
  * AVX-512 kernel allocates at its first call of 4096 values or more (and runs without when that
- * fails). Optional; for leak checkers at thread exit. */
+ * fails). Optional: a thread that allocated them frees them at exit anyway. */
 void   fp_hist_thread_release(void);
 /* dst += src (counts add, amax/min combine, sums add). */
 void   fp_hist_merge(fp_hist_t *dst, const fp_hist_t *src);

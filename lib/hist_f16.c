@@ -390,8 +390,11 @@ static void h16_avx512(fp_hist_t *h, const uint16_t *x, size_t n)
 /* The count-table path (n >= H16_MIN_N), the reference for h16_avx512. */
 static int h16_table_add(fp_hist_t *h, const uint16_t *x, size_t n, const h16_fmt_t *f)
 {
-    if (!h16_table && !(h16_table = calloc(2 * H16_N, sizeof *h16_table)))
-        return fp_fail(FP_ENOMEM, "fp_hist_add_%s: out of memory for the count table", f->bf ? "bf16" : "f16");
+    if (!h16_table) {
+        if (!(h16_table = calloc(2 * H16_N, sizeof *h16_table)))
+            return fp_fail(FP_ENOMEM, "fp_hist_add_%s: out of memory for the count table", f->bf ? "bf16" : "f16");
+        fp_hist_release_at_thread_exit();
+    }
     uint32_t *t = h16_table;
     for (size_t done = 0; done < n;) {
         size_t len = n - done < H16_BLOCK ? n - done : H16_BLOCK;

@@ -119,6 +119,9 @@ void fp_hist_kernel_avx512(raw_t *r, const thresholds_t *th, const float *x, siz
 #endif
 /* Frees the calling thread's exponent-pair table (the AVX-512 kernel's). */
 void fp_hist_pair_release(void);
+/* Arranges for fp_hist_thread_release to run when the calling thread exits (a pool worker's tables
+ * are then freed with it); call after allocating a thread-local table. */
+void fp_hist_release_at_thread_exit(void);
 
 /* ---- hist_f16.c: 16-bit inputs */
 /* Frees the calling thread's 16-bit count table. */

@@ -3,26 +3,25 @@
  * role) per sampling step, weight gradients unscaled, nothing done at other steps, no allocation
  * per step; 16-bit tensors are counted as stored (lib/hist.h fp_hist_add_f16 / _bf16), not widened;
  * a weight gradient under a power-of-two loss scale is unscaled by fp_hist_add_scaled (no copy);
- * a large tensor is split into up to SPLIT_MAX chunks that this thread and one helper thread (made
- * at the first large tensor, when the machine has two CPUs or more) take in turn, each chunk into
- * its own histogram merged in chunk order: the counts are those of one pass, and sum_abs does not
- * depend on which thread took which chunk. The tensor hooks may run on two threads at once for
- * distinct layers (probe.h): per-(layer, role) cells, scratch on the stack, the helper taken by one
- * caller at a time (the other counts alone), the first error kept atomically. */
+ * a large tensor is cut into up to CHUNKS_MAX chunks (their number and bounds set by its size alone)
+ * that the kernels' thread pool (trainer/cpu/thread_pool.h: its workers are awake right after the
+ * layer's own loops) counts each into its own histogram, merged in chunk order: the counts are those
+ * of one pass, and sum_abs depends neither on the thread count nor on which thread took which chunk.
+ * The tensor hooks may run on two threads at once for distinct layers (probe.h): per-(layer, role)
+ * cells, scratch on the stack (the pool serves one caller at a time, the other counts inline), the
+ * first error kept atomically. */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "error.h"
 #include "hist.h"
 #include "probe/probe.h"
+#include "trainer/cpu/thread_pool.h"
 
 #define UNSCALE_CHUNK 16384             /* floats: in L2, and few enough fp_hist_add calls per tensor */
-#define SPLIT_MIN ((size_t)1 << 18)     /* fp32 values per chunk at least: a hand-over costs ~10-50 us */
-#define SPLIT_MIN16 ((size_t)1 << 19)   /* 16-bit: each chunk pays a count-table fold (~30 us) too */
-#define SPLIT_MAX 4
-#define SPLIT_MAX16 2
+#define CHUNK_MIN ((size_t)1 << 16)     /* fp32 values per chunk at least: a call's fixed cost ~2-4 us */
+#define CHUNK_MIN16 ((size_t)1 << 17)   /* 16-bit: the kernel's fixed cost is larger (lib/hist_f16.c) */
+#define CHUNKS_MAX 8
 
 enum { K_F32, K_F32_SCALED, K_F32_POW2, K_F16, K_BF16 };
 
@@ -30,8 +29,6 @@ typedef struct {
     int kind;
     const void *x;
     size_t n, chunk;
-    int nchunks;
-    int next;                  /* the next chunk to take (atomic) */
     float inv;                 /* K_F32_SCALED */
     int log2_div;              /* K_F32_POW2: x / 2^log2_div without a multiply pass */
 } job_t;
@@ -47,16 +44,6 @@ struct fp_hist_probe {
     int64_t step, last_step;
     int sampling;
     int status;                /* the first error (atomic) */
-    int helper_held;           /* a caller has the helper and job, part (atomic exchange) */
-    /* the helper thread: state under mu */
-    int helper;                /* 0 not tried, 1 running, -1 unavailable */
-    pthread_t th;
-    pthread_mutex_t mu;
-    pthread_cond_t cv, done;
-    unsigned gen, seen;        /* job generation posted / taken (or cancelled) */
-    int busy, quit, helper_rc;
-    job_t job;
-    fp_hist_t part[SPLIT_MAX];
 };
 
 static void set_status(fp_hist_probe *h, int rc)
@@ -92,109 +79,45 @@ static int add_range(fp_hist_t *dst, const job_t *j, size_t off, size_t len)
     }
 }
 
-/* Takes chunks of the job until none is left; returns the first error. */
-static int take_chunks(fp_hist_probe *h)
+typedef struct {
+    const job_t *job;
+    fp_hist_t *part;           /* [chunks] */
+    int rc;                    /* the first error (atomic) */
+} split_t;
+
+/* Chunks [c0, c1) of a split job, each into its own histogram. */
+static void count_chunks(void *ctx, size_t c0, size_t c1)
 {
-    job_t *j = &h->job;
-    int rc = FP_OK;
-    for (;;) {
-        int c = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
-        if (c >= j->nchunks)
-            return rc;
-        size_t off = (size_t)c * j->chunk, len = j->n - off < j->chunk ? j->n - off : j->chunk;
-        fp_hist_init(&h->part[c]);
-        int r = add_range(&h->part[c], j, off, len);
-        if (r && !rc)
-            rc = r;
+    split_t *s = ctx;
+    const job_t *j = s->job;
+    for (size_t c = c0; c < c1; c++) {
+        size_t off = c * j->chunk, len = j->n - off < j->chunk ? j->n - off : j->chunk;
+        fp_hist_init(&s->part[c]);
+        int r = add_range(&s->part[c], j, off, len), none = FP_OK;
+        if (r)
+            __atomic_compare_exchange_n(&s->rc, &none, r, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     }
 }
 
-static void *helper_main(void *arg)
-{
-    fp_hist_probe *h = arg;
-    pthread_mutex_lock(&h->mu);
-    for (;;) {
-        while (!h->quit && h->seen == h->gen)
-            pthread_cond_wait(&h->cv, &h->mu);
-        if (h->quit)
-            break;
-        h->seen = h->gen;
-        h->busy = 1;
-        pthread_mutex_unlock(&h->mu);
-        int rc = take_chunks(h);
-        pthread_mutex_lock(&h->mu);
-        h->helper_rc = rc;
-        h->busy = 0;
-        pthread_cond_signal(&h->done);
-    }
-    pthread_mutex_unlock(&h->mu);
-    fp_hist_thread_release();
-    return NULL;
-}
-
-static int helper_ready(fp_hist_probe *h)
-{
-    if (h->helper)
-        return h->helper > 0;
-    h->helper = -1;
-    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
-        return 0;
-    if (pthread_mutex_init(&h->mu, NULL))
-        return 0;
-    if (pthread_cond_init(&h->cv, NULL)) {
-        pthread_mutex_destroy(&h->mu);
-        return 0;
-    }
-    if (pthread_cond_init(&h->done, NULL)) {
-        pthread_cond_destroy(&h->cv);
-        pthread_mutex_destroy(&h->mu);
-        return 0;
-    }
-    if (pthread_create(&h->th, NULL, helper_main, h)) {
-        pthread_cond_destroy(&h->done);
-        pthread_cond_destroy(&h->cv);
-        pthread_mutex_destroy(&h->mu);
-        return 0;
-    }
-    h->helper = 1;
-    return 1;
-}
-
-/* One tensor into hh: split between this thread and the helper when large and the helper is free
- * (another thread's tensor may hold it: this one is then counted here alone, the same counts). */
+/* One tensor into hh: a large one in chunks over the pool (fp_parallel_for runs them all here when
+ * the pool is busy or has one thread: the same chunks, the same counts). */
 static void hist_job(fp_hist_probe *h, fp_hist_t *hh, int kind, const void *x, size_t n, float inv, int log2_div)
 {
-    job_t j = {kind, x, n, n, 1, 0, inv, log2_div};
-    int is16 = kind == K_F16 || kind == K_BF16, most = is16 ? SPLIT_MAX16 : SPLIT_MAX;
-    size_t least = is16 ? SPLIT_MIN16 : SPLIT_MIN;
-    int nch = n >= (size_t)most * least ? most : (int)(n / least);
-    int rc, held = nch >= 2 && !__atomic_exchange_n(&h->helper_held, 1, __ATOMIC_ACQUIRE);
-    if (!held || !helper_ready(h)) {
-        rc = add_range(hh, &j, 0, n);
-    } else {
-        j.chunk = ((n + (size_t)nch - 1) / (size_t)nch + 63) & ~(size_t)63;
-        j.nchunks = (int)((n + j.chunk - 1) / j.chunk);
-        pthread_mutex_lock(&h->mu);
-        h->job = j;
-        h->helper_rc = FP_OK;
-        h->gen++;
-        pthread_cond_signal(&h->cv);
-        pthread_mutex_unlock(&h->mu);
-        rc = take_chunks(h);
-        pthread_mutex_lock(&h->mu);
-        if (h->seen != h->gen)
-            h->seen = h->gen;   /* the helper never woke for it: nothing left to take, cancel */
-        while (h->busy)
-            pthread_cond_wait(&h->done, &h->mu);
-        if (h->helper_rc && !rc)
-            rc = h->helper_rc;
-        pthread_mutex_unlock(&h->mu);
-        for (int c = 0; c < h->job.nchunks; c++)
-            fp_hist_merge(hh, &h->part[c]);
+    job_t j = {kind, x, n, n, inv, log2_div};
+    size_t least = kind == K_F16 || kind == K_BF16 ? CHUNK_MIN16 : CHUNK_MIN;
+    size_t nch = n / least < CHUNKS_MAX ? n / least : CHUNKS_MAX;
+    if (nch < 2) {
+        set_status(h, add_range(hh, &j, 0, n));
+        return;
     }
-    if (held)
-        __atomic_store_n(&h->helper_held, 0, __ATOMIC_RELEASE);
-    set_status(h, rc);
+    fp_hist_t part[CHUNKS_MAX];
+    j.chunk = ((n + nch - 1) / nch + 63) & ~(size_t)63;
+    nch = (n + j.chunk - 1) / j.chunk;
+    split_t s = {&j, part, FP_OK};
+    fp_parallel_for(nch, 1, 1, count_chunks, &s);
+    for (size_t c = 0; c < nch; c++)
+        fp_hist_merge(hh, &part[c]);
+    set_status(h, s.rc);
 }
 
 int fp_hist_probe_create(fp_hist_probe **out, int nlayers, int every, unsigned roles, fp_store_t *store, int64_t run)
@@ -223,16 +146,6 @@ void fp_hist_probe_free(fp_hist_probe *h)
 {
     if (!h)
         return;
-    if (h->helper > 0) {
-        pthread_mutex_lock(&h->mu);
-        h->quit = 1;
-        pthread_cond_signal(&h->cv);
-        pthread_mutex_unlock(&h->mu);
-        pthread_join(h->th, NULL);
-        pthread_cond_destroy(&h->done);
-        pthread_cond_destroy(&h->cv);
-        pthread_mutex_destroy(&h->mu);
-    }
     free(h->h);
     free(h->taken);
     free(h->valid);

@@ -1,7 +1,8 @@
 /* test_probe_hist.c — histograms at sampling steps: every (layer, role) of tinynet sampled at the
  * steps of the period and none between, weight gradients unscaled, rows in a temporary store whose
- * per-format class columns agree with the blob, the update role, and large tensors (split between
- * two threads; 16-bit ones counted as stored) giving the counts of one fp_hist_add pass. */
+ * per-format class columns agree with the blob, the update role, and large tensors (in chunks over
+ * the kernels' pool at 1..3 threads; 16-bit ones counted as stored) giving the counts of one
+ * fp_hist_add pass, and the same histogram, sum_abs included, at every thread count. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "hist_ref.h"
 #include "tap.h"
 #include "testutil.h"
+#include "trainer/cpu/thread_pool.h"
 #include "trainer/model.h"
 
 #define NB 4
@@ -27,49 +29,77 @@ static int same_counts(const fp_hist_t *a, const fp_hist_t *b) { return tu_hist_
 
 static void test_large_tensors(void)
 {
-    size_t n = ((size_t)1 << 21) + 77;   /* four chunks */
-    float *f = malloc(n * sizeof *f), *w = malloc(n * sizeof *w);
-    uint16_t *h16 = malloc(n * sizeof *h16);
+    size_t n = ((size_t)1 << 21) + 77;   /* the most chunks, the last one short */
+    float *f = malloc(n * sizeof *f), *w = malloc(n * sizeof *w), *wb = malloc(n * sizeof *wb);
+    uint16_t *h16 = malloc(n * sizeof *h16), *b16 = malloc(n * sizeof *b16);
     uint64_t s = 11;
     for (size_t i = 0; i < n; i++) {
         f[i] = tu_uniform_pm1(&s) * ldexpf(1.0f, (int)(i % 37) - 20);
         h16[i] = fp_f32_to_f16(i % 3 ? f[i] : 0.0f);
         w[i] = fp_f16_to_f32(h16[i]);
+        b16[i] = fp_f32_to_bf16(f[i]);
+        wb[i] = fp_bf16_to_f32(b16[i]);
     }
-    fp_hist_probe *hp = NULL;
-    fp_probe *p = NULL;
-    fp_hist_probe_create(&hp, 2, 1, 0, NULL, 0);
-    fp_probe_create(&p);
-    fp_hist_probe_attach(hp, p);
-    for (int rep = 0; rep < 3; rep++) {   /* the helper thread made once, reused */
-        float scale = rep < 2 ? 256.0f : 1000.0f;   /* a GradScaler power of two (no copy), then any scale */
-        fp_probe_step_begin(p, rep, scale);
-        fp_probe_tensor(p, 0, FP_ROLE_WEIGHT, f, n);
-        fp_probe_tensor(p, 0, FP_ROLE_WEIGHT_GRAD, f, n);
-        tap_is_int(fp_probe_tensor_dt(p, 1, FP_ROLE_ACTIVATION, h16, FP_DT_F16, n), FP_OK, "16-bit tensor handed over");
-        fp_probe_step_end(p);
-        fp_hist_t want, want_g, want16;
-        fp_hist_init(&want);
-        fp_hist_init(&want_g);
-        fp_hist_init(&want16);
-        fp_hist_add(&want, f, n);
-        float *g = malloc(n * sizeof *g);
-        for (size_t i = 0; i < n; i++)   /* unscaled as fp_unscale_and_check does: times 1/scale */
-            g[i] = f[i] * (1.0f / scale);
-        fp_hist_add(&want_g, g, n);
-        free(g);
-        fp_hist_add(&want16, w, n);
-        tap_ok(same_counts(fp_hist_probe_get(hp, 0, FP_ROLE_WEIGHT), &want), "large fp32 tensor: one pass's histogram");
-        tap_ok(same_counts(fp_hist_probe_get(hp, 0, FP_ROLE_WEIGHT_GRAD), &want_g), "large weight gradient: unscaled (scale %g)", scale);
-        tap_ok(same_counts(fp_hist_probe_get(hp, 1, FP_ROLE_ACTIVATION), &want16),
-               "large fp16 tensor: as widened + fp_hist_add");
+    fp_hist_t first[3][4];   /* rep 0 at one thread: weight, weight grad, fp16, bf16 */
+    for (int threads = 1; threads <= 3; threads++) {
+        fp_pool_set_threads(threads);
+        fp_hist_probe *hp = NULL;
+        fp_probe *p = NULL;
+        fp_hist_probe_create(&hp, 3, 1, 0, NULL, 0);
+        fp_probe_create(&p);
+        fp_hist_probe_attach(hp, p);
+        int same_all = 1;
+        for (int rep = 0; rep < 3; rep++) {
+            float scale = rep < 2 ? 256.0f : 1000.0f;   /* a GradScaler power of two (no copy), then any scale */
+            fp_probe_step_begin(p, rep, scale);
+            fp_probe_tensor(p, 0, FP_ROLE_WEIGHT, f, n);
+            fp_probe_tensor(p, 0, FP_ROLE_WEIGHT_GRAD, f, n);
+            tap_is_int(fp_probe_tensor_dt(p, 1, FP_ROLE_ACTIVATION, h16, FP_DT_F16, n), FP_OK,
+                       "16-bit tensor handed over");
+            fp_probe_tensor_dt(p, 2, FP_ROLE_ACTIVATION, b16, FP_DT_BF16, n);
+            fp_probe_step_end(p);
+            fp_hist_t want, want_g, want16, wantb;
+            fp_hist_init(&want);
+            fp_hist_init(&want_g);
+            fp_hist_init(&want16);
+            fp_hist_init(&wantb);
+            fp_hist_add(&want, f, n);
+            float *g = malloc(n * sizeof *g);
+            for (size_t i = 0; i < n; i++)   /* unscaled as fp_unscale_and_check does: times 1/scale */
+                g[i] = f[i] * (1.0f / scale);
+            fp_hist_add(&want_g, g, n);
+            free(g);
+            fp_hist_add(&want16, w, n);
+            fp_hist_add(&wantb, wb, n);
+            const fp_hist_t *got[4] = {fp_hist_probe_get(hp, 0, FP_ROLE_WEIGHT),
+                                       fp_hist_probe_get(hp, 0, FP_ROLE_WEIGHT_GRAD),
+                                       fp_hist_probe_get(hp, 1, FP_ROLE_ACTIVATION),
+                                       fp_hist_probe_get(hp, 2, FP_ROLE_ACTIVATION)};
+            tap_ok(same_counts(got[0], &want), "%d threads: large fp32 tensor: one pass's histogram", threads);
+            tap_ok(same_counts(got[1], &want_g), "%d threads: large weight gradient: unscaled (scale %g)", threads,
+                   scale);
+            tap_ok(same_counts(got[2], &want16), "%d threads: large fp16 tensor: as widened + fp_hist_add", threads);
+            tap_ok(same_counts(got[3], &wantb), "%d threads: large bf16 tensor: as widened + fp_hist_add", threads);
+            for (int k = 0; k < 4; k++) {
+                if (threads == 1)
+                    first[rep][k] = *got[k];
+                else
+                    same_all &= memcmp(&first[rep][k], got[k], sizeof *got[k]) == 0;
+            }
+        }
+        if (threads > 1)
+            tap_ok(same_all, "%d threads: every histogram bit for bit the one-thread one (sum_abs included)", threads);
+        tap_is_int(fp_hist_probe_status(hp), FP_OK, "no error");
+        fp_hist_probe_free(hp);
+        fp_probe_free(p);
     }
-    tap_is_int(fp_hist_probe_status(hp), FP_OK, "no error");
-    fp_hist_probe_free(hp);
-    fp_probe_free(p);
+    fp_pool_set_threads(1);
+    fp_pool_shutdown();   /* the workers' thread-local count tables go with them (leak checkers) */
     free(f);
     free(w);
+    free(wb);
     free(h16);
+    free(b16);
 }
 
 int main(void)

@@ -10,6 +10,7 @@
 
 #define POOL_MAX 64
 #define CALLER_SPIN 2000   /* pause iterations the caller waits for the workers before sleeping */
+#define POOL_SPIN 2000     /* pause iterations a worker waits for the next loop before sleeping */
 
 static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER;   /* held for a whole loop / reconfiguration */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;          /* guards sleeping and waking */
@@ -135,9 +136,11 @@ static int start_workers(int count)
 {
     if (spin_limit < 0) {
         const char *env = getenv("FP_POOL_SPIN");
-        /* Default 0: on a small, shared machine a spinning worker takes the core from OpenBLAS's
-         * threads (which spin after each GEMM themselves); sleeping costs a futex wake-up per loop. */
-        spin_limit = env ? atoi(env) : 0;
+        /* Default POOL_SPIN (~40 us): the loops of a step (GEMM blocks, batchnorm, elementwise, the
+         * probes' histogram chunks) mostly follow one another closer than that, and a sleeping worker
+         * costs a futex wake-up (tens of us on a VM) per loop; longer spins only burn the core that
+         * the probes' own threads (probe/param_pass.c) then want. */
+        spin_limit = env ? atoi(env) : POOL_SPIN;
         if (spin_limit < 0)
             spin_limit = 0;
     }
