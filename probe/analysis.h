@@ -85,17 +85,15 @@ double fp_lost_update_fraction(const float *old_w, const float *new_w, const flo
  * fp_lost_update_fraction (NaN for a layer without parameters); returns the fraction over all
  * parameters. Reads each array once, in cache-sized pieces (a 256 KiB buffer per thread per call;
  * smaller pieces on the stack, one thread, when that cannot be had). Call before fp_probe_step_end.
- * Two threads (param_pass.c) when the machine has two CPUs or more: the layers are split in two
- * runs of whole layers of about equal parameter count, the second run on a worker thread made for
- * the call, so p's tensor hooks are called concurrently for distinct layers (probe.h); each layer's
- * pieces still go to the hooks in order on one thread, so the results equal one thread's bit for
- * bit. FP_PARAM_THREADS=1 in the environment (read at each call), or a worker that cannot be made,
- * gives one thread, the layers in order. */
+ * Over the kernels' pool (trainer/cpu/thread_pool.h) when it has two threads or more and is free:
+ * the layers are split in two runs of whole layers of about equal parameter count, taken by the
+ * caller and a pool worker, so p's tensor hooks are called concurrently for distinct layers
+ * (probe.h); each layer's pieces still go to the hooks in order on one thread, so the results equal
+ * one thread's bit for bit. One pool thread (or a busy pool): the calling thread, layers in order. */
 double fp_probe_sample_params(fp_probe *p, fp_model *m, const float *old_params, const float *grads, double *per_layer);
 
 /* ---- the parameters before a sampled step ----
- * dst[0, n) = src[0, n), as memcpy; for n of 1M floats or more on two threads, each copying a half,
- * under the same conditions as fp_probe_sample_params (two CPUs, FP_PARAM_THREADS not 1, a worker). */
+ * dst[0, n) = src[0, n), as memcpy; from 2M floats on, in ranges over the kernels' pool. */
 void fp_probe_copy_params(float *dst, const float *src, size_t n);
 
 /* ---- the same pass riding on the optimizer step ----

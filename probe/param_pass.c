@@ -1,15 +1,14 @@
 /* param_pass.c — analysis.h: the parameter pass after the optimizer step of a sampled step (lost
  * updates, the update tensors, the weight roles handed to the probes) and the copy of the parameters
  * before it. Promises: each array is read once, the pass in cache-sized pieces handed on while in
- * cache; on two threads (whole layers split by parameter count; halves of the copy) the results equal
- * one thread's bit for bit; counts are exact; the probe's loss scale is restored on return. */
+ * cache; over the kernels' pool (trainer/cpu/thread_pool.h: two parts of whole layers split by
+ * parameter count; the copy in ranges) the results equal one thread's bit for bit, whichever thread
+ * takes which part; counts are exact; the probe's loss scale is restored on return. */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include "hist.h"
 #include "probe/analysis.h"
+#include "trainer/cpu/thread_pool.h"
 #include "trainer/optim.h"
 
 double fp_lost_update_fraction(const float *old_w, const float *new_w, const float *grad, size_t n)
@@ -79,73 +78,26 @@ static void layer_params(fp_probe *p, unsigned roles, int layer, size_t off, con
     *moved += mv;
 }
 
-/* ---- two threads: the calling one and one worker made per call (create + join ~20 us here, against
- * a pass of tens of ms). The gain needs the second CPU free: right after a training step with
- * OPENBLAS_NUM_THREADS=2, OpenBLAS's idle worker still spins on it, and the pass takes about as long
- * as on one thread (ResNet-50 on the 2-core VM: 59 vs 60 ms; with the CPU free, 33 vs 61 ms). */
+/* ---- the copy of the parameters before a sampled step, in ranges over the pool (memory-bound:
+ * measured 94 MB ~8 ms on two threads against ~10-13 ms on one, 2-core VM) */
 
-static int two_threads(void)
-{
-    const char *env = getenv("FP_PARAM_THREADS");
-    if (env && strcmp(env, "1") == 0)
-        return 0;
-    return sysconf(_SC_NPROCESSORS_ONLN) >= 2;
-}
-
-typedef struct {
-    void (*fn)(void *arg);
-    void *arg;
-} task_t;
-
-static void *task_main(void *arg)
-{
-    task_t *t = arg;
-    t->fn(t->arg);
-    fp_hist_thread_release();   /* the worker's histogram tables, when the probes made any */
-    return NULL;
-}
-
-/* fn(first) on this thread while a worker runs fn(second); both done on return. One thread, first
- * then second, when two are not wanted or the worker cannot be made. */
-static void run_two(void (*fn)(void *arg), void *first, void *second)
-{
-    task_t t = {fn, second};
-    pthread_t th;
-    if (two_threads() && pthread_create(&th, NULL, task_main, &t) == 0) {
-        fn(first);
-        pthread_join(th, NULL);
-        return;
-    }
-    fn(first);
-    fn(second);
-}
-
-/* ---- the copy of the parameters before a sampled step: halves on two threads (memory-bound:
- * measured 94 MB ~8 ms against ~10-13 ms on one thread, 2-core VM) */
-
-#define COPY_SPLIT_MIN ((size_t)1 << 20)   /* floats: below, a worker costs more than it saves */
+#define COPY_PAR_MIN ((size_t)1 << 20)   /* floats per thread: below, a worker costs more than it saves */
 
 typedef struct {
     float *dst;
     const float *src;
-    size_t n;
 } copy_t;
 
-static void copy_part(void *arg)
+static void copy_range(void *ctx, size_t b, size_t e)
 {
-    copy_t *c = arg;
-    memcpy(c->dst, c->src, c->n * sizeof *c->dst);
+    const copy_t *c = ctx;
+    memcpy(c->dst + b, c->src + b, (e - b) * sizeof *c->dst);
 }
 
 void fp_probe_copy_params(float *dst, const float *src, size_t n)
 {
-    if (n < COPY_SPLIT_MIN) {
-        memcpy(dst, src, n * sizeof *dst);
-        return;
-    }
-    size_t h = n / 2 & ~(size_t)15;   /* 64-byte aligned halves when dst and src are */
-    copy_t c[2] = {{dst, src, h}, {dst + h, src + h, n - h}};
-    run_two(copy_part, &c[0], &c[1]);
+    copy_t c = {dst, src};
+    fp_parallel_for(n, 16, COPY_PAR_MIN, copy_range, &c);   /* 64-byte aligned ranges when dst and src are */
 }
 
 /* ---- the pass */
@@ -164,9 +116,8 @@ typedef struct {
     size_t lost, moved;  /* out */
 } part_t;
 
-static void params_part(void *arg)
+static void params_part(part_t *t)
 {
-    part_t *t = arg;
     for (int l = t->l0; l < t->l1; l++) {
         size_t off, cnt, ll = 0, lm = 0;
         fp_model_layer_params(t->m, l, &off, &cnt);
@@ -178,6 +129,14 @@ static void params_part(void *arg)
         if (t->per_layer)
             t->per_layer[l] = lm ? (double)ll / (double)lm : NAN;
     }
+}
+
+/* Parts [b, e) of the pass (the pool's range function). */
+static void params_parts(void *ctx, size_t b, size_t e)
+{
+    part_t *parts = ctx;
+    for (size_t k = b; k < e; k++)
+        params_part(&parts[k]);
 }
 
 /* The first layer of the second part: the layers split where the parameter counts of the two parts
@@ -202,7 +161,7 @@ static int split_layer(const fp_model *m, int nl)
     return k;
 }
 
-/* The pass over m's layers, on two threads when it can, with old_params or the optimizer run piece
+/* The pass over m's layers, its two parts over the pool, with old_params or the optimizer run piece
  * by piece (opt); returns the lost-update fraction over all parameters. */
 static double params_pass(fp_probe *p, fp_model *m, const float *old_params, fp_optim *opt, const float *grads,
                           double *per_layer)
@@ -225,8 +184,8 @@ static double params_pass(fp_probe *p, fp_model *m, const float *old_params, fp_
         part[0].l1 = part[1].l0 = split_layer(m, nl);
         part[1].d = big + 2 * UPDATE_CHUNK;
         part[1].oldbuf = big + 3 * UPDATE_CHUNK;
-        run_two(params_part, &part[0], &part[1]);
-    } else {   /* no memory: smaller pieces, one thread */
+        fp_parallel_for(2, 1, 1, params_parts, part);
+    } else {   /* no memory: smaller pieces, one part */
         params_part(&part[0]);
     }
     if (roles)
