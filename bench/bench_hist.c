@@ -1,9 +1,11 @@
 /* bench_hist.c — single-thread throughput of fp_hist_add (all four formats in one pass) on a 64 MiB
  * array of activation-like values (normal distribution, a quarter zeros), best of several runs, of
  * fp_hist_add_scaled on the same values times 2^16 (a loss-scaled gradient, unscaled by 2^-16), and
- * of fp_hist_add_f16 on a probe's workload (one call per ResNet-50 layer output, 64x64, batch 16).
+ * of fp_hist_add_f16 on a probe's workloads (one call per ResNet-50 layer output, 64x64, batch 16:
+ * activations, and loss-scaled gradients that underflow into subnormals and reach E4M3's top binade).
  * Prints figures only, never fails on time: `bench: hist_all_formats=X unit=GB/s`, the speedup,
- * `bench: hist_scaled=X unit=GB/s` and `bench: hist_f16_activations=X unit=Gvalues/s`. */
+ * `bench: hist_scaled=X unit=GB/s`, `bench: hist_f16_activations=X unit=Gvalues/s` and
+ * `bench: hist_f16_gradients=X unit=Gvalues/s`. */
 #include "hist.h"
 #include "error.h"
 #include "numfmt.h"
@@ -71,16 +73,19 @@ static double run(const float *x, size_t n, int kernel, const char *name, fp_his
     return best;
 }
 
-/* The probe's fp16 workload: one fp_hist_add_f16 call per layer output of ResNet-50 at 64x64, batch
- * 16 (174 calls, 49 M values), ReLU-like values (half zeros, the rest uniform in [-2, 2) rounded to
- * fp16). Best Gvalues/s over REPS passes of the fast path (kernel -1) and of the reference path (0,
- * the count table: the code before the fp16 kernel); both must give identical counts. */
-static void bench_f16_activations(void)
+/* The probe's fp16 workloads: one fp_hist_add_f16 call per layer output of ResNet-50 at 64x64, batch
+ * 16 (174 calls, 49 M values). "activations": ReLU-like values (half zeros, the rest uniform in
+ * [-2, 2) rounded to fp16). "gradients": a loss-scaled gradient's spread, sign * uniform * 2^k for k
+ * uniform in -27 .. 9 (about a fifth fp16 subnormals or zeros, some in [256, 512), E4M3's top binade).
+ * Best Gvalues/s over REPS passes of the fast path (kernel -1) and of the reference path (0, the count
+ * table: the code before the fp16 kernel); both must give identical counts. */
+static void bench_f16(const char *what)
 {
+    int grads = strcmp(what, "gradients") == 0;
     fp_model *m = NULL;
     fp_model_config mc = {"resnet50", 10, 64, 0, 1, 1};
     if (fp_model_create(&m, &mc) != FP_OK) {
-        printf("# hist_f16_activations: %s\n", fp_error_message());
+        printf("# hist_f16_%s: %s\n", what, fp_error_message());
         return;
     }
     int nl = fp_model_layer_count(m);
@@ -93,13 +98,16 @@ static void bench_f16_activations(void)
     fp_model_free(m);
     uint16_t *a = malloc(tot * sizeof *a);
     if (!a) {
-        printf("# hist_f16_activations: out of memory\n");
+        printf("# hist_f16_%s: out of memory\n", what);
         free(cnt);
         return;
     }
     for (size_t i = 0; i < tot; i++) {
         uint64_t r = rng_next();
-        a[i] = (r & 1) ? fp_f32_to_f16((float)((double)(r >> 40) * 0x1p-22 - 2.0)) : 0;
+        if (grads)
+            a[i] = fp_f32_to_f16((float)((double)(int32_t)(r >> 32) * 0x1p-31) * ldexpf(1.0f, (int)((r >> 8) % 37) - 27));
+        else
+            a[i] = (r & 1) ? fp_f32_to_f16((float)((double)(r >> 40) * 0x1p-22 - 2.0)) : 0;
     }
     double best[2] = {0.0, 0.0};
     fp_hist_t last[2];
@@ -124,13 +132,13 @@ static void bench_f16_activations(void)
     int same = memcmp(last[0].binade, last[1].binade, sizeof last[0].binade) == 0 &&
                memcmp(last[0].cls, last[1].cls, sizeof last[0].cls) == 0 && last[0].zero == last[1].zero &&
                last[0].amax == last[1].amax && last[0].min_nonzero == last[1].min_nonzero;
-    printf("# fp_hist_add_f16, %d calls (ResNet-50 64x64 batch 16 layer outputs), %zu values, best of %d\n",
-           nl, tot, REPS);
+    printf("# fp_hist_add_f16 on %s, %d calls (ResNet-50 64x64 batch 16 layer outputs), %zu values, best of %d\n",
+           what, nl, tot, REPS);
     printf("# counts, amax, min identical to the reference path: %s; sum rel diff %.2g\n", same ? "yes" : "NO",
            fabs(last[0].sum_abs - last[1].sum_abs) / (last[1].sum_abs > 0 ? last[1].sum_abs : 1.0));
-    printf("bench: hist_f16_activations=%.2f unit=Gvalues/s\n", best[0]);
-    printf("bench: hist_f16_activations_reference=%.2f unit=Gvalues/s\n", best[1]);
-    printf("bench: hist_f16_speedup=%.2f unit=x\n", best[1] > 0 ? best[0] / best[1] : 0.0);
+    printf("bench: hist_f16_%s=%.2f unit=Gvalues/s\n", what, best[0]);
+    printf("bench: hist_f16_%s_reference=%.2f unit=Gvalues/s\n", what, best[1]);
+    printf("bench: hist_f16_%s_speedup=%.2f unit=x\n", what, best[1] > 0 ? best[0] / best[1] : 0.0);
     free(a);
     free(cnt);
 }
@@ -175,6 +183,7 @@ int main(void)
            memcmp(&scaled, &results[3], sizeof scaled) == 0 ? "yes" : "NO");
     printf("bench: hist_scaled=%.2f unit=GB/s\n", sc);
     free(x);
-    bench_f16_activations();
+    bench_f16("activations");
+    bench_f16("gradients");
     return 0;
 }

@@ -188,23 +188,34 @@ static void h16_small(fp_hist_t *h, const uint16_t *x, size_t n, const h16_fmt_t
  * m = q_T & 0x3FF. As in the fp32 kernels, a "fast" step (no slow lane) counts only exponent fields
  * (one PEXT per four values, one increment per pair of fields into a 4 KiB table per sub-table) and
  * its nonzero exact powers of two; lt follows: m == 0 a prefix of fields, m == 1 that plus the
- * powers of two of field e, e == 0 the zeros only (fast lanes hold no nonzero subnormal). Slow lanes:
- * nonzero fp16 subnormals, Inf / NaN, fields of thresholds with m >= 2 (a 32-entry vpermw lookup);
- * a step with one is compared with every q_T and its fields counted one by one. sum |x| goes through
- * vcvtph2ps into the same SUM_LANES double lanes, in the same order, as fp_hist_add on the widened
- * array: the whole histogram is that call's, bit for bit. */
+ * powers of two of field e, m >= 2 that plus the lanes of field e below q_T (a compare per such
+ * threshold, only in steps with a lane in its field: scaled gradients often are), e == 0 the
+ * field-0 lanes less the nonzero subnormals at or above q_T.
+ * Nonzero fp16 subnormals (the underflow of a low-precision arm's gradients: a third of the steps
+ * at times) are counted in the step as well: field 0 in the pair table, their binades (leading mantissa
+ * bit) and the corrections of the e == 0 thresholds by a compare per binade and per such threshold.
+ * Slow lanes: Inf / NaN (field 31; a 32-entry vpermw lookup of the field's kind tells them and the
+ * threshold fields); a step with one is compared with every q_T and its fields counted one by one.
+ * sum |x| goes through vcvtph2ps into the same SUM_LANES double lanes, in the same order, as
+ * fp_hist_add on the widened array: the whole histogram is that call's, bit for bit. */
 #define F16_SUBT 4                           /* pair sub-tables (increments on one counter chain less) */
+
+#define FIELD_SLOW 0x8000u
+#define FIELD_THR  0x0001u
 
 typedef struct {
     uint16_t qt[NTHR];                       /* q < qt[k]  <=>  widen(q) < t[k] */
-    uint16_t slow_field[32];                 /* 0xFFFF: every lane of this field is slow */
+    uint16_t field_kind[32];                 /* FIELD_SLOW (Inf / NaN), FIELD_THR (a q_T with m >= 2) */
+    int nsub_thr, sub_thr[NTHR];             /* the thresholds with 0 < q_T < 0x400 (field 0) */
+    int nfield_thr, field_thr[NTHR];         /* the thresholds with m >= 2 in a field >= 1 */
 } f16_thr_t;
 
 #ifdef HIST_X86
 static void f16_thresholds(const thresholds_t *th, f16_thr_t *ft)
 {
-    memset(ft->slow_field, 0, sizeof ft->slow_field);
-    ft->slow_field[31] = 0xFFFF;                             /* Inf, NaN */
+    memset(ft->field_kind, 0, sizeof ft->field_kind);
+    ft->field_kind[31] = FIELD_SLOW;                         /* Inf, NaN */
+    ft->nfield_thr = 0;
     for (int k = 0; k < NTHR; k++) {
         uint32_t lo = 0, hi = 0x7C00;                        /* widen(0x7C00) = INF_BITS >= every T */
         while (lo < hi) {
@@ -215,8 +226,43 @@ static void f16_thresholds(const thresholds_t *th, f16_thr_t *ft)
                 lo = mid + 1;
         }
         ft->qt[k] = (uint16_t)lo;
-        if ((lo >> 10) >= 1 && (lo & 0x3FF) >= 2)
-            ft->slow_field[lo >> 10] = 0xFFFF;
+        if ((lo >> 10) >= 1 && (lo >> 10) < 31 && (lo & 0x3FF) >= 2) {
+            ft->field_kind[lo >> 10] |= FIELD_THR;
+            ft->field_thr[ft->nfield_thr++] = k;
+        }
+    }
+    ft->nsub_thr = 0;
+    for (int k = 0; k < NTHR; k++)
+        if (ft->qt[k] > 0 && ft->qt[k] < 0x400)
+            ft->sub_thr[ft->nsub_thr++] = k;
+}
+
+/* The nonzero subnormal lanes sn of a (|x| patterns) of a step counted apart from their field:
+ * sge[p] += #{q >= 2^p} (p = 0..9, binade p is sge[p] - sge[p + 1]), and for each threshold with
+ * 0 < q_T < 0x400, sub_ge[k] += #{q >= q_T}: the field-0 lanes the fast count takes as below it. */
+/* The lanes of a step in the field of a threshold with m >= 2 (counted in the pair table as any
+ * other): lt_slow[k] += #{field == e_k, q < q_T}, the part of #{q < q_T} the prefix of fields lacks. */
+__attribute__((target("avx512f,avx512bw,popcnt")))
+static inline void threshold_field_lanes(__m512i a, const f16_thr_t *ft, uint64_t *lt_slow)
+{
+    for (int j = 0; j < ft->nfield_thr; j++) {
+        int k = ft->field_thr[j];
+        __mmask32 in_field = _mm512_cmpge_epu16_mask(a, _mm512_set1_epi16((short)(ft->qt[k] & 0x7C00)));
+        lt_slow[k] += (unsigned)__builtin_popcount(
+            (unsigned)_mm512_mask_cmplt_epu16_mask(in_field, a, _mm512_set1_epi16((short)ft->qt[k])));
+    }
+}
+
+__attribute__((target("avx512f,avx512bw,popcnt")))
+static inline void subnormal_lanes(__m512i a, __mmask32 sn, const f16_thr_t *ft, uint32_t sge[10], uint32_t *sub_ge)
+{
+    sge[0] += (unsigned)__builtin_popcount((unsigned)sn);
+    for (int p = 1; p < 10; p++)
+        sge[p] += (unsigned)__builtin_popcount((unsigned)_mm512_mask_cmpge_epu16_mask(sn, a, _mm512_set1_epi16((short)(1 << p))));
+    for (int j = 0; j < ft->nsub_thr; j++) {
+        int k = ft->sub_thr[j];
+        sub_ge[k] += (unsigned)__builtin_popcount(
+            (unsigned)_mm512_mask_cmpge_epu16_mask(sn, a, _mm512_set1_epi16((short)ft->qt[k])));
     }
 }
 
@@ -225,8 +271,10 @@ static void f16_thresholds(const thresholds_t *th, f16_thr_t *ft)
 __attribute__((target("avx512f,avx512bw,popcnt,bmi2,f16c")))
 static void kernel_f16_avx512(raw_t *r, const thresholds_t *th, const f16_thr_t *ft, const uint16_t *x, size_t n)
 {
-    uint32_t pt[F16_SUBT][1024], p2[32], slow_e[32], sub16[10];
+    uint32_t pt[F16_SUBT][1024], p2[32], slow_e[32], sub16[10], sge[10], sub_ge[NTHR];
     uint64_t lt_slow[NTHR];
+    memset(sge, 0, sizeof sge);
+    memset(sub_ge, 0, sizeof sub_ge);
     memset(pt, 0, sizeof pt);
     memset(p2, 0, sizeof p2);
     memset(slow_e, 0, sizeof slow_e);
@@ -237,7 +285,8 @@ static void kernel_f16_avx512(raw_t *r, const thresholds_t *th, const f16_thr_t 
     const __m512i mant = _mm512_set1_epi16(0x3FF);
     const __m512i inf = _mm512_set1_epi16(0x7C00);
     const __m512i one = _mm512_set1_epi16(1);
-    const __m512i lut = _mm512_loadu_si512((const void *)ft->slow_field);
+    const __m512i lut = _mm512_loadu_si512((const void *)ft->field_kind);
+    const __m512i kind_slow = _mm512_set1_epi16((short)FIELD_SLOW), kind_thr = _mm512_set1_epi16(FIELD_THR);
     __m512i vmax = _mm512_setzero_si512(), vmin = _mm512_set1_epi16(-1);
     __m512d s0 = _mm512_loadu_pd(r->lane), s1 = _mm512_loadu_pd(r->lane + 8);
 
@@ -247,10 +296,10 @@ static void kernel_f16_avx512(raw_t *r, const thresholds_t *th, const f16_thr_t 
         __m512i m1 = _mm512_sub_epi16(a, one);
         __mmask32 sn = _mm512_cmplt_epu16_mask(m1, mant);    /* nonzero subnormal */
         __m512i sf = _mm512_permutexvar_epi16(_mm512_srli_epi16(a, 10), lut);
-        __mmask32 slow = sn | _mm512_test_epi16_mask(sf, sf);
+        __mmask32 slow = _mm512_test_epi16_mask(sf, kind_slow), tf = _mm512_test_epi16_mask(sf, kind_thr);
         __mmask32 pw = _mm512_mask_testn_epi16_mask(_mm512_test_epi16_mask(a, a), a, mant);
         __m512i af = a;
-        if (__builtin_expect((slow | pw) != 0, 0)) {
+        if (__builtin_expect((slow | sn | tf | pw) != 0, 0)) {
             if (slow) {
                 for (int k = 0; k < NTHR; k++)
                     lt_slow[k] += (unsigned)__builtin_popcount(
@@ -276,6 +325,10 @@ static void kernel_f16_avx512(raw_t *r, const thresholds_t *th, const f16_thr_t 
                 }
                 goto sums;
             }
+            if (sn)
+                subnormal_lanes(a, sn, ft, sge, sub_ge);
+            if (tf)
+                threshold_field_lanes(a, ft, lt_slow);
             uint32_t m = (uint32_t)pw;
             while (m) {
                 unsigned j = (unsigned)__builtin_ctz(m);
@@ -330,13 +383,15 @@ static void kernel_f16_avx512(raw_t *r, const thresholds_t *th, const f16_thr_t 
             }
     for (int k = 0; k < NTHR; k++) {
         uint32_t e = ft->qt[k] >> 10, m = ft->qt[k] & 0x3FF;
-        uint64_t c = fe[0];                                  /* fast field-0 lanes are zeros */
+        uint64_t c = fe[0];                                  /* fast field-0 lanes: zeros, subnormals */
         for (uint32_t b = 1; b < e; b++)
             c += fe[b];
         if (e >= 1 && m == 1)
             c += p2[e];
-        r->c.lt[k] += c + lt_slow[k];                          /* m >= 2: a slow field, no fast value */
+        r->c.lt[k] += c - sub_ge[k] + lt_slow[k];              /* m >= 2: field e's lanes in lt_slow */
     }
+    for (int p = 0; p < 10; p++)
+        sub16[p] += sge[p] - (p < 9 ? sge[p + 1] : 0);
     uint64_t nsub = 0;
     for (int p = 0; p < 10; p++) {
         r->c.ehist[p - 24 + 127] += sub16[p];                  /* 2^(p-24) <= |x| < 2^(p-23) */

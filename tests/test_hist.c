@@ -599,6 +599,19 @@ static void test_16bit_kernel(void)
         buf[i] = (r & 1) ? fp_f32_to_f16((float)((double)(int32_t)(r >> 32) * 0x1p-30)) : 0;
     }
     check16_kernel(buf, big, "activations in [-2, 2], half zeros");
+    /* underflowing gradients: magnitudes 2^-27 .. 2^7, no slow field, so subnormal lanes are counted
+     * in the fast step (their binades and the field-0 thresholds apart); every subnormal pattern of
+     * both signs among them */
+    for (size_t i = 0; i < big + 8; i++) {
+        uint64_t r = rng_next();
+        float v = (float)((double)(int32_t)(r >> 32) * 0x1p-31) * ldexpf(1.0f, (int)((r >> 8) % 35) - 27);
+        buf[i] = fp_f32_to_f16(v);
+    }
+    for (uint32_t q = 1; q < 0x400; q++)
+        buf[rng_next() % big] = (uint16_t)(q | (q & 1) << 15);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        check16_kernel(buf + 1, sizes[s], "underflowing gradients, start + 2 bytes");
+    check16_kernel(buf, big, "underflowing gradients: subnormal lanes without a slow field");
     /* specials sprinkled into them */
     static const uint16_t specials[] = {0x7C00, 0xFC00, 0x7E00, 0xFE01, 0x7C01, 0x0001, 0x8001, 0x03FF,
                                         0x8000, 0x7BFF, 0xFBFF, 0x0400, 0x1400, 0x5F00, 0x5F40, 0x7B00, 0x7B80};
