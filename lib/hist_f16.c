@@ -206,7 +206,7 @@ static void h16_small(fp_hist_t *h, const uint16_t *x, size_t n, const h16_fmt_t
 typedef struct {
     uint16_t qt[NTHR];                       /* q < qt[k]  <=>  widen(q) < t[k] */
     uint16_t field_kind[32];                 /* FIELD_SLOW (Inf / NaN), FIELD_THR (a q_T with m >= 2) */
-    int nsub_thr, sub_thr[NTHR];             /* the thresholds with 0 < q_T < 0x400 (field 0) */
+    int nsub_thr, sub_thr[NTHR];             /* the thresholds with 1 < q_T < 0x400 (field 0) */
     int nfield_thr, field_thr[NTHR];         /* the thresholds with m >= 2 in a field >= 1 */
 } f16_thr_t;
 
@@ -233,13 +233,14 @@ static void f16_thresholds(const thresholds_t *th, f16_thr_t *ft)
     }
     ft->nsub_thr = 0;
     for (int k = 0; k < NTHR; k++)
-        if (ft->qt[k] > 0 && ft->qt[k] < 0x400)
+        if (ft->qt[k] > 1 && ft->qt[k] < 0x400)   /* q_T == 1: every subnormal, sge[0] */
             ft->sub_thr[ft->nsub_thr++] = k;
 }
 
 /* The nonzero subnormal lanes sn of a (|x| patterns) of a step counted apart from their field:
  * sge[p] += #{q >= 2^p} (p = 0..9, binade p is sge[p] - sge[p + 1]), and for each threshold with
- * 0 < q_T < 0x400, sub_ge[k] += #{q >= q_T}: the field-0 lanes the fast count takes as below it. */
+ * 1 < q_T < 0x400, sub_ge[k] += #{q >= q_T}: the field-0 lanes the fast count takes as below it
+ * (with q_T == 1 they are all of them, sge[0], taken at the end). */
 /* The lanes of a step in the field of a threshold with m >= 2 (counted in the pair table as any
  * other): lt_slow[k] += #{field == e_k, q < q_T}, the part of #{q < q_T} the prefix of fields lacks. */
 __attribute__((target("avx512f,avx512bw,popcnt")))
@@ -381,6 +382,9 @@ static void kernel_f16_avx512(raw_t *r, const thresholds_t *th, const f16_thr_t 
                 fe[k & 31] += pt[t][k];
                 fe[k >> 5] += pt[t][k];
             }
+    for (int k = 0; k < NTHR; k++)
+        if (ft->qt[k] == 1)
+            sub_ge[k] = sge[0];
     for (int k = 0; k < NTHR; k++) {
         uint32_t e = ft->qt[k] >> 10, m = ft->qt[k] & 0x3FF;
         uint64_t c = fe[0];                                  /* fast field-0 lanes: zeros, subnormals */
