@@ -19,8 +19,7 @@
 #include "trainer/cpu/thread_pool.h"
 
 #define UNSCALE_CHUNK 16384             /* floats: in L2, and few enough fp_hist_add calls per tensor */
-#define CHUNK_MIN ((size_t)1 << 16)     /* fp32 values per chunk at least: a call's fixed cost ~2-4 us */
-#define CHUNK_MIN16 ((size_t)1 << 16)   /* 16-bit values per chunk at least: the same fixed cost, as fast */
+#define CHUNK_MIN ((size_t)1 << 16)     /* values per chunk at least (fp32 or 16-bit): a call costs ~2-4 us */
 #define CHUNKS_MAX 8
 
 enum { K_F32, K_F32_SCALED, K_F32_POW2, K_F16, K_BF16 };
@@ -46,12 +45,15 @@ struct fp_hist_probe {
     int status;                /* the first error (atomic) */
 };
 
-static void set_status(fp_hist_probe *h, int rc)
+/* *first = rc when rc is an error and *first holds none yet (atomic). */
+static void keep_first_error(int *first, int rc)
 {
     int none = FP_OK;
     if (rc)
-        __atomic_compare_exchange_n(&h->status, &none, rc, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        __atomic_compare_exchange_n(first, &none, rc, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
+
+static void set_status(fp_hist_probe *h, int rc) { keep_first_error(&h->status, rc); }
 
 /* Values [off, off + len) of a job's kind into dst. */
 static int add_range(fp_hist_t *dst, const job_t *j, size_t off, size_t len)
@@ -93,9 +95,7 @@ static void count_chunks(void *ctx, size_t c0, size_t c1)
     for (size_t c = c0; c < c1; c++) {
         size_t off = c * j->chunk, len = j->n - off < j->chunk ? j->n - off : j->chunk;
         fp_hist_init(&s->part[c]);
-        int r = add_range(&s->part[c], j, off, len), none = FP_OK;
-        if (r)
-            __atomic_compare_exchange_n(&s->rc, &none, r, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        keep_first_error(&s->rc, add_range(&s->part[c], j, off, len));
     }
 }
 
@@ -104,8 +104,7 @@ static void count_chunks(void *ctx, size_t c0, size_t c1)
 static void hist_job(fp_hist_probe *h, fp_hist_t *hh, int kind, const void *x, size_t n, float inv, int log2_div)
 {
     job_t j = {kind, x, n, n, inv, log2_div};
-    size_t least = kind == K_F16 || kind == K_BF16 ? CHUNK_MIN16 : CHUNK_MIN;
-    size_t nch = n / least < CHUNKS_MAX ? n / least : CHUNKS_MAX;
+    size_t nch = n / CHUNK_MIN < CHUNKS_MAX ? n / CHUNK_MIN : CHUNKS_MAX;
     if (nch < 2) {
         set_status(h, add_range(hh, &j, 0, n));
         return;
