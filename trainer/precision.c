@@ -195,28 +195,33 @@ void fp_round_add(float *dst, const float *src, size_t n, fp_dtype d)
     fp_parallel_for(n, ARRAY_ALIGN, ARRAY_PAR_MIN, round_add_range, &j);
 }
 
+/* One thread's conversions (their NULL checks and messages, lib/numfmt.h). */
+static int narrow_serial(uint16_t *dst, const float *src, size_t n, fp_dtype d)
+{
+    return d == FP_DT_BF16 ? fp_f32_to_bf16_array(dst, src, n) : fp_f32_to_f16_array(dst, src, n);
+}
+
+static int widen_serial(float *dst, const uint16_t *src, size_t n, fp_dtype d)
+{
+    return d == FP_DT_BF16 ? fp_bf16_to_f32_array(dst, src, n) : fp_f16_to_f32_array(dst, src, n);
+}
+
 static void narrow_range(void *ctx, size_t b, size_t e)
 {
     const array_job *j = ctx;
-    if (j->d == FP_DT_BF16)
-        fp_f32_to_bf16_array(j->h + b, j->cf + b, e - b);
-    else
-        fp_f32_to_f16_array(j->h + b, j->cf + b, e - b);
+    narrow_serial(j->h + b, j->cf + b, e - b, j->d);
 }
 
 static void widen_range(void *ctx, size_t b, size_t e)
 {
     const array_job *j = ctx;
-    if (j->d == FP_DT_BF16)
-        fp_bf16_to_f32_array(j->f + b, j->ch + b, e - b);
-    else
-        fp_f16_to_f32_array(j->f + b, j->ch + b, e - b);
+    widen_serial(j->f + b, j->ch + b, e - b, j->d);
 }
 
 int fp_narrow_array(uint16_t *dst, const float *src, size_t n, fp_dtype d)
 {
     if (n && (!dst || !src))
-        return d == FP_DT_BF16 ? fp_f32_to_bf16_array(dst, src, n) : fp_f32_to_f16_array(dst, src, n);
+        return narrow_serial(dst, src, n, d);
     array_job j = {.h = dst, .cf = src, .d = d};
     fp_parallel_for(n, ARRAY_ALIGN, ARRAY_PAR_MIN, narrow_range, &j);
     return FP_OK;
@@ -225,7 +230,7 @@ int fp_narrow_array(uint16_t *dst, const float *src, size_t n, fp_dtype d)
 int fp_widen_array(float *dst, const uint16_t *src, size_t n, fp_dtype d)
 {
     if (n && (!dst || !src))
-        return d == FP_DT_BF16 ? fp_bf16_to_f32_array(dst, src, n) : fp_f16_to_f32_array(dst, src, n);
+        return widen_serial(dst, src, n, d);
     array_job j = {.f = dst, .ch = src, .d = d};
     fp_parallel_for(n, ARRAY_ALIGN, ARRAY_PAR_MIN, widen_range, &j);
     return FP_OK;

@@ -204,14 +204,11 @@ static int conv_pass(conv_pass_kind kind, const char *fn, float *out, const floa
         return fp_fail(FP_EINVAL, "%s: NULL tensor", fn);
     if (g.direct) {
         if (kind == CONV_FORWARD)
-            fp_sgemm(0, 1, g.M, g.cout, g.K, 1.0f, a, g.K, b, g.K, 0.0f, out,
-                        g.cout);
+            fp_sgemm(0, 1, g.M, g.cout, g.K, 1.0f, a, g.K, b, g.K, 0.0f, out, g.cout);
         else if (kind == CONV_BACKWARD_DATA) /* dx[M, cin] += dy[M, cout] * W[cout, cin] */
-            fp_sgemm(0, 0, g.M, g.K, g.cout, 1.0f, a, g.cout, b, g.K, 1.0f,
-                        out, g.K);
+            fp_sgemm(0, 0, g.M, g.K, g.cout, 1.0f, a, g.cout, b, g.K, 1.0f, out, g.K);
         else /* dW[cout, cin] += dy^T[cout, M] * x[M, cin] */
-            fp_sgemm(1, 0, g.cout, g.K, g.M, 1.0f, a, g.cout, b, g.K, 1.0f,
-                        out, g.K);
+            fp_sgemm(1, 0, g.cout, g.K, g.M, 1.0f, a, g.cout, b, g.K, 1.0f, out, g.K);
         return FP_OK;
     }
     fp_workspace tmp = {0};
@@ -223,16 +220,13 @@ static int conv_pass(conv_pass_kind kind, const char *fn, float *out, const floa
         int nr = g.M - r0 < rows ? g.M - r0 : rows;
         if (kind == CONV_FORWARD) {
             im2col_par(cols, a, &g, r0, nr);
-            fp_sgemm(0, 1, nr, g.cout, g.K, 1.0f, cols, g.K, b, g.K, 0.0f,
-                        out + (size_t)r0 * g.cout, g.cout);
+            fp_sgemm(0, 1, nr, g.cout, g.K, 1.0f, cols, g.K, b, g.K, 0.0f, out + (size_t)r0 * g.cout, g.cout);
         } else if (kind == CONV_BACKWARD_DATA) {
-            fp_sgemm(0, 0, nr, g.K, g.cout, 1.0f, a + (size_t)r0 * g.cout,
-                        g.cout, b, g.K, 0.0f, cols, g.K);
+            fp_sgemm(0, 0, nr, g.K, g.cout, 1.0f, a + (size_t)r0 * g.cout, g.cout, b, g.K, 0.0f, cols, g.K);
             col2im_par(out, cols, &g, r0, nr);
         } else {
             im2col_par(cols, b, &g, r0, nr);
-            fp_sgemm(1, 0, g.cout, g.K, nr, 1.0f, a + (size_t)r0 * g.cout,
-                        g.cout, cols, g.K, 1.0f, out, g.K);
+            fp_sgemm(1, 0, g.cout, g.K, nr, 1.0f, a + (size_t)r0 * g.cout, g.cout, cols, g.K, 1.0f, out, g.K);
         }
     }
     fp_workspace_free(&tmp);

@@ -1,4 +1,4 @@
-/* linear.c — the fully connected layer y = x W^T + b (W is [out, in], as PyTorch) through CBLAS.
+/* linear.c — the fully connected layer y = x W^T + b (W is [out, in], as PyTorch) through fp_sgemm.
  * Promises: forward overwrites y; backward accumulates (+=) into dx, dw, db (each may be NULL). */
 #include <limits.h>
 #include "error.h"

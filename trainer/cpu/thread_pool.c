@@ -138,8 +138,8 @@ static int start_workers(int count)
         const char *env = getenv("FP_POOL_SPIN");
         /* Default POOL_SPIN (~40 us): the loops of a step (GEMM blocks, batchnorm, elementwise, the
          * probes' histogram chunks) mostly follow one another closer than that, and a sleeping worker
-         * costs a futex wake-up (tens of us on a VM) per loop; longer spins only burn the core that
-         * the probes' own threads (probe/param_pass.c) then want. */
+         * costs a futex wake-up (tens of us on a VM) per loop; longer spins only burn a core the
+         * caller's serial code between loops could use. */
         spin_limit = env ? atoi(env) : POOL_SPIN;
         if (spin_limit < 0)
             spin_limit = 0;
