@@ -1,9 +1,12 @@
 /* layer_error.c — analysis.h fp_layer_error and the accumulation behind it (precision_internal.h):
  * relative L2 error, max abs error and cosine of x against a reference. Promises: sums in double, in a
- * fixed order for a given n (vectorised lanes, then a fixed tree); a non-finite x shows as Inf / NaN. */
+ * fixed order for a given n (vectorised lanes, then a fixed tree; pieces of CHUNK values folded in
+ * order, whichever thread summed them); a non-finite x shows as Inf / NaN. */
 #include <math.h>
 #include "probe/analysis.h"
 #include "probe/precision_internal.h"
+#include "trainer/cpu/thread_pool.h"
+#include "trainer/precision.h"
 
 /* SUM_LANES independent partial sums (lane = index mod SUM_LANES, then a fixed tree), so the loop
  * vectorises; a non-finite input shows as a non-finite sum of squares (finite squares of floats
@@ -49,6 +52,58 @@ void fp_err_acc_add(fp_err_acc *a, const float *ref, const float *x, size_t n)
     a->xr += xr[0];
     if (mx[0] > a->maxabs)
         a->maxabs = mx[0];
+}
+
+/* fp_err_acc_add_pieces: PIECES_MAX pieces of CHUNK values per round, each summed on its own (its
+ * values 16-bit widened on the stack), then folded in order. */
+#define PIECES_MAX 256
+#define PIECES_PER_PART 4   /* 16 K values: smaller loops cost more to hand to the pool than to run */
+typedef struct {
+    const float *ref;
+    const void *x;
+    fp_dtype dt;
+    size_t first, n;   /* values: the round's first, and the whole array's count */
+    fp_err_acc acc[PIECES_MAX];
+} pieces_t;
+
+static void pieces_range(void *ctx, size_t b, size_t e)
+{
+    pieces_t *p = ctx;
+    float tmp[CHUNK];
+    for (size_t k = b; k < e; k++) {
+        size_t i = p->first + k * CHUNK, c = p->n - i < CHUNK ? p->n - i : CHUNK;
+        const float *l = (const float *)p->x + i;
+        if (p->dt != FP_DT_F32) {
+            fp_widen_array(tmp, (const uint16_t *)p->x + i, c, p->dt);
+            l = tmp;
+        }
+        p->acc[k] = (fp_err_acc){0};
+        fp_err_acc_add(&p->acc[k], p->ref + i, l, c);
+    }
+}
+
+void fp_err_acc_add_pieces(fp_err_acc *a, const float *ref, const void *x, fp_dtype dt, size_t n)
+{
+    pieces_t p;
+    p.ref = ref;
+    p.x = x;
+    p.dt = dt == FP_DT_F16 || dt == FP_DT_BF16 ? dt : FP_DT_F32;
+    p.n = n;
+    for (p.first = 0; p.first < n; p.first += (size_t)PIECES_MAX * CHUNK) {
+        size_t left = n - p.first, pieces = (left + CHUNK - 1) / CHUNK;
+        if (pieces > PIECES_MAX)
+            pieces = PIECES_MAX;
+        fp_parallel_for(pieces, 1, PIECES_PER_PART, pieces_range, &p);
+        for (size_t k = 0; k < pieces; k++) {   /* what one fp_err_acc_add per piece in turn would add */
+            a->nonfinite |= p.acc[k].nonfinite;
+            a->dd += p.acc[k].dd;
+            a->rr += p.acc[k].rr;
+            a->xx += p.acc[k].xx;
+            a->xr += p.acc[k].xr;
+            if (p.acc[k].maxabs > a->maxabs)
+                a->maxabs = p.acc[k].maxabs;
+        }
+    }
 }
 
 void fp_err_acc_finish(const fp_err_acc *a, double *rel_l2, double *max_abs, double *cosine)

@@ -42,18 +42,7 @@ void fp_pe_rows_end(fp_prec_err *pe, int64_t step)
 void fp_pe_layer_row(fp_prec_err *pe, int layer, const float *ref, const void *lo, fp_dtype lo_dt, size_t n)
 {
     fp_err_acc a = {0};
-    int is16 = lo_dt == FP_DT_F16 || lo_dt == FP_DT_BF16;
-    for (size_t i = 0; i < n; i += CHUNK) {
-        size_t c = n - i < CHUNK ? n - i : CHUNK;
-        const float *l;
-        if (is16) {
-            fp_widen_array(pe->tmp, (const uint16_t *)lo + i, c, lo_dt);
-            l = pe->tmp;
-        } else {
-            l = (const float *)lo + i;
-        }
-        fp_err_acc_add(&a, ref + i, l, c);
-    }
+    fp_err_acc_add_pieces(&a, ref, lo, lo_dt, n);
     fp_layer_err_t *r = &pe->rows[layer];
     fp_err_acc_finish(&a, &r->rel_l2, &r->max_abs, &r->cosine);
 }
@@ -179,14 +168,19 @@ int fp_prec_err_create(fp_prec_err **out, const fp_model *ref, const fp_policy *
     pe->rows = calloc(L, sizeof *pe->rows);
     pe->per_image = calloc(L, sizeof *pe->per_image);
     pe->roff = calloc(L, sizeof *pe->roff);
-    if (!pe->off || !pe->cnt || !pe->dt || !pe->rows || !pe->per_image || !pe->roff) {
+    pe->kept = calloc(L, sizeof *pe->kept);
+    pe->rsrc = calloc(L, sizeof *pe->rsrc);
+    if (!pe->off || !pe->cnt || !pe->dt || !pe->rows || !pe->per_image || !pe->roff || !pe->kept || !pe->rsrc) {
         fp_prec_err_free(pe);
         return fp_fail(FP_ENOMEM, "precision error: out of memory");
     }
     int widest = 1;
+    const fp_policy *rpol = fp_model_policy(ref);
+    int ref32 = !rpol || rpol->activation == FP_DT_F32;   /* outputs handed over as fp32, readable in place */
     for (int l = 0; l < pe->nlayers; l++) {
         const fp_layer_info *li = fp_model_layer(ref, l);
         pe->per_image[l] = (size_t)li->out.h * li->out.w * li->out.c;
+        pe->kept[l] = (unsigned char)(ref32 && fp_model_output_kept(ref, l));
         if (li->type == FP_LAYER_BN && li->in.c > widest)
             widest = li->in.c;
     }
@@ -217,6 +211,8 @@ void fp_prec_err_free(fp_prec_err *pe)
     fp_probe_free(pe->ridep);
     free(pe->per_image);
     free(pe->roff);
+    free(pe->kept);
+    free(pe->rsrc);
     free(pe->rcap);
     free(pe->cs);
     free(pe->full);

@@ -16,6 +16,10 @@ typedef struct {
     int nonfinite;
 } fp_err_acc;
 void fp_err_acc_add(fp_err_acc *a, const float *ref, const float *x, size_t n);
+/* The sums of fp_err_acc_add called on each CHUNK-value piece of x in turn (x fp32, or fp16 / bf16
+ * bit patterns widened piece by piece), the pieces summed over the kernels' pool: the same bits for
+ * any thread count. */
+void fp_err_acc_add_pieces(fp_err_acc *a, const float *ref, const void *x, fp_dtype dt, size_t n);
 void fp_err_acc_finish(const fp_err_acc *a, double *rel_l2, double *max_abs, double *cosine);
 
 struct fp_prec_err {
@@ -34,7 +38,10 @@ struct fp_prec_err {
     int capture_ok;
     /* riding: the reference's outputs of its first rk images, fp32, captured during its forward */
     size_t *per_image;     /* per layer: values per image */
-    size_t *roff;          /* per layer: float offset into rcap */
+    size_t *roff;          /* per layer: float offset into rcap (layers not kept only) */
+    unsigned char *kept;   /* per layer: the reference's output stays in place until its backward
+                            * (fp_model_output_kept): read there, not copied */
+    const float **rsrc;    /* per layer: the captured output at this step (in place, or in rcap) */
     float *rcap;
     size_t rcap_floats;
     int rk, rn;            /* images captured, of a batch of rn */
@@ -50,7 +57,6 @@ struct fp_prec_err {
     fp_store_t *store;
     int64_t run, ref_run;
     int have_rows;
-    float tmp[CHUNK];
 };
 
 /* precision_analysis.c: the rows of a comparison (begin: all "not measured"; end: kept and stored),

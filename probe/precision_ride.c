@@ -8,7 +8,10 @@
 #include <string.h>
 #include "error.h"
 #include "probe/precision_internal.h"
+#include "trainer/cpu/thread_pool.h"
 #include "trainer/precision.h"
+
+#define STATS_PART_VALUES 16384   /* a batchnorm input's channel statistics: values per pool part, at least */
 
 static unsigned refcap_step_begin(void *self, int64_t step, float loss_scale)
 {
@@ -31,16 +34,21 @@ static float *refcap_slot(fp_prec_err *pe, int layer, fp_tensor_role role, size_
         pe->capture_ok = 0;
         return NULL;
     }
+    pe->rsrc[layer] = pe->rcap + pe->roff[layer];
     return pe->rcap + pe->roff[layer];
 }
 
+/* fp32 outputs the reference keeps until its backward are read in place at the ride; the others copied. */
 static void refcap_tensor(void *self, int layer, fp_tensor_role role, const float *x, size_t n, float loss_scale)
 {
     (void)loss_scale;
     fp_prec_err *pe = self;
     float *dst = refcap_slot(pe, layer, role, n);
     if (dst) {
-        memcpy(dst, x, pe->per_image[layer] * (size_t)pe->rk * sizeof *dst);
+        if (pe->kept[layer])
+            pe->rsrc[layer] = x;
+        else
+            memcpy(dst, x, pe->per_image[layer] * (size_t)pe->rk * sizeof *dst);
         pe->rlayers++;
     }
 }
@@ -53,6 +61,7 @@ void fp_pe_refcap_tensor16(void *self, int layer, fp_tensor_role role, const uin
     float *dst = refcap_slot(pe, layer, role, n);
     if (dst) {
         fp_widen_array(dst, x, pe->per_image[layer] * (size_t)pe->rk, dt);
+        pe->rsrc[layer] = dst;
         pe->rlayers++;
     }
 }
@@ -84,7 +93,7 @@ static void ride_row(fp_prec_err *pe, int layer, fp_tensor_role role, const void
         pe->capture_ok = 0;
         return;
     }
-    fp_pe_layer_row(pe, layer, pe->rcap + pe->roff[layer], x, dt, n);
+    fp_pe_layer_row(pe, layer, pe->rsrc[layer], x, dt, n);
 }
 
 void fp_pe_ride_tensor16(void *self, int layer, fp_tensor_role role, const uint16_t *x, fp_dtype dt, size_t n,
@@ -113,7 +122,9 @@ int fp_prec_err_arm(fp_prec_err *pe, int n)
     size_t total = 0;
     for (int l = 0; l < pe->nlayers; l++) {
         pe->roff[l] = total;
-        total += (pe->per_image[l] * (size_t)k + 15) / 16 * 16;
+        pe->rsrc[l] = NULL;
+        if (!pe->kept[l])
+            total += (pe->per_image[l] * (size_t)k + 15) / 16 * 16;
     }
     if (total > pe->rcap_floats) {
         float *p = realloc(pe->rcap, total * sizeof *p);
@@ -130,25 +141,47 @@ int fp_prec_err_arm(fp_prec_err *pe, int n)
     return FP_OK;
 }
 
-/* Per channel of x (rows x c, NHWC): mean and biased variance, in double (vectorised across channels:
- * each channel's sums keep their order). */
+/* Channels [jb, je) of x (rows x c, NHWC): mean and biased variance, in double (vectorised across
+ * channels: each channel's sums keep their order). */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
 __attribute__((target_clones("arch=x86-64-v3", "default"), optimize("tree-vectorize")))
 #endif
-static void channel_stats(const float *restrict x, size_t rows, int c, double *restrict mean, double *restrict var)
+static void channel_stats_part(const float *restrict x, size_t rows, int c, int jb, int je, double *restrict mean,
+                               double *restrict var)
 {
-    for (int j = 0; j < c; j++)
+    for (int j = jb; j < je; j++)
         mean[j] = var[j] = 0.0;
     for (size_t r = 0; r < rows; r++)
-        for (int j = 0; j < c; j++) {
+        for (int j = jb; j < je; j++) {
             double v = x[r * (size_t)c + j];
             mean[j] += v;
             var[j] += v * v;
         }
-    for (int j = 0; j < c; j++) {
+    for (int j = jb; j < je; j++) {
         mean[j] /= (double)rows;
         var[j] = var[j] / (double)rows - mean[j] * mean[j];
     }
+}
+
+typedef struct {
+    const float *x;
+    size_t rows;
+    int c;
+    double *mean, *var;
+} stats_job;
+
+static void stats_range(void *ctx, size_t b, size_t e)
+{
+    const stats_job *j = ctx;
+    channel_stats_part(j->x, j->rows, j->c, (int)b, (int)e, j->mean, j->var);
+}
+
+/* Per channel of x: channel_stats_part over the kernels' pool in channel ranges (the same bits). */
+static void channel_stats(const float *x, size_t rows, int c, double *mean, double *var)
+{
+    stats_job j = {x, rows, c, mean, var};
+    size_t min_part = (STATS_PART_VALUES / (rows ? rows : 1) + 15) / 16 * 16;   /* whole 64-byte rows */
+    fp_parallel_for((size_t)c, 16, min_part ? min_part : 16, stats_range, &j);
 }
 
 /* A batchnorm of the ride's low-precision forward normalises with what the low-precision arm's own
@@ -165,7 +198,7 @@ static int ride_stats(void *ctx, int layer, int input_layer, const float *x, siz
     double *ml = pe->cs, *vl = ml + c, *mr = vl + c, *vr = mr + c;
     if (input_layer >= 0 && pe->per_image[input_layer] * (size_t)pe->rk == rows * (size_t)c) {
         channel_stats(x, rows, c, ml, vl);
-        channel_stats(pe->rcap + pe->roff[input_layer], rows, c, mr, vr);
+        channel_stats(pe->rsrc[input_layer], rows, c, mr, vr);
     } else {   /* no captured input to compare with: the reference's statistics as they are */
         for (int j = 0; j < 4 * c; j++)
             pe->cs[j] = 0.0;

@@ -8,13 +8,23 @@
 #include <string.h>
 #include "error.h"
 #include "probe/analysis.h"
+#include "probe/precision_internal.h"
 #include "store_testutil.h"
 #include "tap.h"
 #include "testutil.h"
+#include "trainer/cpu/thread_pool.h"
+#include "trainer/precision.h"
 
 #define NB 4
 #define HW 32
 #define NC 10
+
+static int same_sums(const fp_err_acc *a, const fp_err_acc *b)   /* bit for bit (no padding compared) */
+{
+    return memcmp(&a->dd, &b->dd, sizeof a->dd) == 0 && memcmp(&a->rr, &b->rr, sizeof a->rr) == 0 &&
+           memcmp(&a->xx, &b->xx, sizeof a->xx) == 0 && memcmp(&a->xr, &b->xr, sizeof a->xr) == 0 &&
+           memcmp(&a->maxabs, &b->maxabs, sizeof a->maxabs) == 0 && a->nonfinite == b->nonfinite;
+}
 
 int main(void)
 {
@@ -38,6 +48,44 @@ int main(void)
     float inf4[4] = {1, 2, INFINITY, 4};
     fp_layer_error(a, inf4, 4, &rel, &mx, &cs);
     tap_ok(isinf(rel) && isinf(mx) && isnan(cs), "non-finite x: Inf, Inf, NaN");
+
+    /* ---- the sums in pieces over the pool: those of one fp_err_acc_add per piece, any thread count ---- */
+    {
+        size_t n = 256 * CHUNK + 1234;   /* two rounds of pieces, the last piece short */
+        float *ref = malloc(n * sizeof(float)), *x = malloc(n * sizeof(float));
+        uint16_t *x16 = malloc(n * sizeof(uint16_t));
+        uint64_t s = 7;
+        for (size_t i = 0; i < n; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            ref[i] = (float)((double)(s >> 11) / 9007199254740992.0 * 8 - 4);
+            x[i] = ref[i] * (1.0f + 1e-3f * (float)((s >> 20) % 7));
+        }
+        fp_narrow_array(x16, x, n, FP_DT_F16);
+        int same = 1;
+        for (int k = 0; k < 2; k++) {
+            fp_err_acc serial = {0}, one = {0}, two = {0};
+            float *w = malloc(n * sizeof(float));
+            if (k)
+                fp_widen_array(w, x16, n, FP_DT_F16);
+            else
+                memcpy(w, x, n * sizeof(float));
+            for (size_t i = 0; i < n; i += CHUNK)
+                fp_err_acc_add(&serial, ref + i, w + i, n - i < CHUNK ? n - i : CHUNK);
+            const void *xv = k ? (const void *)x16 : (const void *)x;
+            fp_dtype dt = k ? FP_DT_F16 : FP_DT_F32;
+            fp_pool_set_threads(1);
+            fp_err_acc_add_pieces(&one, ref, xv, dt, n);
+            fp_pool_set_threads(2);
+            fp_err_acc_add_pieces(&two, ref, xv, dt, n);
+            fp_pool_set_threads(1);
+            same &= same_sums(&serial, &one) && same_sums(&serial, &two) && serial.dd > 0;
+            free(w);
+        }
+        tap_ok(same, "error sums in pieces over the pool: bit for bit one piece at a time, fp32 and fp16, 1 or 2 threads");
+        free(ref);
+        free(x);
+        free(x16);
+    }
 
     /* ---- lost updates ---- */
     float old_w[6] = {1, 1, 1, 1, 1, 1}, new_w[6] = {1, 0.99f, 1, 1, 0.5f, 1}, g[6] = {1e-8f, 1, 1e-8f, 0, 1, NAN};

@@ -106,6 +106,32 @@ static void a_tensor(void *self, int layer, fp_tensor_role role, const float *x,
 }
 static const fp_probe_ops act_ops = {"act", a_step_begin, NULL, NULL, NULL, a_tensor};
 
+/* keeps, per layer, where the activation was handed over and a copy of it (fp_model_output_kept) */
+typedef struct {
+    const float *at[MAXL];
+    float *copy[MAXL];
+    size_t n[MAXL];
+} handed_t;
+static unsigned h_step_begin(void *self, int64_t step, float ls)
+{
+    (void)self;
+    (void)step;
+    (void)ls;
+    return FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION);
+}
+static void h_tensor(void *self, int layer, fp_tensor_role role, const float *x, size_t n, float ls)
+{
+    (void)ls;
+    handed_t *h = self;
+    if (role != FP_ROLE_ACTIVATION || layer < 0 || layer >= MAXL)
+        return;
+    h->at[layer] = x;
+    h->n[layer] = n;
+    h->copy[layer] = malloc(n * sizeof(float));
+    memcpy(h->copy[layer], x, n * sizeof(float));
+}
+static const fp_probe_ops handed_ops = {"handed", h_step_begin, NULL, NULL, NULL, h_tensor};
+
 static void batch(float *x, int *labels)
 {
     uint64_t s = 99;
@@ -241,6 +267,39 @@ int main(void)
     fp_probe_tensor(NULL, 0, FP_ROLE_ACTIVATION, x, 1);
     fp_probe_step_end(NULL);
     tap_ok(fp_probe_wants(NULL) == 0, "NULL probe calls are no-ops");
+
+    /* ---- outputs kept in place after a TRAIN forward (fp_model_output_kept) ---- */
+    {
+        handed_t hd;
+        memset(&hd, 0, sizeof hd);
+        fp_probe *pk = NULL;
+        fp_probe_create(&pk);
+        fp_probe_add(pk, &handed_ops, &hd);
+        fp_model_set_probe(m, pk);
+        fp_probe_step_begin(pk, 0, 1.0f);
+        fp_model_forward_loss(m, &loss, NULL, NULL, x, labels, NB, 1.0f);
+        int kept = 0, kept_same = 0, over = 0;
+        for (int l = 0; l < L; l++) {
+            int same = hd.at[l] && memcmp(hd.at[l], hd.copy[l], hd.n[l] * sizeof(float)) == 0;
+            if (fp_model_output_kept(m, l)) {
+                kept++;
+                kept_same += same;
+            } else {
+                over += !same;
+            }
+        }
+        tap_ok(kept > 0 && kept < L && kept_same == kept,
+               "kept outputs are where the forward handed them over, unchanged after it (%d of %d layers)", kept, L);
+        tap_ok(over > 0, "and an output not kept was written over (%d layers)", over);
+        fp_model_backward_loss(m);
+        fp_probe_step_end(pk);
+        tap_ok(!fp_model_output_kept(m, -1) && !fp_model_output_kept(m, L) && !fp_model_output_kept(NULL, 0),
+               "fp_model_output_kept: 0 outside the layers");
+        fp_model_set_probe(m, NULL);
+        fp_probe_free(pk);
+        for (int l = 0; l < L; l++)
+            free(hd.copy[l]);
+    }
 
     /* ---- fp16: activations widened exactly ---- */
     fp_model *h = NULL;

@@ -237,6 +237,11 @@ const fp_policy *fp_model_policy(const fp_model *m);
  * storage holds now: a later in-place node (relu, add) or, in EVAL, memory reuse may have written
  * over it. Returns the value count (batch included) or a negative FP_E* code. For tests. */
 int fp_model_layer_output(fp_model *m, int layer, float *dst, size_t cap, fp_dtype *stored);
+/* 1 when the output of `layer` that a TRAIN forward hands to the probe (activation role) stays in
+ * host memory unchanged until the next backward or forward: its storage is kept for the backward and
+ * no later node writes into it (in place); 0 otherwise (device memory, or overwritten later). Lets a
+ * probe read it after the forward instead of copying it while the forward runs. */
+int fp_model_output_kept(const fp_model *m, int layer);
 
 /* ---- probes (probe/probe.h) ----
  * With a probe set, every layer's work is bracketed by fp_probe_layer_begin / end: forward; in

@@ -24,6 +24,22 @@ const char *fp_model_name(const fp_model *m) { return m->name; }
 size_t fp_model_num_params(const fp_model *m) { return m->nparams; }
 size_t fp_model_num_buffers(const fp_model *m) { return m->nbuffers; }
 fp_dims fp_model_input_dims(const fp_model *m) { return m->values[0].d; }
+
+int fp_model_output_kept(const fp_model *m, int layer)
+{
+    if (!m || layer < 0 || layer >= m->nnodes || !m->ops->host_memory)
+        return 0;
+    int out = m->nodes[layer].out, s = m->values[out].storage;
+    int kept = s == m->values[m->nvalues - 1].storage;   /* the logits' storage is kept (model_plan.c) */
+    for (int v = 0; v < m->nvalues; v++) {
+        if (m->values[v].storage != s)
+            continue;
+        if (m->values[v].producer > layer)   /* a later node writes in place over it */
+            return 0;
+        kept |= m->values[v].needed_bwd;
+    }
+    return kept;
+}
 int fp_model_num_classes(const fp_model *m) { return m->num_classes; }
 void fp_model_set_threads(fp_model *m, int threads)
 {
