@@ -1,20 +1,21 @@
 /* bench_probe_overhead.c — step time with the probes off vs on for the default comparison's two arms,
  * ResNet-50 at 64x64, batch 16, CPU: an fp32 arm (the reference) and an fp16 arm trained side by
- * side as trainer/compare.c does; the configurations interleaved step by step (order rotating) to
- * cancel the load of a shared machine. Each arm is a trainer/arm.h arm (SGD, momentum 0.9, weight
+ * side as trainer/compare.c does; the configurations interleaved step by step (the six orders in
+ * turn) to cancel the load of a shared machine. Each arm is a trainer/arm.h arm (SGD, momentum 0.9, weight
  * decay 5e-4, the default lr), stepped as compare.c steps it. "on" = per-layer CPU timers every step;
  * histograms of every layer's tensors of both arms (all roles, updates included; the weight roles in
  * the parameter pass riding on the optimizer step, fp_arm_set_update_hook) every 10 steps; the fp16
  * arm's per-layer rounding error every 10 steps riding on the fp32 arm's step (probe/analysis.h: the
  * fp32 forward's outputs of FP_PREC_ERR_DEFAULT_SUBBATCH images captured, the fp16 forward on them
- * after the fp32 forward). Headline: the median over cycles of EVERY steps of the paired ratio (cycle
- * time of both arms on / off; a median of single steps would hide the sampling steps), with its
- * min..max, and the same per arm. The same run gives the parts, robust to load: the per-step cost of
- * the timers and of everything on at steps that sample nothing (median paired ratios of non-sampling
- * steps), the sampling step's histogram extra and the ride (medians); from them the overhead at every
- * 10 and at the default periods of probe.h. Prints figures, never fails on time. Two threads, as
- * `--threads 2`: the kernels' pool, GEMMs included (trainer/cpu/gemm.h); BENCH_ROUNDS=N cycles
- * (default 7). */
+ * after the fp32 forward). A cycle is EVERY step slots, the sampling step in slot 0. Headline: the
+ * extra time of one period of EVERY steps over EVERY steps probes off, from paired differences (a
+ * step on minus the step off of the same slot): the sampled step's extra (median over cycles) plus
+ * EVERY - 1 unsampled steps' extra (median over all their slots), per arm and for the pair; the
+ * median of the per-cycle ratios of summed step times, the same quantity but moved by every load
+ * burst in a cycle, is printed beside it (probe_overhead_cycles, with its min..max). Also the timers'
+ * own cost, the sampling step's parts (histograms, ride) and the overhead at probe.h's default
+ * periods. Prints figures, never fails on time. Two threads, as `--threads 2`: the kernels' pool,
+ * GEMMs included (trainer/cpu/gemm.h); BENCH_ROUNDS=N cycles (default DEFAULT_ROUNDS). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,10 +31,15 @@
 #define BATCH 16
 #define SIZE 64
 #define MAX_ROUNDS 64
+#define DEFAULT_ROUNDS 9
 #define WARMUP 2
 #define EVERY 10
 
 enum { OFF, TIMERS, FULL, NCFG };
+/* The order of the configurations in a slot, all six in turn: each configuration follows each other
+ * one equally often (a fixed rotation always put FULL's step just before OFF's, and the step after a
+ * probed one ran ~1-2% slower on the 2-core VM: measured with OFF's twin in TIMERS' place). */
+static const int ORDERS[6][NCFG] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
 enum { REF, LOW, NARM };   /* the fp32 arm, the fp16 arm */
 
 static double now_s(void)
@@ -151,9 +157,9 @@ int main(void)
         }
     }
     const char *re = getenv("BENCH_ROUNDS");
-    int rounds = re ? atoi(re) : 7;
+    int rounds = re ? atoi(re) : DEFAULT_ROUNDS;
     if (rounds < 1 || rounds > MAX_ROUNDS)
-        rounds = 7;
+        rounds = DEFAULT_ROUNDS;
     int L = fp_model_layer_count(fp_arm_model(b.arm[REF]));
     for (int c = 0; c < NCFG; c++)
         for (int k = 0; k < NARM; k++) {
@@ -189,13 +195,13 @@ int main(void)
      * rotating from slot to slot, so that all three see the same load within seconds. FULL's sampling
      * step is slot 0 of every cycle. */
     static double t[NCFG][NARM][MAX_ROUNDS][EVERY];
-    static double slot_r[NCFG][MAX_ROUNDS * EVERY];
+    static double timers_r[MAX_ROUNDS * EVERY];
     double cyc[NARM + 1][MAX_ROUNDS], hist_x[MAX_ROUNDS], ride_x[MAX_ROUNDS], offs[MAX_ROUNDS];
     int nslot = 0;
     for (int r = 0; r < rounds; r++) {
         for (int i = 0; i < EVERY; i++) {
             for (int k = 0; k < NCFG; k++) {
-                int c = (k + i + r) % NCFG;
+                int c = ORDERS[(r * EVERY + i) % 6][k];
                 if (pair_step(&b, c, tt)) {
                     fprintf(stderr, "bench_probe_overhead: %s\n", fp_error_message());
                     return 1;
@@ -205,11 +211,9 @@ int main(void)
                 if (c == FULL && i == 0)
                     ride_x[r] = b.ride_s;
             }
-            if (i > 0) {   /* not a sampling slot: the per-step cost of the timers (and of nothing else) */
-                for (int c = TIMERS; c < NCFG; c++)
-                    slot_r[c][nslot] = (t[c][REF][r][i] + t[c][LOW][r][i]) / (t[OFF][REF][r][i] + t[OFF][LOW][r][i]);
-                nslot++;
-            }
+            if (i > 0)   /* not a sampling slot: the per-step cost of the timers alone */
+                timers_r[nslot++] =
+                    (t[TIMERS][REF][r][i] + t[TIMERS][LOW][r][i]) / (t[OFF][REF][r][i] + t[OFF][LOW][r][i]);
         }
         double sum[NCFG][NARM] = {{0}};
         for (int c = 0; c < NCFG; c++)
@@ -227,38 +231,67 @@ int main(void)
                cyc[LOW][r], 1e3 * hist_x[r], 1e3 * ride_x[r]);
         fflush(stdout);
     }
+    /* The headline, per arm and for the pair: one period of EVERY steps with everything on against the
+     * same steps probes off, from paired differences (each step of FULL minus the OFF step of the same
+     * slot, seconds apart): the sampled step's extra (median over cycles) + (EVERY - 1) x an unsampled
+     * step's extra (median over all unsampled slots), over EVERY x the median step probes off. A
+     * median of paired differences is not moved by the load bursts of a shared machine that land on
+     * one step of a pair; the ratio of whole cycles (printed as probe_overhead_cycles) is, by every
+     * burst in its 60 steps. */
+    double est[NARM + 1], d0[NARM + 1], du[NARM + 1], off_step[NARM + 1];
+    for (int a = 0; a <= NARM; a++) {
+        static double v0[MAX_ROUNDS], vu[MAX_ROUNDS * EVERY], vo[MAX_ROUNDS * EVERY];
+        int nu = 0, no = 0;
+        for (int r = 0; r < rounds; r++)
+            for (int i = 0; i < EVERY; i++) {
+                double full = a < NARM ? t[FULL][a][r][i] : t[FULL][REF][r][i] + t[FULL][LOW][r][i];
+                double off1 = a < NARM ? t[OFF][a][r][i] : t[OFF][REF][r][i] + t[OFF][LOW][r][i];
+                vo[no++] = off1;
+                if (i == 0)
+                    v0[r] = full - off1;
+                else
+                    vu[nu++] = full - off1;
+            }
+        d0[a] = median(v0, rounds);
+        du[a] = median(vu, nu);
+        off_step[a] = median(vo, no);
+        est[a] = 1.0 + (d0[a] + (EVERY - 1) * du[a]) / (EVERY * off_step[a]);
+    }
     double lo = 1e9, hi = 0;
     for (int r = 0; r < rounds; r++) {
         lo = cyc[NARM][r] < lo ? cyc[NARM][r] : lo;
         hi = cyc[NARM][r] > hi ? cyc[NARM][r] : hi;
     }
-    double pair = median(cyc[NARM], rounds), ref = median(cyc[REF], rounds), low = median(cyc[LOW], rounds);
-    double off = median(offs, rounds), hx = median(hist_x, rounds), px = median(ride_x, rounds);
-    double r_tim = median(slot_r[TIMERS], nslot);   /* the timers' cost per pair step */
-    double r_full_un = median(slot_r[FULL], nslot);  /* everything on, at steps that sample nothing */
-    /* from the parts (robust to the load): everything on at the steps that sample nothing, a
-     * histogram step's extra once per period, a ride once per period */
-    double r_10 = r_full_un + (hx + px) / EVERY / off;
-    double r_def = r_full_un + (hx / FP_PROBE_DEFAULT_HIST_EVERY + px / FP_PROBE_DEFAULT_PRECISION_EVERY) / off;
-    printf("bench: resnet50_64px_b16_pair_step_probes_off=%.1f unit=ms (one fp32 step + one fp16 step)\n", 1e3 * off);
-    printf("bench: sampled_step_extra_hist=%.1f unit=ms (both arms: all roles of every layer, updates included)\n",
-           1e3 * hx);
-    printf("bench: sampled_step_extra_precision=%.1f unit=ms (the ride: fp16 forward on %d of %d images)\n", 1e3 * px,
-           fp_prec_err_subbatch(b.pe, BATCH), BATCH);
-    printf("bench: probe_overhead_timers=%.2f unit=%% ratio=%.4f (median of %d paired pair steps)\n", 100 * (r_tim - 1),
-           r_tim, nslot);
-    printf("bench: probe_overhead_unsampled_steps=%.2f unit=%% ratio=%.4f (everything on, steps that sample nothing; "
-           "median of %d paired pair steps)\n", 100 * (r_full_un - 1), r_full_un, nslot);
-    printf("bench: probe_overhead_from_parts=%.2f unit=%% ratio=%.4f (hist + precision every %d: the unsampled steps' "
-           "ratio + the sampled step's extras / %d)\n", 100 * (r_10 - 1), r_10, EVERY, EVERY);
-    printf("bench: probe_overhead_defaults=%.2f unit=%% ratio=%.4f (from parts: hist every %d, precision every %d, "
-           "timers every step)\n", 100 * (r_def - 1), r_def, FP_PROBE_DEFAULT_HIST_EVERY,
-           FP_PROBE_DEFAULT_PRECISION_EVERY);
-    printf("bench: probe_overhead_fp32_arm=%.2f unit=%% ratio=%.4f (its histograms and the ride)\n", 100 * (ref - 1),
-           ref);
-    printf("bench: probe_overhead_fp16_arm=%.2f unit=%% ratio=%.4f (its histograms)\n", 100 * (low - 1), low);
-    printf("bench: probe_overhead=%.2f unit=%% ratio=%.4f spread=%.4f..%.4f cycles=%d (both arms; hist + precision "
-           "every %d; median of per-cycle paired ratios)\n", 100 * (pair - 1), pair, lo, hi, rounds, EVERY);
+    double cycles = median(cyc[NARM], rounds);
+    double hx = median(hist_x, rounds), px = median(ride_x, rounds);
+    double r_tim = median(timers_r, nslot);   /* the timers' cost per pair step */
+    /* at the default periods of probe.h: the unsampled steps' extra on every step, the histogram
+     * extra once per hist period, the ride once per precision period */
+    double r_def = 1.0 + (du[NARM] + hx / FP_PROBE_DEFAULT_HIST_EVERY + px / FP_PROBE_DEFAULT_PRECISION_EVERY) /
+                             off_step[NARM];
+    printf("bench: resnet50_64px_b16_pair_step_probes_off=%.1f unit=ms (one fp32 step + one fp16 step, median)\n",
+           1e3 * off_step[NARM]);
+    printf("bench: sampled_step_extra=%.1f unit=ms (both arms, median paired difference: histograms of all roles of "
+           "every layer, updates included, and the ride)\n", 1e3 * d0[NARM]);
+    printf("bench: sampled_step_extra_hist=%.1f unit=ms (of which histograms and updates)\n", 1e3 * hx);
+    printf("bench: sampled_step_extra_precision=%.1f unit=ms (of which the ride: fp16 forward on %d of %d images)\n",
+           1e3 * px, fp_prec_err_subbatch(b.pe, BATCH), BATCH);
+    printf("bench: unsampled_step_extra=%.2f unit=ms (both arms, median of %d paired differences)\n", 1e3 * du[NARM],
+           nslot);
+    printf("bench: probe_overhead_timers=%.2f unit=%% ratio=%.4f (per-layer timers alone; median of %d paired pair "
+           "steps)\n", 100 * (r_tim - 1), r_tim, nslot);
+    printf("bench: probe_overhead_defaults=%.2f unit=%% ratio=%.4f (hist every %d, precision every %d, timers every "
+           "step)\n", 100 * (r_def - 1), r_def, FP_PROBE_DEFAULT_HIST_EVERY, FP_PROBE_DEFAULT_PRECISION_EVERY);
+    printf("bench: probe_overhead_cycles=%.2f unit=%% ratio=%.4f spread=%.4f..%.4f (median of the %d per-cycle ratios "
+           "of summed step times: the same quantity, moved by every load burst)\n", 100 * (cycles - 1), cycles, lo, hi,
+           rounds);
+    printf("bench: probe_overhead_fp32_arm=%.2f unit=%% ratio=%.4f (its histograms and the ride)\n",
+           100 * (est[REF] - 1), est[REF]);
+    printf("bench: probe_overhead_fp16_arm=%.2f unit=%% ratio=%.4f (its histograms)\n", 100 * (est[LOW] - 1),
+           est[LOW]);
+    printf("bench: probe_overhead=%.2f unit=%% ratio=%.4f cycles=%d (both arms; hist + precision every %d, timers "
+           "every step: (sampled step extra + %d x unsampled step extra) / %d pair steps probes off)\n",
+           100 * (est[NARM] - 1), est[NARM], rounds, EVERY, EVERY - 1, EVERY);
 
     for (int k = 0; k < NARM; k++) {
         b.p[OFF][k] = off_probe[k];
