@@ -10,7 +10,7 @@
  * after the fp32 forward). A cycle is EVERY step slots, the sampling step in slot 0. Headline: the
  * time of one period of EVERY steps with everything on over EVERY steps probes off, per arm and for
  * the pair, from the sampled step's paired difference (on minus off in the same slot; median over
- * cycles) and the probes' own calls at the other steps (timed alone: side by side they are below the
+ * the cycles and EXTRA_SAMPLED more sampled steps) and the probes' own calls at the other steps (timed alone: side by side they are below the
  * noise of a shared 2-core VM); beside it the same with the unsampled steps measured side by side,
  * and the median of the per-cycle ratios of summed step times, both noisy there. Also the timers'
  * own cost, the sampling step's parts (histograms, ride) and the overhead at probe.h's default
@@ -32,6 +32,7 @@
 #define SIZE 64
 #define MAX_ROUNDS 64
 #define DEFAULT_ROUNDS 9
+#define EXTRA_SAMPLED 15   /* sampled steps measured after the cycles, each paired with a step off */
 #define WARMUP 2
 #define EVERY 10
 
@@ -107,10 +108,9 @@ static int arm_step(bench_t *b, int cfg, int k, int64_t step)
     return rc;
 }
 
-/* One step of both arms in configuration cfg; each arm's time into t[]. */
-static int pair_step(bench_t *b, int cfg, double t[NARM])
+/* One step of both arms in configuration cfg at `step`; each arm's time into t[]. */
+static int pair_step_at(bench_t *b, int cfg, int64_t step, double t[NARM])
 {
-    int64_t step = b->step[cfg]++;
     for (int k = 0; k < NARM; k++) {
         double t0 = now_s();
         int rc = arm_step(b, cfg, k, step);
@@ -119,6 +119,12 @@ static int pair_step(bench_t *b, int cfg, double t[NARM])
             return rc;
     }
     return FP_OK;
+}
+
+/* The next step of configuration cfg. */
+static int pair_step(bench_t *b, int cfg, double t[NARM])
+{
+    return pair_step_at(b, cfg, b->step[cfg]++, t);
 }
 
 static double median(double *v, int n)
@@ -226,7 +232,8 @@ int main(void)
      * step is slot 0 of every cycle. */
     static double t[NCFG][NARM][MAX_ROUNDS][EVERY];
     static double timers_r[MAX_ROUNDS * EVERY];
-    double cyc[NARM + 1][MAX_ROUNDS], hist_x[MAX_ROUNDS], ride_x[MAX_ROUNDS], offs[MAX_ROUNDS];
+    double cyc[NARM + 1][MAX_ROUNDS], offs[MAX_ROUNDS];
+    double hist_x[MAX_ROUNDS + EXTRA_SAMPLED], ride_x[MAX_ROUNDS + EXTRA_SAMPLED];
     int nslot = 0;
     for (int r = 0; r < rounds; r++) {
         for (int i = 0; i < EVERY; i++) {
@@ -261,11 +268,39 @@ int main(void)
                cyc[LOW][r], 1e3 * hist_x[r], 1e3 * ride_x[r]);
         fflush(stdout);
     }
+    /* More sampled steps for the sampled step's extra, EXTRA_SAMPLED pairs of (FULL at a sampling step,
+     * OFF) in alternating order, each after a TIMERS step (so that a sampled step never follows
+     * another, as in a run) */
+    static double xt[EXTRA_SAMPLED][2][NARM];   /* [pair][0: FULL sampled, 1: OFF][arm] */
+    for (int e = 0; e < EXTRA_SAMPLED; e++) {
+        if (pair_step(&b, TIMERS, tt)) {
+            fprintf(stderr, "bench_probe_overhead: %s\n", fp_error_message());
+            return 1;
+        }
+        for (int j = 0; j < 2; j++) {
+            int full = (j + e) % 2 == 0, rc;
+            if (full) {
+                int64_t st = (b.step[FULL] + EVERY - 1) / EVERY * EVERY;   /* the next sampling step */
+                b.step[FULL] = st + 1;
+                rc = pair_step_at(&b, FULL, st, xt[e][0]);
+                hist_x[rounds + e] = xt[e][0][REF] + xt[e][0][LOW] - b.ride_s;   /* less the OFF pair below */
+                ride_x[rounds + e] = b.ride_s;
+            } else {
+                rc = pair_step(&b, OFF, xt[e][1]);
+            }
+            if (rc) {
+                fprintf(stderr, "bench_probe_overhead: %s\n", fp_error_message());
+                return 1;
+            }
+        }
+        hist_x[rounds + e] -= xt[e][1][REF] + xt[e][1][LOW];
+    }
+    int nsamp = rounds + EXTRA_SAMPLED;
     /* The headline, per arm and for the pair: one period of EVERY steps with everything on over the
      * same EVERY steps probes off = (the sampled step's extra + (EVERY - 1) x an unsampled step's
      * extra) / (EVERY x a step off). The sampled step's extra is its paired difference (the step on
-     * minus the step off of the same slot, seconds apart), median over cycles: ~150 ms, steady
-     * within ~10 ms from run to run. An unsampled step's extra is the probes' own hook calls (hook_cost:
+     * minus the step off of the same slot, seconds apart), median over the cycles' and the
+     * EXTRA_SAMPLED more: 120-200 ms on the 2-core VM. An unsampled step's extra is the probes' own hook calls (hook_cost:
      * the same calls timed alone, ~0.1 ms): side by side it is below the noise of this machine (the
      * same step ranges over +-10% on the 2-core VM, and (EVERY - 1) x the median of 81 paired
      * differences moved the estimate by +-1.5% from run to run, either sign). A sampled step does not
@@ -278,8 +313,11 @@ int main(void)
     for (int a = 0; a < NARM; a++)
         hook[NARM] += hook[a] = hook_cost(b.p[FULL][a], fp_arm_model(b.arm[a]));
     for (int a = 0; a <= NARM; a++) {
-        static double d0[MAX_ROUNDS], du[MAX_ROUNDS * EVERY], vo[MAX_ROUNDS * EVERY];
+        static double d0[MAX_ROUNDS + EXTRA_SAMPLED], du[MAX_ROUNDS * EVERY], vo[MAX_ROUNDS * EVERY];
         int nu = 0, no = 0;
+        for (int e = 0; e < EXTRA_SAMPLED; e++)
+            d0[rounds + e] = a < NARM ? xt[e][0][a] - xt[e][1][a]
+                                      : xt[e][0][REF] + xt[e][0][LOW] - xt[e][1][REF] - xt[e][1][LOW];
         for (int r = 0; r < rounds; r++)
             for (int i = 0; i < EVERY; i++) {
                 double full = a < NARM ? t[FULL][a][r][i] : t[FULL][REF][r][i] + t[FULL][LOW][r][i];
@@ -290,7 +328,7 @@ int main(void)
                 else
                     du[nu++] = full - off1;
             }
-        d0m[a] = median(d0, rounds);
+        d0m[a] = median(d0, nsamp);
         dum[a] = median(du, nu);
         offm[a] = median(vo, no);
         est[a] = 1.0 + (d0m[a] + (EVERY - 1) * hook[a]) / (EVERY * offm[a]);
@@ -302,7 +340,7 @@ int main(void)
         hi = cyc[NARM][r] > hi ? cyc[NARM][r] : hi;
     }
     double cycles = median(cyc[NARM], rounds);
-    double hx = median(hist_x, rounds), px = median(ride_x, rounds);
+    double hx = median(hist_x, nsamp), px = median(ride_x, nsamp);
     double r_tim = median(timers_r, nslot);   /* the timers' cost per pair step */
     /* at the default periods of probe.h: the unsampled steps' extra on every step, the histogram
      * extra once per hist period, the ride once per precision period */
@@ -310,8 +348,8 @@ int main(void)
                              offm[NARM];
     printf("bench: resnet50_64px_b16_pair_step_probes_off=%.1f unit=ms (one fp32 step + one fp16 step, median of %d)\n",
            1e3 * offm[NARM], rounds * EVERY);
-    printf("bench: sampled_step_extra=%.1f unit=ms (both arms, median paired difference: histograms of all roles of "
-           "every layer, updates included, and the ride)\n", 1e3 * d0m[NARM]);
+    printf("bench: sampled_step_extra=%.1f unit=ms (both arms, median of %d paired differences: histograms of all "
+           "roles of every layer, updates included, and the ride)\n", 1e3 * d0m[NARM], nsamp);
     printf("bench: sampled_step_extra_hist=%.1f unit=ms (of which histograms and updates, median)\n", 1e3 * hx);
     printf("bench: sampled_step_extra_precision=%.1f unit=ms (of which the ride: fp16 forward on %d of %d images, "
            "median)\n", 1e3 * px, fp_prec_err_subbatch(b.pe, BATCH), BATCH);
