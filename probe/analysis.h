@@ -27,7 +27,9 @@ typedef struct {
  *  - riding on the fp32 arm's own training step (trainer/compare.c on the CPU; no extra fp32
  *    forward): fp_prec_err_attach puts a capture backend on the fp32 model's probe set;
  *    fp_prec_err_arm(pe, n) before that model's sampled step; during its TRAIN forward the first k
- *    images' output of every layer is kept (fp32); then, after the forward and before the backward
+ *    images' output of every layer is kept (fp32: read in place after the forward where the model's
+ *    plan keeps it until the backward, fp_model_output_kept, copied otherwise; the model must be
+ *    the one given to fp_prec_err_create); then, after the forward and before the backward
  *    and the optimizer (the weights are those the forward used), fp_prec_err_ride runs the
  *    low-precision forward on those k images (fp_model_forward_bn_stats) with every batchnorm
  *    normalising with the fp32 forward's statistics of the WHOLE batch moved by the difference
