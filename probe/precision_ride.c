@@ -34,7 +34,6 @@ static float *refcap_slot(fp_prec_err *pe, int layer, fp_tensor_role role, size_
         pe->capture_ok = 0;
         return NULL;
     }
-    pe->rsrc[layer] = pe->rcap + pe->roff[layer];
     return pe->rcap + pe->roff[layer];
 }
 
@@ -45,10 +44,12 @@ static void refcap_tensor(void *self, int layer, fp_tensor_role role, const floa
     fp_prec_err *pe = self;
     float *dst = refcap_slot(pe, layer, role, n);
     if (dst) {
-        if (pe->kept[layer])
+        if (pe->kept[layer]) {
             pe->rsrc[layer] = x;
-        else
+        } else {
             memcpy(dst, x, pe->per_image[layer] * (size_t)pe->rk * sizeof *dst);
+            pe->rsrc[layer] = dst;
+        }
         pe->rlayers++;
     }
 }
@@ -59,6 +60,10 @@ void fp_pe_refcap_tensor16(void *self, int layer, fp_tensor_role role, const uin
     (void)loss_scale;
     fp_prec_err *pe = self;
     float *dst = refcap_slot(pe, layer, role, n);
+    if (dst && pe->kept[layer]) {   /* kept only for fp32 outputs (no room in rcap): not this reference */
+        pe->capture_ok = 0;
+        return;
+    }
     if (dst) {
         fp_widen_array(dst, x, pe->per_image[layer] * (size_t)pe->rk, dt);
         pe->rsrc[layer] = dst;
@@ -180,7 +185,7 @@ static void stats_range(void *ctx, size_t b, size_t e)
 static void channel_stats(const float *x, size_t rows, int c, double *mean, double *var)
 {
     stats_job j = {x, rows, c, mean, var};
-    size_t min_part = (STATS_PART_VALUES / (rows ? rows : 1) + 15) / 16 * 16;   /* whole 64-byte rows */
+    size_t min_part = (STATS_PART_VALUES / (rows ? rows : 1) + 15) / 16 * 16;   /* 16-channel multiples */
     fp_parallel_for((size_t)c, 16, min_part ? min_part : 16, stats_range, &j);
 }
 
