@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include "error.h"
 #include "probe/probe.h"
+#include "trainer/cpu/thread_pool.h"
 #include "trainer/precision.h"
 
 typedef struct {
@@ -25,6 +26,7 @@ struct fp_probe {
     float loss_scale;
     unsigned wants;
     unsigned caller_roles;   /* fp_probe_caller_roles: delivered by the caller, not the model */
+    int pool_held;    /* this step samples tensors: the kernels' pool is held until step_end */
     float *wide;      /* fp_probe_tensor_dt: 16-bit tensors widened for backends without tensor16 */
     size_t wide_cap;
 };
@@ -39,10 +41,20 @@ int fp_probe_create(fp_probe **out)
     return FP_OK;
 }
 
+/* Lets the kernels' pool go when this set holds it. */
+static void release_pool(fp_probe *p)
+{
+    if (p->pool_held)
+        fp_pool_hold(0);
+    p->pool_held = 0;
+}
+
 void fp_probe_free(fp_probe *p)
 {
-    if (p)
+    if (p) {
+        release_pool(p);
         free(p->wide);
+    }
     free(p);
 }
 
@@ -74,6 +86,7 @@ void fp_probe_step_begin(fp_probe *p, int64_t step, float loss_scale)
 {
     if (!p)
         return;
+    release_pool(p);   /* a step begun again without its step_end */
     p->in_step = 1;
     p->step = step;
     p->loss_scale = loss_scale;
@@ -84,6 +97,10 @@ void fp_probe_step_begin(fp_probe *p, int64_t step, float loss_scale)
         if (!b->ops->tensor && !b->tensor16)
             b->wants = 0;
         p->wants |= b->wants;
+    }
+    if (p->wants) {   /* the histograms' and the rounding error's many short loops: no worker wake-ups */
+        fp_pool_hold(1);
+        p->pool_held = 1;
     }
 }
 
@@ -97,6 +114,7 @@ void fp_probe_step_end(fp_probe *p)
     p->in_step = 0;
     p->wants = 0;
     p->step = -1;
+    release_pool(p);
 }
 
 void fp_probe_set_loss_scale(fp_probe *p, float loss_scale)

@@ -1,12 +1,14 @@
 /* test_probe_set.c — the probe set and the model's hooks on tinynet: fan-out to every backend in
  * order, per-layer / per-phase CPU times and kernel counts, the tensor hook at sampling steps only,
- * every layer's tensors with 16-bit activations widened exactly, nothing outside a step. */
+ * every layer's tensors with 16-bit activations widened exactly, nothing outside a step; the kernels'
+ * pool held exactly through the steps that sample tensors. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "error.h"
 #include "probe/probe.h"
 #include "tap.h"
+#include "trainer/cpu/thread_pool.h"
 #include "trainer/model.h"
 
 #define NB 4
@@ -143,8 +145,49 @@ static void batch(float *x, int *labels)
         labels[i] = i % NC;
 }
 
+/* A step some backend wants tensors at holds the kernels' pool until its step_end (probe.c); a step
+ * that samples nothing does not; a step begun again, or a set freed mid-step, lets its hold go. */
+static unsigned want_mask;
+static unsigned w_step_begin(void *self, int64_t step, float ls)
+{
+    (void)self;
+    (void)step;
+    (void)ls;
+    return want_mask;
+}
+static void w_tensor(void *self, int layer, fp_tensor_role role, const float *x, size_t n, float ls)
+{
+    (void)self, (void)layer, (void)role, (void)x, (void)n, (void)ls;
+}
+static const fp_probe_ops want_ops = {"want", w_step_begin, NULL, NULL, NULL, w_tensor};
+
+static void test_pool_hold(void)
+{
+    fp_probe *p = NULL;
+    fp_probe_create(&p);
+    fp_probe_add(p, &want_ops, NULL);
+    int h0 = fp_pool_held();
+    want_mask = 0;
+    fp_probe_step_begin(p, 1, 1.0f);
+    int none = fp_pool_held() == h0;
+    fp_probe_step_end(p);
+    want_mask = FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION);
+    fp_probe_step_begin(p, 2, 1.0f);
+    int during = fp_pool_held() == h0 + 1;
+    fp_probe_step_end(p);
+    int after = fp_pool_held() == h0;
+    tap_ok(none && during && after, "the pool is held through a sampling step only (none %d, during %d, after %d)",
+           none, during, after);
+    fp_probe_step_begin(p, 3, 1.0f);
+    fp_probe_step_begin(p, 4, 1.0f);   /* no step_end in between */
+    int again = fp_pool_held() == h0 + 1;
+    fp_probe_free(p);
+    tap_ok(again && fp_pool_held() == h0, "a step begun again holds once; a set freed mid-step lets go");
+}
+
 int main(void)
 {
+    test_pool_hold();
     static float x[NB * HW * HW * 3];
     int labels[NB];
     batch(x, labels);

@@ -1,7 +1,8 @@
 /* test_thread_pool.c — the kernels' worker pool: the static partition covers [0, n) on `align`
  * boundaries, every index runs exactly once, nested / concurrent loops run inline, and the kernels
  * split across it (GEMM, conv, batchnorm, elementwise, max-pool, SGD/Adam, the precision array helpers)
- * give bit-identical results for 1..4 threads; the split GEMM matches a double-precision reference. */
+ * give bit-identical results for 1..4 threads; the split GEMM matches a double-precision reference;
+ * holds nest, and loops run the same while the pool is held. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -103,6 +104,32 @@ static void test_coverage(void)
         tap_is_int(fp_pool_parts(10, 8), 1, "%d threads: a range below min_part is one part", threads);
         free(hits);
     }
+}
+
+/* fp_pool_hold: holds nest and are let go one by one; loops while held (idle workers spinning between
+ * them) and after visit every index exactly once. */
+static void test_hold(void)
+{
+    fp_pool_set_threads(2);
+    tap_is_int(fp_pool_held(), 0, "the pool starts not held");
+    fp_pool_hold(1);
+    fp_pool_hold(1);
+    tap_is_int(fp_pool_held(), 2, "two holds nest");
+    size_t n = 50021;
+    int *hits = calloc(n, sizeof(int));
+    for (int rep = 0; rep < 200; rep++)   /* many short loops with gaps: the held pool's use */
+        fp_parallel_for(n, 16, 1024, nested_body, hits);
+    fp_pool_hold(0);
+    tap_is_int(fp_pool_held(), 1, "one let go: still held");
+    fp_pool_hold(0);
+    tap_is_int(fp_pool_held(), 0, "both let go: not held");
+    for (int rep = 0; rep < 50; rep++)
+        fp_parallel_for(n, 16, 1024, nested_body, hits);
+    int bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += hits[i] != 250;
+    tap_ok(bad == 0, "200 loops held and 50 not: each index visited exactly once per loop");
+    free(hits);
 }
 
 /* Two threads running loops at once: one gets the pool, the other runs inline; both complete. */
@@ -465,6 +492,7 @@ int main(void)
     test_partition();
     test_coverage();
     test_concurrent_callers();
+    test_hold();
     test_gemm();
     test_precision_arrays();
     test_conv();

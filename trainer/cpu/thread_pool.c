@@ -1,6 +1,7 @@
 /* thread_pool.c — the persistent worker pool behind fp_parallel_for (pthreads, no work stealing).
  * Promises: fixed chunks (same ranges for the same n, align and thread count) claimed in turn by the
- * caller and the workers, one loop at a time (busy pool / nested call: inline), workers sleep between. */
+ * caller and the workers, one loop at a time (busy pool / nested call: inline), workers sleep between
+ * (after a short spin; a longer one while the pool is held). */
 #include "trainer/cpu/thread_pool.h"
 
 #include <pthread.h>
@@ -11,6 +12,7 @@
 #define POOL_MAX 64
 #define CALLER_SPIN 2000   /* pause iterations the caller waits for the workers before sleeping */
 #define POOL_SPIN 2000     /* pause iterations a worker waits for the next loop before sleeping */
+#define HOLD_SPIN 250000   /* the same while the pool is held (fp_pool_hold): ~5 ms */
 
 static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER;   /* held for a whole loop / reconfiguration */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;          /* guards sleeping and waking */
@@ -29,6 +31,7 @@ static atomic_uint done;
 static int sleepers;                 /* workers waiting on go_cv (under mu) */
 static int caller_sleeping;          /* the caller waits on done_cv (under mu) */
 static int spin_limit = -1;          /* pause iterations before sleeping (FP_POOL_SPIN) */
+static atomic_int held;              /* fp_pool_hold's count */
 
 static struct {
     fp_range_fn fn;
@@ -66,6 +69,22 @@ int fp_pool_parts(size_t n, size_t min_part)
     return t;
 }
 
+/* Pause iterations a thread waits for the pool before sleeping: HOLD_SPIN while the pool is held. */
+static int idle_spin(void)
+{
+    return atomic_load_explicit(&held, memory_order_relaxed) > 0 ? HOLD_SPIN : spin_limit;
+}
+
+void fp_pool_hold(int on)
+{
+    atomic_fetch_add(&held, on ? 1 : -1);
+}
+
+int fp_pool_held(void)
+{
+    return atomic_load(&held);
+}
+
 /* Claims and runs chunks of generation g until none is left; returns the chunks run. */
 static unsigned run_chunks(uint32_t g)
 {
@@ -97,7 +116,7 @@ static void *worker_main(void *arg)
     uint32_t seen = (uint32_t)(uintptr_t)arg;   /* the generation current when the worker started */
     for (;;) {
         uint32_t g = (uint32_t)(atomic_load(&claim) >> 32);
-        for (int s = spin_limit; g == seen && s > 0 && !atomic_load_explicit(&stop, memory_order_relaxed); s--) {
+        for (int s = idle_spin(); g == seen && s > 0 && !atomic_load_explicit(&stop, memory_order_relaxed); s--) {
             cpu_relax();
             g = (uint32_t)(atomic_load(&claim) >> 32);
         }
@@ -216,7 +235,7 @@ void fp_parallel_for(size_t n, size_t align, size_t min_part, fp_range_fn fn, vo
         pthread_cond_broadcast(&go_cv);
     pthread_mutex_unlock(&mu);
     run_chunks(g);
-    for (int s = CALLER_SPIN + spin_limit; atomic_load(&done) < total && s > 0; s--)
+    for (int s = CALLER_SPIN + idle_spin(); atomic_load(&done) < total && s > 0; s--)
         cpu_relax();
     if (atomic_load(&done) < total) {
         pthread_mutex_lock(&mu);

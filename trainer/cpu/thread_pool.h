@@ -13,6 +13,14 @@ int fp_pool_threads(void);
 /* Joins and frees the workers (the count stays; they are re-created on the next parallel loop). */
 void fp_pool_shutdown(void);
 
+/* Holds the pool (on != 0) or lets it go (on == 0); holds nest, each one let go exactly once. While
+ * held, idle workers and a caller waiting for them spin ~5 ms instead of ~40 us before sleeping: for
+ * stretches of many short loops with serial work between them (a step that samples tensors:
+ * probe/probe.c), where a sleeping worker costs a wake-up of tens of us per loop and the caller then
+ * runs the worker's chunks itself. Spinning burns a core only while no loop runs. */
+void fp_pool_hold(int on);
+int fp_pool_held(void);   /* the holds in effect (0: none) */
+
 /* fn(ctx, begin, end) over [0, n) in contiguous chunks of at least min_part items (up to 4 per thread;
  * one call when n < 2 * min_part or one thread); every boundary is a multiple of `align` (>= 1). Chunks
  * run concurrently on any thread, so fn must only write what its range owns. When the pool is busy (a loop from another thread, or a nested call), the
