@@ -1,10 +1,12 @@
 /* param_pass.c — analysis.h: the parameter pass after the optimizer step of a sampled step (lost
  * updates, the update tensors, the weight roles handed to the probes) and the copy of the parameters
  * before it. Promises: each array is read once, the pass in cache-sized pieces handed on while in
- * cache; over the kernels' pool (trainer/cpu/thread_pool.h: two parts of whole layers split by
- * parameter count; the copy in ranges) the results equal one thread's bit for bit, whichever thread
- * takes which part; counts are exact; the probe's loss scale is restored on return. */
+ * cache; over the kernels' pool (trainer/cpu/thread_pool.h: parts of whole layers of about equal
+ * parameter counts, claimed in turn by its threads; the copy in ranges) the results equal one thread's
+ * bit for bit, whichever thread takes which part; counts are exact; the probe's loss scale is restored
+ * on return. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "probe/analysis.h"
@@ -131,38 +133,65 @@ static void params_part(part_t *t)
     }
 }
 
+/* The pass's parts (whole layers of about equal parameter counts) run over the pool: each thread claims
+ * its parts in turn, so a thread slowed down takes fewer; each running part uses a free piece-buffer slot
+ * (no more parts run at once than the pool has threads, nor than there are parts). */
+#define PASS_PARTS 8
+
+typedef struct {
+    part_t part[PASS_PARTS];
+    float *bufs;          /* nslots x 2 x chunk floats: the update and old piece buffers of a slot */
+    int nslots;
+    atomic_uint busy;     /* the slots in use, a bit each */
+} pass_t;
+
+static int claim_slot(pass_t *ps)
+{
+    for (;;) {
+        unsigned b = atomic_load(&ps->busy);
+        for (int s = 0; s < ps->nslots; s++)
+            if (!(b & (1u << s)) && atomic_compare_exchange_strong(&ps->busy, &b, b | (1u << s)))
+                return s;
+    }
+}
+
 /* Parts [b, e) of the pass (the pool's range function). */
 static void params_parts(void *ctx, size_t b, size_t e)
 {
-    part_t *parts = ctx;
-    for (size_t k = b; k < e; k++)
-        params_part(&parts[k]);
+    pass_t *ps = ctx;
+    int slot = claim_slot(ps);
+    for (size_t k = b; k < e; k++) {
+        part_t *t = &ps->part[k];
+        t->d = ps->bufs + (size_t)slot * 2 * t->chunk;
+        t->oldbuf = t->d + t->chunk;
+        params_part(t);
+    }
+    atomic_fetch_and(&ps->busy, ~(1u << slot));
 }
 
-/* The first layer of the second part: the layers split where the parameter counts of the two parts
- * are closest to equal. */
-static int split_layer(const fp_model *m, int nl)
+/* first[0..parts]: part j holds layers [first[j], first[j + 1]), cut where the running parameter count
+ * passes j / parts of the total (a part may be empty). */
+static void split_layers(const fp_model *m, int nl, int parts, int *first)
 {
     size_t total = 0, acc = 0, cnt;
     for (int l = 0; l < nl; l++) {
         fp_model_layer_params(m, l, NULL, &cnt);
         total += cnt;
     }
-    int k = 0;
-    for (; k < nl; k++) {
-        fp_model_layer_params(m, k, NULL, &cnt);
-        if (2 * (acc + cnt) > total) {   /* layer k crosses the middle: it goes where it unbalances less */
-            if (2 * (acc + cnt) - total < total - 2 * acc)
-                k++;
-            break;
-        }
+    int j = 1;
+    first[0] = 0;
+    for (int l = 0; l < nl && j < parts; l++) {
+        fp_model_layer_params(m, l, NULL, &cnt);
         acc += cnt;
+        if (acc * (size_t)parts >= total * (size_t)j)
+            first[j++] = l + 1;
     }
-    return k;
+    while (j <= parts)
+        first[j++] = nl;
 }
 
-/* The pass over m's layers, its two parts over the pool, with old_params or the optimizer run piece
- * by piece (opt); returns the lost-update fraction over all parameters. */
+/* The pass over m's layers, its parts over the pool, with old_params or the optimizer run piece by
+ * piece (opt); returns the lost-update fraction over all parameters. */
 static double params_pass(fp_probe *p, fp_model *m, const float *old_params, fp_optim *opt, const float *grads,
                           double *per_layer)
 {
@@ -171,27 +200,37 @@ static double params_pass(fp_probe *p, fp_model *m, const float *old_params, fp_
     unsigned roles = ((fp_probe_wants_all(p) & ~fp_probe_wants(p)) & wroles) |
                      (fp_probe_wants_all(p) & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE));
     float scale = fp_probe_loss_scale(p), small[2 * UPDATE_CHUNK_SMALL];
-    float *big = malloc(4 * UPDATE_CHUNK * sizeof *big);   /* update and old piece buffers per thread */
     int nl = fp_model_layer_count(m);
-    part_t part[2];
-    part[0] = (part_t){p, m, roles, fp_model_params(m), old_params, grads, 0, nl, big ? big : small,
-                       big ? big + UPDATE_CHUNK : small + UPDATE_CHUNK_SMALL, opt,
-                       big ? UPDATE_CHUNK : UPDATE_CHUNK_SMALL, per_layer, 0, 0};
-    part[1] = part[0];
+    pass_t ps;
+    ps.nslots = fp_pool_threads() < PASS_PARTS ? fp_pool_threads() : PASS_PARTS;
+    ps.bufs = malloc((size_t)ps.nslots * 2 * UPDATE_CHUNK * sizeof *ps.bufs);
+    atomic_init(&ps.busy, 0u);
+    part_t whole = {p, m, roles, fp_model_params(m), old_params, grads, 0, nl, small, small + UPDATE_CHUNK_SMALL,
+                    opt, ps.bufs ? UPDATE_CHUNK : UPDATE_CHUNK_SMALL, per_layer, 0, 0};
     if (roles)
         fp_probe_set_loss_scale(p, 1.0f);   /* the gradients are unscaled already */
-    if (big) {
-        part[0].l1 = part[1].l0 = split_layer(m, nl);
-        part[1].d = big + 2 * UPDATE_CHUNK;
-        part[1].oldbuf = big + 3 * UPDATE_CHUNK;
-        fp_parallel_for(2, 1, 1, params_parts, part);
+    size_t lost = 0, moved = 0;
+    if (ps.bufs) {
+        int first[PASS_PARTS + 1];
+        split_layers(m, nl, PASS_PARTS, first);
+        for (int j = 0; j < PASS_PARTS; j++) {
+            ps.part[j] = whole;
+            ps.part[j].l0 = first[j];
+            ps.part[j].l1 = first[j + 1];
+        }
+        fp_parallel_for(PASS_PARTS, 1, 1, params_parts, &ps);
+        for (int j = 0; j < PASS_PARTS; j++) {
+            lost += ps.part[j].lost;
+            moved += ps.part[j].moved;
+        }
     } else {   /* no memory: smaller pieces, one part */
-        params_part(&part[0]);
+        params_part(&whole);
+        lost = whole.lost;
+        moved = whole.moved;
     }
     if (roles)
         fp_probe_set_loss_scale(p, scale);
-    free(big);
-    size_t lost = part[0].lost + part[1].lost, moved = part[0].moved + part[1].moved;
+    free(ps.bufs);
     return moved ? (double)lost / (double)moved : NAN;
 }
 
