@@ -48,29 +48,53 @@ static void update_piece(float *restrict d, const float *restrict nw, const floa
     *moved = mv;
 }
 
+/* The same counts from the update the optimizer wrote (fp_optim_step_part_delta) and the new values:
+ * new == old exactly when d == 0, or when d is NaN (inf - inf) with an infinite new value. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+__attribute__((target_clones("arch=x86-64-v3", "default"), optimize("tree-vectorize")))
+#endif
+static void delta_counts(const float *restrict d, const float *restrict nw, const float *restrict g, size_t c,
+                         uint32_t *lost, uint32_t *moved)
+{
+    uint32_t lo = 0, mv = 0;
+    for (size_t k = 0; k < c; k++) {
+        uint32_t gb, nb;
+        memcpy(&gb, &g[k], sizeof gb);
+        memcpy(&nb, &nw[k], sizeof nb);
+        uint32_t m = (gb & 0x7FFFFFFFu) - 1u < 0x7F7FFFFFu;   /* finite and nonzero */
+        uint32_t inf_new = (nb & 0x7FFFFFFFu) == 0x7F800000u;
+        uint32_t same = (uint32_t)(d[k] == 0.0f) | ((uint32_t)(d[k] != d[k]) & inf_new);
+        mv += m;
+        lo += m & same;
+    }
+    *lost = lo;
+    *moved = mv;
+}
+
 /* One layer's parameters [0, n) (flat offset off) in UPDATE_CHUNK pieces, each read once from memory
  * and handed on while in cache: the weights as the forward used them (old), the gradients, the
  * update (into d, of UPDATE_CHUNK floats), as `roles` says; with the counts of lost / moved weights.
- * With opt, old is a piece buffer: each piece's values are copied there and the optimizer then
- * updates the piece (fp_optim_step_part) before it is used. */
+ * With opt (old unused), each piece's weights are handed over first, then the optimizer updates the
+ * piece writing its update into d (fp_optim_step_part_delta): no copy of the old values. */
 static void layer_params(fp_probe *p, unsigned roles, int layer, size_t off, const float *nw, const float *old,
                          const float *g, size_t n, float *d, size_t chunk, fp_optim *opt, size_t *lost, size_t *moved)
 {
     size_t lo = 0, mv = 0;
     for (size_t i = 0; i < n; i += chunk) {
         size_t c = n - i < chunk ? n - i : chunk;
-        const float *o = old + i;
-        if (opt) {
-            memcpy((float *)old, nw + i, c * sizeof *old);
-            fp_optim_step_part(opt, off + i, off + i + c);
-            o = old;
-        }
         uint32_t l32, m32;
-        update_piece(d, nw + i, o, g + i, c, &l32, &m32);
+        if (opt) {
+            if (roles & FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT))
+                fp_probe_tensor(p, layer, FP_ROLE_WEIGHT, nw + i, c);   /* before the step: old */
+            fp_optim_step_part_delta(opt, off + i, off + i + c, d);
+            delta_counts(d, nw + i, g + i, c, &l32, &m32);
+        } else {
+            update_piece(d, nw + i, old + i, g + i, c, &l32, &m32);
+            if (roles & FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT))
+                fp_probe_tensor(p, layer, FP_ROLE_WEIGHT, old + i, c);
+        }
         lo += l32;
         mv += m32;
-        if (roles & FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT))
-            fp_probe_tensor(p, layer, FP_ROLE_WEIGHT, o, c);
         if (roles & FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD))
             fp_probe_tensor(p, layer, FP_ROLE_WEIGHT_GRAD, g + i, c);
         if (roles & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE))
@@ -111,7 +135,6 @@ typedef struct {
     const float *nw, *old, *g;
     int l0, l1;          /* layers [l0, l1) */
     float *d;            /* chunk floats */
-    float *oldbuf;       /* chunk floats: with opt, each piece before the optimizer */
     fp_optim *opt;       /* the optimizer run piece by piece (fp_probe_sample_params_stepping) or NULL */
     size_t chunk;
     double *per_layer;
@@ -124,7 +147,7 @@ static void params_part(part_t *t)
         size_t off, cnt, ll = 0, lm = 0;
         fp_model_layer_params(t->m, l, &off, &cnt);
         if (cnt)
-            layer_params(t->p, t->roles, l, off, t->nw + off, t->opt ? t->oldbuf : t->old + off, t->g + off, cnt, t->d,
+            layer_params(t->p, t->roles, l, off, t->nw + off, t->opt ? NULL : t->old + off, t->g + off, cnt, t->d,
                          t->chunk, t->opt, &ll, &lm);
         t->lost += ll;
         t->moved += lm;
@@ -140,7 +163,7 @@ static void params_part(part_t *t)
 
 typedef struct {
     part_t part[PASS_PARTS];
-    float *bufs;          /* nslots x 2 x chunk floats: the update and old piece buffers of a slot */
+    float *bufs;          /* nslots x chunk floats: a slot's update piece buffer */
     int nslots;
     atomic_uint busy;     /* the slots in use, a bit each */
 } pass_t;
@@ -162,8 +185,7 @@ static void params_parts(void *ctx, size_t b, size_t e)
     int slot = claim_slot(ps);
     for (size_t k = b; k < e; k++) {
         part_t *t = &ps->part[k];
-        t->d = ps->bufs + (size_t)slot * 2 * t->chunk;
-        t->oldbuf = t->d + t->chunk;
+        t->d = ps->bufs + (size_t)slot * t->chunk;
         params_part(t);
     }
     atomic_fetch_and(&ps->busy, ~(1u << slot));
@@ -199,13 +221,13 @@ static double params_pass(fp_probe *p, fp_model *m, const float *old_params, fp_
     const unsigned wroles = FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT) | FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD);
     unsigned roles = ((fp_probe_wants_all(p) & ~fp_probe_wants(p)) & wroles) |
                      (fp_probe_wants_all(p) & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE));
-    float scale = fp_probe_loss_scale(p), small[2 * UPDATE_CHUNK_SMALL];
+    float scale = fp_probe_loss_scale(p), small[UPDATE_CHUNK_SMALL];
     int nl = fp_model_layer_count(m);
     pass_t ps;
     ps.nslots = fp_pool_threads() < PASS_PARTS ? fp_pool_threads() : PASS_PARTS;
-    ps.bufs = malloc((size_t)ps.nslots * 2 * UPDATE_CHUNK * sizeof *ps.bufs);
+    ps.bufs = malloc((size_t)ps.nslots * UPDATE_CHUNK * sizeof *ps.bufs);
     atomic_init(&ps.busy, 0u);
-    part_t whole = {p, m, roles, fp_model_params(m), old_params, grads, 0, nl, small, small + UPDATE_CHUNK_SMALL,
+    part_t whole = {p, m, roles, fp_model_params(m), old_params, grads, 0, nl, small,
                     opt, ps.bufs ? UPDATE_CHUNK : UPDATE_CHUNK_SMALL, per_layer, 0, 0};
     if (roles)
         fp_probe_set_loss_scale(p, 1.0f);   /* the gradients are unscaled already */

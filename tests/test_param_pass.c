@@ -3,7 +3,8 @@
  * fractions, on a narrow resnet18; the hist probe's tensor hook called from two threads at once for
  * distinct layers with tensors large enough to be split over the pool gives one thread's
  * histograms; fp_probe_copy_params copies, on one thread or two; the pass riding on the optimizer
- * (fp_probe_sample_params_stepping) gives the optimizer's values and the pass's figures bit for bit. */
+ * (fp_probe_sample_params_stepping: the update as the optimizer wrote it) gives the optimizer's values
+ * and the pass's figures bit for bit, infinite weights included, for sgd, adamw and adam. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -261,6 +262,10 @@ static void test_stepping(fp_optim_kind kind, const char *what)
             fp_optim_step(o[1], 0.05);
             continue;
         }
+        for (int k = 0; k < 2; k++) {   /* infinite weights: NaN after sgd's weight decay, unchanged by adam */
+            fp_model_params(m[k])[3] = INFINITY;
+            fp_model_params(m[k])[7] = -INFINITY;
+        }
         for (int k = 0; k < 2; k++) {
             fp_probe *p = NULL;
             fp_probe_create(&p);
@@ -321,6 +326,7 @@ int main(void)
     test_copy();
     test_stepping(FP_OPTIM_SGD, "sgd, nesterov momentum, weight decay");
     test_stepping(FP_OPTIM_ADAMW, "adamw");
+    test_stepping(FP_OPTIM_ADAM, "adam");
     fp_hist_thread_release();
     return tap_done();
 }

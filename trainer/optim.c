@@ -237,19 +237,22 @@ fail:
 #define SGD_KERNEL(fname, FMA, attrs)                                                             \
     attrs static void fname(float *restrict p, const float *restrict g, float *restrict buf,       \
                             size_t n, int use_wd, float wd, float mom, int nesterov, float alpha,  \
-                            int first)                                                             \
+                            int first, float *restrict delta)                                      \
     {                                                                                              \
         for (size_t i = 0; i < n; i++) {                                                           \
-            float d = g[i];                                                                        \
+            float d = g[i], p0 = p[i];                                                             \
             if (use_wd)                                /* d_p = d_p.add(param, alpha=wd) */        \
-                d = FMA(p[i], wd, d);                                                              \
+                d = FMA(p0, wd, d);                                                                \
             if (buf) {                                                                             \
                 /* first: buf = clone(d_p); else buf.mul_(momentum).add_(d_p, alpha=1) */          \
                 float b = first ? d : buf[i] * mom + d;                                            \
                 buf[i] = b;                                                                        \
                 d = nesterov ? FMA(b, mom, d) : b;     /* d_p.add(buf, alpha=momentum) */          \
             }                                                                                      \
-            p[i] = FMA(d, alpha, p[i]);                /* param.add_(d_p, alpha=-lr) */            \
+            float p1 = FMA(d, alpha, p0);              /* param.add_(d_p, alpha=-lr) */            \
+            p[i] = p1;                                                                             \
+            if (delta)                                 /* fp_optim_step_part_delta */              \
+                delta[i] = p1 - p0;                                                                \
         }                                                                                          \
     }
 
@@ -261,7 +264,7 @@ fail:
     attrs static void fname(float *restrict p, const float *restrict g, float *restrict m,         \
                             float *restrict v, size_t n, int use_l2, int use_decoupled, float wd,  \
                             float decay, float b1, float omb1, float b2, float omb2,               \
-                            float bc2_sqrt, float eps, float neg_step_size)                        \
+                            float bc2_sqrt, float eps, float neg_step_size, float *restrict delta) \
     {                                                                                              \
         for (size_t i = 0; i < n; i++) {                                                           \
             float gi = g[i];                                                                       \
@@ -276,7 +279,10 @@ fail:
             float denom = sqrtf(vi) / bc2_sqrt + eps;                                              \
             m[i] = mi;                                                                             \
             v[i] = vi;                                                                             \
-            p[i] = pi + neg_step_size * mi / denom;                                                \
+            float p1 = pi + neg_step_size * mi / denom;                                            \
+            if (delta)                                 /* fp_optim_step_part_delta */              \
+                delta[i] = p1 - p[i];                                                              \
+            p[i] = p1;                                                                             \
         }                                                                                          \
     }
 
@@ -315,7 +321,7 @@ static int want_fma(void)
 /* The update of elements [b, b + n) of tensor t (elements are independent: any split gives the same
  * values). */
 static void sgd_tensor(const fp_optim_config *cfg, optim_tensor *t, size_t b, size_t n, double lr, int first,
-                       int fused)
+                       int fused, float *delta)
 {
     const int use_wd = t->apply_wd && cfg->weight_decay != 0;
     const float wd = (float)cfg->weight_decay, mom = (float)cfg->momentum, alpha = (float)-lr;
@@ -323,16 +329,16 @@ static void sgd_tensor(const fp_optim_config *cfg, optim_tensor *t, size_t b, si
 #if HAVE_FMA_PATH
     if (fused) {
         sgd_fma(t->param + b, t->grad + b, t->buf0 ? t->buf0 + b : NULL, n, use_wd, wd, mom, cfg->nesterov, alpha,
-                first);
+                first, delta);
         return;
     }
 #endif
     sgd_plain(t->param + b, t->grad + b, t->buf0 ? t->buf0 + b : NULL, n, use_wd, wd, mom, cfg->nesterov, alpha,
-              first);
+              first, delta);
 }
 
 static void adam_tensor(const fp_optim_config *cfg, optim_tensor *t, size_t b, size_t n, double lr, double step,
-                        int fused)
+                        int fused, float *delta)
 {
     const int adamw = cfg->kind == FP_OPTIM_ADAMW;
     const int use_l2 = !adamw && t->apply_wd && cfg->weight_decay != 0;
@@ -350,19 +356,18 @@ static void adam_tensor(const fp_optim_config *cfg, optim_tensor *t, size_t b, s
 #if HAVE_FMA_PATH
     if (fused) {
         adam_fma(t->param + b, t->grad + b, t->buf0 + b, t->buf1 + b, n, use_l2, use_decoupled, wd, decay, b1, omb1,
-                 b2, omb2, bc2_sqrt, eps, neg_step_size);
+                 b2, omb2, bc2_sqrt, eps, neg_step_size, delta);
         return;
     }
 #endif
     adam_plain(t->param + b, t->grad + b, t->buf0 + b, t->buf1 + b, n, use_l2, use_decoupled, wd, decay, b1, omb1,
-               b2, omb2, bc2_sqrt, eps, neg_step_size);
+               b2, omb2, bc2_sqrt, eps, neg_step_size, delta);
 }
 
 /* Elements [b, e) of the flat range over all tensors, tensor by tensor in order, with the step
- * fp_optim_step_begin counted. */
-static void step_range(void *ctx, size_t b, size_t e)
+ * fp_optim_step_begin counted; each element's update into delta[element - b] unless delta is NULL. */
+static void step_elems(fp_optim *opt, size_t b, size_t e, float *delta)
 {
-    fp_optim *opt = ctx;
     const size_t *offs = opt->offs;
     size_t lo = 0, hi = opt->count;   /* the tensor holding b: the last i with offs[i] <= b */
     while (hi - lo > 1) {
@@ -377,12 +382,15 @@ static void step_range(void *ctx, size_t b, size_t e)
         size_t s1 = (e < offs[i + 1] ? e : offs[i + 1]) - offs[i];
         if (s1 <= s0)
             continue;
+        float *dt = delta ? delta + (offs[i] + s0 - b) : NULL;
         if (opt->cfg.kind == FP_OPTIM_SGD)
-            sgd_tensor(&opt->cfg, &opt->t[i], s0, s1 - s0, opt->part_lr, opt->part_first, opt->fused);
+            sgd_tensor(&opt->cfg, &opt->t[i], s0, s1 - s0, opt->part_lr, opt->part_first, opt->fused, dt);
         else
-            adam_tensor(&opt->cfg, &opt->t[i], s0, s1 - s0, opt->part_lr, (double)opt->step, opt->fused);
+            adam_tensor(&opt->cfg, &opt->t[i], s0, s1 - s0, opt->part_lr, (double)opt->step, opt->fused, dt);
     }
 }
+
+static void step_range(void *ctx, size_t b, size_t e) { step_elems(ctx, b, e, NULL); }
 
 int fp_optim_step_begin(fp_optim *opt, double lr)
 {
@@ -399,10 +407,12 @@ int fp_optim_step_begin(fp_optim *opt, double lr)
 
 size_t fp_optim_size(const fp_optim *opt) { return opt->offs[opt->count]; }
 
-void fp_optim_step_part(fp_optim *opt, size_t b, size_t e)
+void fp_optim_step_part(fp_optim *opt, size_t b, size_t e) { fp_optim_step_part_delta(opt, b, e, NULL); }
+
+void fp_optim_step_part_delta(fp_optim *opt, size_t b, size_t e, float *delta)
 {
     size_t n = fp_optim_size(opt);
-    step_range(opt, b < n ? b : n, e < n ? e : n);
+    step_elems(opt, b < n ? b : n, e < n ? e : n, delta);
 }
 
 int fp_optim_laid_out_from(const fp_optim *opt, const float *base)

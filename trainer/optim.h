@@ -73,6 +73,9 @@ int fp_optim_step(fp_optim *opt, double lr);
  * parts that do not overlap may run on different threads. The values are fp_optim_step's, bit for bit. */
 int fp_optim_step_begin(fp_optim *opt, double lr);
 void fp_optim_step_part(fp_optim *opt, size_t b, size_t e);
+/* As fp_optim_step_part, also writing each element's update as it landed, delta[k - b] = new - old in
+ * fp32 (0 where rounding lost it), for elements k in [b, e) (clamped to fp_optim_size). */
+void fp_optim_step_part_delta(fp_optim *opt, size_t b, size_t e, float *delta);
 size_t fp_optim_size(const fp_optim *opt);
 /* 1 when tensor i's parameters are base + (its offset in the flat range) for every tensor: flat
  * element k is base[k]. */
