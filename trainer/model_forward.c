@@ -88,8 +88,6 @@ int fp_mi_forward(fp_model *m, const float **logits, const float *x, int n, fp_m
     int lowp = m->lowp || m->pol.compute != FP_DT_F32;
     if (lowp) {   /* staging for the widened tensors, sized once per plan */
         rc = ops->reserve(be, pl->max_floats, 0);
-        if (!rc && m->wlow)
-            rc = fp_mi_prepare_weights(m);
         if (rc)
             return rc;
     }
@@ -110,8 +108,9 @@ int fp_mi_forward(fp_model *m, const float **logits, const float *x, int n, fp_m
         if (pr)
             fp_probe_layer_begin(pr, i, FP_PHASE_FORWARD);
         switch (nd->info.type) {
-        case FP_LAYER_CONV:
-            rc = ops->conv_forward(be, Y, X, conv_w(W, nd), &nd->conv, cdt);
+        case FP_LAYER_CONV:   /* the weights as computed rounded now, still in cache for the GEMM */
+            rc = fp_mi_prepare_layer_weights(m, nd);
+            rc = rc ? rc : ops->conv_forward(be, Y, X, conv_w(W, nd), &nd->conv, cdt);
             break;
         case FP_LAYER_BN:
             if (mode == FP_MODE_TRAIN) {
@@ -144,7 +143,8 @@ int fp_mi_forward(fp_model *m, const float **logits, const float *x, int n, fp_m
         case FP_LAYER_LINEAR: {
             int fin = (int)dims_floats(nd->info.in), fout = nd->info.out.c;
             fp_tensor w = fp_tensor_of(W + nd->pw, FP_DT_F32, (fp_dims){fout, 1, 1, fin});
-            rc = ops->linear_forward(be, Y, X, w, vec32(W, nd->pb, fout), cdt);
+            rc = fp_mi_prepare_layer_weights(m, nd);
+            rc = rc ? rc : ops->linear_forward(be, Y, X, w, vec32(W, nd->pb, fout), cdt);
             break;
         }
         case FP_LAYER_ADD:

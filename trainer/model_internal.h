@@ -177,7 +177,7 @@ size_t fp_mi_plan_bytes(const plan_t *pl);
 void fp_mi_note_peaks(fp_model *m);
 void fp_mi_plan_free(fp_model *m, plan_t *pl);
 /* model_policy.c */
-int fp_mi_prepare_weights(fp_model *m);
+int fp_mi_prepare_layer_weights(fp_model *m, const node_t *nd);
 /* model_device.c: backend pointers and the mirrors' synchronisation (no-ops on host backends) */
 static inline int devmem(const fp_model *m) { return !m->ops->host_memory; }
 int fp_mi_to_host(fp_model *m, unsigned host_bits);   /* downloads the HOST_* parts asked that are behind */

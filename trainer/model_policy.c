@@ -86,18 +86,14 @@ int fp_model_set_policy(fp_model *m, const fp_policy *p)
 
 const fp_policy *fp_model_policy(const fp_model *m) { return &m->pol; }
 
-/* The low-precision weight copy autocast makes once per forward: conv weights, linear weight and
- * bias rounded to pol.compute (fp32 containers). */
-int fp_mi_prepare_weights(fp_model *m)
+/* The low-precision weight copy autocast makes once per forward, one layer at a time just before the
+ * layer runs (its rounded weights still in cache for the GEMM): conv weights, linear weight and bias
+ * rounded to pol.compute (fp32 containers). FP_OK doing nothing for a model without the copy or a
+ * layer without weights. */
+int fp_mi_prepare_layer_weights(fp_model *m, const node_t *nd)
 {
-    for (int i = 0; i < m->nnodes; i++) {
-        const node_t *nd = &m->nodes[i];
-        if (nd->info.type == FP_LAYER_CONV || nd->info.type == FP_LAYER_LINEAR) {
-            int rc = m->ops->round(m->be, flat32(m->wlow + nd->pw, nd->info.params),
-                                   flat32(m->dparams + nd->pw, nd->info.params), m->pol.compute);
-            if (rc)
-                return rc;
-        }
-    }
-    return FP_OK;
+    if (!m->wlow || (nd->info.type != FP_LAYER_CONV && nd->info.type != FP_LAYER_LINEAR))
+        return FP_OK;
+    return m->ops->round(m->be, flat32(m->wlow + nd->pw, nd->info.params), flat32(m->dparams + nd->pw, nd->info.params),
+                         m->pol.compute);
 }
