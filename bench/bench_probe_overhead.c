@@ -300,7 +300,7 @@ int main(void)
      * same EVERY steps probes off = (the sampled step's extra + (EVERY - 1) x an unsampled step's
      * extra) / (EVERY x a step off). The sampled step's extra is its paired difference (the step on
      * minus the step off of the same slot, seconds apart), median over the cycles' and the
-     * EXTRA_SAMPLED more: 120-200 ms on the 2-core VM. An unsampled step's extra is the probes' own hook calls (hook_cost:
+     * EXTRA_SAMPLED more: 105-130 ms on the 2-core VM. An unsampled step's extra is the probes' own hook calls (hook_cost:
      * the same calls timed alone, ~0.1 ms): side by side it is below the noise of this machine (the
      * same step ranges over +-10% on the 2-core VM, and (EVERY - 1) x the median of 81 paired
      * differences moved the estimate by +-1.5% from run to run, either sign). A sampled step does not
