@@ -1,6 +1,7 @@
 /* test_optim.c — SGD / Adam / AdamW against PyTorch 1.13 (tests/fixtures/optim/optim.safetensors,
  * written by tests/fixtures/make_optim_reference.py): parameters after each of 5 steps, per-tensor
- * weight decay, checkpoint export/import resuming bit-exactly, and bad hyperparameters refused. */
+ * weight decay, checkpoint export/import resuming bit-exactly, bad hyperparameters refused, and the
+ * step in parts writing each element's update (fp_optim_step_part_delta) equal to the whole step. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include "error.h"
 #include "safetensors.h"
 #include "tap.h"
+#include "testutil.h"
 #include "trainer/optim.h"
 
 #ifndef FIXTURE_DIR
@@ -440,8 +442,63 @@ static void test_misc(void)
     tap_is_double(c.weight_decay, 0, 0, 0, "Adam default weight decay 0");
 }
 
+/* fp_optim_step_part_delta over uneven parts (one across the two tensors' border, one clamped past the
+ * end): the parameters and state of fp_optim_step bit for bit, and delta = new - old as landed (0 where
+ * a tiny update is lost to rounding), for every kind, two steps (the second with state). */
+static void test_part_delta(fp_optim_kind kind, const char *what)
+{
+    enum { N0 = 1000, N1 = 537, N = N0 + N1 };
+    float p[2][N], g[N], old[N], delta[N + 7];
+    uint64_t s = 99;
+    for (int i = 0; i < N; i++) {
+        p[0][i] = p[1][i] = i % 17 == 0 ? 1e6f : tu_uniform_pm1(&s);   /* 1e6: updates below half an ulp */
+        g[i] = i % 11 == 0 ? 0.0f : tu_uniform_pm1(&s) * 1e-3f;
+    }
+    fp_optim_config c;
+    fp_optim_config_default(&c, kind);
+    if (kind == FP_OPTIM_SGD) {
+        c.momentum = 0.9;
+        c.nesterov = 1;
+        c.weight_decay = 5e-4;
+    }
+    fp_optim *o[2];
+    for (int k = 0; k < 2; k++) {
+        fp_optim_param ps[2] = {{"a", p[k], g, N0, 1}, {"b", p[k] + N0, g + N0, N1, 0}};
+        fp_optim_new(&o[k], &c, ps, 2);
+    }
+    int same = 1, delta_ok = 1, lost = 0;
+    for (int step = 0; step < 2; step++) {
+        fp_optim_step(o[0], 1e-3);
+        memcpy(old, p[1], sizeof old);
+        fp_optim_step_begin(o[1], 1e-3);
+        const size_t cut[4] = {0, 700, 1200, N + 7};
+        for (int j = 0; j < 3; j++)
+            fp_optim_step_part_delta(o[1], cut[j], cut[j + 1], delta + cut[j]);
+        same &= memcmp(p[0], p[1], sizeof p[0]) == 0;
+        for (int i = 0; i < N; i++) {
+            float d = p[1][i] - old[i];
+            delta_ok &= memcmp(&d, &delta[i], sizeof d) == 0;
+            lost += g[i] != 0.0f && delta[i] == 0.0f;
+        }
+    }
+    for (size_t i = 0; same && i < fp_optim_state_count(o[0]); i++) {
+        fp_optim_state a, b;
+        fp_optim_state_at(o[0], i, &a);
+        fp_optim_state_at(o[1], i, &b);
+        same &= a.n == b.n && memcmp(a.data, b.data, a.n * sizeof(float)) == 0;
+    }
+    tap_ok(same, "%s: the step in parts with its updates gives fp_optim_step's parameters and state", what);
+    tap_ok(delta_ok && lost > 0, "%s: each update is new - old as landed, bit for bit (%d lost to rounding)", what,
+           lost);
+    fp_optim_free(o[0]);
+    fp_optim_free(o[1]);
+}
+
 int main(void)
 {
+    test_part_delta(FP_OPTIM_SGD, "sgd");
+    test_part_delta(FP_OPTIM_ADAM, "adam");
+    test_part_delta(FP_OPTIM_ADAMW, "adamw");
     char path[4200];
     snprintf(path, sizeof path, "%s/optim/optim.safetensors", FIXTURE_DIR);
     if (fp_st_open(&fx, path) != FP_OK) {
