@@ -18,7 +18,7 @@
  * are taken every step. Measured on the default comparison's two arms (ResNet-50 64x64 batch 16,
  * fp32 + fp16, 2 cores; bench/bench_probe_overhead.c): a sampled step costs both arms together
  * ~60-85 ms of histograms and parameter passes and ~45-60 ms for the precision error riding on the
- * fp32 arm, against ~600-700 ms for one step of each, so every 10 is ~1.7-1.9% and every 50 ~0.4%;
+ * fp32 arm, against ~600-700 ms for one step of each, so every 10 is ~1.7-2.2% and every 50 ~0.4%;
  * the timers cost < 0.5% (within the noise). */
 #define FP_PROBE_DEFAULT_HIST_EVERY 50
 #define FP_PROBE_DEFAULT_TRACE_EVERY 100
