@@ -99,9 +99,9 @@ double fp_probe_sample_params(fp_probe *p, fp_model *m, const float *old_params,
 void fp_probe_copy_params(float *dst, const float *src, size_t n);
 
 /* ---- the same pass riding on the optimizer step ----
- * With the optimizer run piece by piece inside the pass (each piece's values copied to a small buffer,
- * then fp_optim_step_part on it, then used while in cache): the parameters are read from memory once,
- * by the optimizer, and no copy of them all is made before the step. Call after fp_optim_step_begin
+ * With the optimizer run piece by piece inside the pass (each piece's weights handed over, then
+ * fp_optim_step_part_delta on it writing each element's update, then used while in cache): the
+ * parameters are read from memory once and no copy of them is made. Call after fp_optim_step_begin
  * (trainer/arm.h fp_arm_set_update_hook), when fp_probe_params_steppable(m, opt): the layers'
  * parameters tile m's parameter buffer in order and opt's flat range is that buffer. It updates every
  * parameter once and gives what fp_probe_sample_params gives with old_params = the parameters before

@@ -99,11 +99,11 @@ void fp_arm_set_forward_hook(fp_arm *a, fp_arm_forward_hook fn, void *ctx);
 /* Work riding on the optimizer step (probe/analysis.h's parameter pass, done on each part of the
  * parameters while it is in cache): the next step that updates runs fn between fp_optim_step_begin
  * and the end of the step instead of fp_optim_step; fn must update every element through
- * fp_optim_step_part, and its non-zero return fails the step. One step only: cleared by the next
- * fp_arm_step whatever happens to it (skipped, diverged or failed: then fn does not run). The step's optimizer
- * time is then that of the last step without it (fn's own time is left out). FP_EINVAL (nothing
- * set) on a device arm or under a policy whose master weights are not fp32 (`half` rounds them after
- * the optimizer); the caller then does its work after the step. */
+ * fp_optim_step_part or fp_optim_step_part_delta, and its non-zero return fails the step. One step
+ * only: cleared by the next fp_arm_step whatever happens to it (skipped, diverged or failed: then fn
+ * does not run). The step's optimizer time is then that of the last step without it (fn's own time
+ * is left out). FP_EINVAL (nothing set) on a device arm or under a policy whose master weights are
+ * not fp32 (`half` rounds them after the optimizer); the caller then does its work after the step. */
 typedef int (*fp_arm_update_hook)(void *ctx, fp_arm *a, fp_optim *opt);
 int fp_arm_set_update_hook(fp_arm *a, fp_arm_update_hook fn, void *ctx);
 
