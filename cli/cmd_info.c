@@ -34,8 +34,8 @@ int cmd_devices(int argc, char **argv)
     fp_gpu_info_t gpu;
     fp_gpu_detect(&gpu);
     if (gpu.available)
-        printf("gpu: %s (sm_%d%d), %d device(s), driver CUDA %d.%d\n", gpu.name, gpu.compute_major,
-               gpu.compute_minor, gpu.device_count, gpu.driver_version / 1000, gpu.driver_version % 1000 / 10);
+        printf("gpu: %s (sm_%d%d), %d device(s), %s\n", gpu.name, gpu.compute_major, gpu.compute_minor,
+               gpu.device_count, gpu.compat);
     else
         printf("gpu: unavailable: %s; using the CPU\n", gpu.reason);
     return 0;

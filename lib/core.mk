@@ -9,8 +9,9 @@ lib/cuda/convert.$(OBJEXT): lib/cuda/convert.h lib/error.h
 endif
 EXTRA_DIST += lib/cuda/convert.cu lib/cuda/convert.h
 
-check_PROGRAMS += tests/test_formats tests/test_error tests/test_atomic_file
-TESTS += tests/test_formats tests/test_error tests/test_atomic_file
+check_PROGRAMS += tests/test_formats tests/test_error tests/test_atomic_file tests/test_gpu_detect
+TESTS += tests/test_formats tests/test_error tests/test_atomic_file tests/test_gpu_detect
+tests_test_gpu_detect_LDADD = $(TEST_LDADD)
 tests_test_formats_LDADD = $(TEST_LDADD)
 tests_test_error_LDADD = $(TEST_LDADD)
 tests_test_atomic_file_LDADD = $(TEST_LDADD)

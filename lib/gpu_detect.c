@@ -22,6 +22,23 @@ int fp_gpu_compiled(void)
 #endif
 }
 
+int fp_gpu_driver_compat(int driver, int runtime, char *why, unsigned long why_size)
+{
+    int dmaj = driver / 1000, dmin = driver % 1000 / 10, rmaj = runtime / 1000, rmin = runtime % 1000 / 10;
+    if (driver >= runtime) {
+        snprintf(why, why_size, "driver CUDA %d.%d >= runtime %d.%d", dmaj, dmin, rmaj, rmin);
+        return 1;
+    }
+    if (dmaj == rmaj && rmaj >= 11) {
+        snprintf(why, why_size, "driver CUDA %d.%d < runtime %d.%d: minor-version compatibility", dmaj, dmin,
+                 rmaj, rmin);
+        return 1;
+    }
+    snprintf(why, why_size, "the NVIDIA driver supports CUDA %d.%d but this build needs %d.x (at least %d.0)",
+             dmaj, dmin, rmaj, rmaj);
+    return 0;
+}
+
 static void detect(void)
 {
     memset(&cached, 0, sizeof cached);
@@ -31,11 +48,8 @@ static void detect(void)
         snprintf(cached.reason, sizeof cached.reason, "no NVIDIA driver found (libcuda.so.1 not loadable)");
         return;
     }
-    if (cached.driver_version < cached.runtime_version) {
-        snprintf(cached.reason, sizeof cached.reason,
-                 "the NVIDIA driver supports CUDA %d.%d but this build needs %d.%d",
-                 cached.driver_version / 1000, cached.driver_version % 1000 / 10,
-                 cached.runtime_version / 1000, cached.runtime_version % 1000 / 10);
+    if (!fp_gpu_driver_compat(cached.driver_version, cached.runtime_version, cached.compat, sizeof cached.compat)) {
+        snprintf(cached.reason, sizeof cached.reason, "%s", cached.compat);
         return;
     }
     cudaError_t err = cudaGetDeviceCount(&cached.device_count);
