@@ -71,7 +71,8 @@ static void usage(FILE *to)
             "  --hist-every N         exponent histograms of every layer every N steps (default %d, or once at\n"
             "                         the last step of a shorter run; 0: off)\n"
             "  --error-every N        per-layer rounding error against the fp32 arm every N steps (default %d)\n"
-            "  --trace-every N        kernel-level rows every N steps (GPU only; default %d)\n",
+            "  --trace-every N        kernel-level rows every N steps (GPU only; default %d, or once at the last\n"
+            "                         step of a shorter run; 0: off)\n",
             fp_model_names_joined(), fp_policy_names_joined(), CPU_STEPS, CPU_BATCH, CPU_IMAGE_SIZE, CPU_WARMUP,
             FP_STORE_DEFAULT_PATH, CPU_EVAL_BATCHES, FP_PROBE_DEFAULT_HIST_EVERY, FP_PROBE_DEFAULT_PRECISION_EVERY,
             FP_PROBE_DEFAULT_TRACE_EVERY);
@@ -277,7 +278,7 @@ int cmd_compare(int argc, char **argv)
     fp_train_options_init(&o, "compare");
     o.model = CPU_MODEL;
     o.device = "auto";
-    int no_tui = 0, first = 1, set_hist = 0, set_error = 0;
+    int no_tui = 0, first = 1, set_hist = 0, set_error = 0, set_trace = 0;
     if (argc > 0 && is_model(argv[0])) {   /* fp16probe <model> [options] */
         o.model = argv[0];
     }
@@ -300,7 +301,7 @@ int cmd_compare(int argc, char **argv)
         else if (OPT("--error-every"))
             rc = (set_error = 1, m > 0 && fp_cli_parse_int("compare", "--error-every", v, 0, 1 << 30, &cfg.error_every));
         else if (OPT("--trace-every"))
-            rc = m > 0 && fp_cli_parse_int("compare", "--trace-every", v, 0, 1 << 30, &cfg.trace_every);
+            rc = (set_trace = 1, m > 0 && fp_cli_parse_int("compare", "--trace-every", v, 0, 1 << 30, &cfg.trace_every));
         else
             return cli_error(2, "compare: unexpected argument '%s' (see fp16probe compare --help)", a);
 #undef OPT
@@ -329,6 +330,8 @@ int cmd_compare(int argc, char **argv)
         cfg.hist_every = (int)o.steps;
     if (!set_error && o.steps > 0 && o.steps < cfg.error_every)
         cfg.error_every = (int)o.steps;
+    if (!set_trace && o.steps > 0 && o.steps < cfg.trace_every)
+        cfg.trace_every = (int)o.steps;
     if (fp_train_options_apply(&o, &cfg.base))
         return 2;
 

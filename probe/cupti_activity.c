@@ -1,11 +1,11 @@
-/* cupti_activity.c — kernel-level tracing with the CUPTI Activity API (built only with CUPTI):
- * CONCURRENT_KERNEL (never KERNEL, which serialises kernels), MEMCPY, MEMSET, MEMORY2, RUNTIME,
- * EXTERNAL_CORRELATION and OVERHEAD, 8 MB buffers, kernels attributed to (layer, phase) through
- * external correlation ids pushed around every layer of a traced step, each kernel classified by name
- * (probe/kernel_class.h: its class and, from it, the tensorCore flag). Promises: the completion
- * callback only queues buffers (all parsing on the trainer thread at a flush); dropped records are
- * counted; CUPTI refused or absent -> "unavailable" with the reason, training goes on. */
+/* cupti_activity.c — kernel-level tracing with the CUPTI Activity API (built only with CUPTI): kernels of
+ * the traced steps only, attributed to (layer, phase) through external correlation ids and classed by name.
+ * Promises: the activity kinds are enabled from a traced step's begin until its flush at its end and off
+ * otherwise; the completion callback only queues buffers (no allocation, all parsing on the trainer thread
+ * at a flush) and, once close has detached the tracer, frees them without touching it; dropped records
+ * are counted; CUPTI refused or absent -> "unavailable" with the reason, training goes on. */
 #include "config.h"
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,19 +15,24 @@
 #include "probe/kernel_class.h"
 #include "probe/probe.h"
 
-#define BUF_SIZE (8u << 20)        /* 4-8 MB as CUPTI's samples and kineto */
-#define BUF_ALIGN 8
+#define BUF_SIZE ((size_t)8 << 20)   /* record bytes per host buffer: 4-8 MB as CUPTI's samples and kineto */
+#define BUF_ALIGN 8                  /* CUPTI's record alignment */
 #define CUPTI_DEVICE_BUFFER_BYTES ((size_t)32 << 20)   /* CUPTI's device record buffers (its default ~3 MB) */
 #define CUPTI_DEVICE_BUFFER_POOL ((size_t)4)
-#define CORR_SLOTS (1u << 16)      /* correlation id -> external id, open addressing */
+/* correlation id -> external id, open addressing. With DRIVER records every driver call cuDNN makes inside
+ * a layer (attribute queries, launches) has an external correlation: tens of thousands per ResNet-50 step. */
+#define CORR_SLOTS ((uint32_t)1 << 18)
+#define CORR_MAX (CORR_SLOTS / 4 * 3)   /* load cap: probing stays short; past it, correlations are not kept */
 #define NAME_SLOTS 4096
-#define EXT_TAG (1ull << 62)       /* marks our external ids */
+#define EXT_TAG (1ull << 62)   /* marks our external ids */
 
+/* The header CUPTI never sees: it sits just before the record bytes handed to CUPTI, in the same
+ * allocation, so the completion callback queues a buffer without allocating. */
 typedef struct qbuf {
-    uint8_t *buf;
     size_t valid;
     struct qbuf *next;
 } qbuf;
+#define QBUF_HDR ((sizeof(qbuf) + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN)
 
 typedef struct {
     uint32_t corr;   /* 0: empty */
@@ -39,27 +44,54 @@ typedef struct {
     int64_t id;
 } name_slot;
 
+/* The kinds a traced step collects. Only kernel records are stored; API records (RUNTIME, and DRIVER:
+ * cuDNN 9's engines and cuBLASLt launch through cuLaunchKernel[Ex]) are discarded but must be on, since
+ * CUPTI emits an EXTERNAL_CORRELATION record only along with an API record. */
+static const struct {
+    CUpti_ActivityKind kind;
+    const char *name;
+    int needed;   /* 2: no trace without it; 1: kernels carry no layer without it; 0: not used for the rows */
+} kinds[] = {
+    {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL", 2},
+    {CUPTI_ACTIVITY_KIND_RUNTIME, "RUNTIME", 1},
+    {CUPTI_ACTIVITY_KIND_DRIVER, "DRIVER", 1},
+    {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION", 1},
+    {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY", 0},
+    {CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET", 0},
+    {CUPTI_ACTIVITY_KIND_MEMORY2, "MEMORY2", 0},
+    {CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD", 0},
+};
+#define NKINDS (sizeof kinds / sizeof *kinds)
+
 struct fp_cupti {
     fp_store_t *store;
     int64_t run;
     int trace_every;
     int available;
     char reason[256];
-    pthread_mutex_t mu;
-    qbuf *head, *tail;               /* completed buffers, oldest first */
+    qbuf *head, *tail;   /* completed buffers, oldest first; under g_mu */
     uint64_t dropped, kernels;
     size_t dev_buf_bytes, dev_buf_pool;   /* CUPTI's own device buffers as CUPTI reports them (0: unknown) */
-    int64_t step;
-    int tracing;                     /* the current step is traced */
-    int64_t traced_step;             /* step whose kernels the next flush stores; -1 none */
+    int tracing;                 /* the current step is traced: the kinds are on */
+    int64_t traced_step;         /* step whose kernels the next flush stores; -1 none */
+    unsigned enabled;            /* bit i: kinds[i] enabled by us */
+    int depth;                   /* external ids pushed and not yet popped */
+    unsigned warned;             /* bit i: enabling kinds[i] failed and an event said so */
     corr_slot *corr;
+    uint32_t ncorr;
     name_slot *names;
     fp_kernel_rec_t *rows;
     size_t nrows, caprows;
     int status;
 };
 
-static fp_cupti *g_cupti;   /* CUPTI's buffer callbacks carry no user pointer: one tracer per process */
+/* CUPTI's buffer callbacks carry no user pointer: one tracer per process. g_mu guards g_cupti and the
+ * queue of the tracer it names; close clears g_cupti under it before freeing, so a callback that comes
+ * late (or after close) finds NULL and frees its buffer. The callbacks stay registered for the process
+ * (CUPTI has no unregistering short of cuptiFinalize): they are registered once. */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static fp_cupti *g_cupti;
+static int g_registered;   /* trainer thread only */
 
 static const char *cupti_err(CUptiResult r)
 {
@@ -71,45 +103,55 @@ static const char *cupti_err(CUptiResult r)
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
-    *buffer = aligned_alloc(BUF_ALIGN, BUF_SIZE);
-    *size = *buffer ? BUF_SIZE : 0;
+    uint8_t *p = aligned_alloc(BUF_ALIGN, QBUF_HDR + BUF_SIZE);   /* a multiple of BUF_ALIGN */
+    *buffer = p ? p + QBUF_HDR : NULL;   /* NULL: CUPTI drops records and counts them */
+    *size = p ? BUF_SIZE : 0;
     *max_records = 0;   /* as many as fit */
 }
 
-/* Only queues the buffer: parsing happens at a flush, on the trainer thread. */
+/* Only queues the buffer (parsing happens at a flush, on the trainer thread); with no tracer, frees it. */
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)
 {
     (void)ctx;
     (void)stream;
     (void)size;
-    fp_cupti *c = g_cupti;
-    qbuf *q = c ? malloc(sizeof *q) : NULL;
-    if (!q) {
-        free(buffer);
+    if (!buffer)
         return;
-    }
-    q->buf = buffer;
+    qbuf *q = (qbuf *)(void *)(buffer - QBUF_HDR);
     q->valid = valid;
     q->next = NULL;
-    pthread_mutex_lock(&c->mu);
-    if (c->tail)
-        c->tail->next = q;
-    else
-        c->head = q;
-    c->tail = q;
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&g_mu);
+    fp_cupti *c = g_cupti;
+    if (c) {
+        if (c->tail)
+            c->tail->next = q;
+        else
+            c->head = q;
+        c->tail = q;
+    }
+    pthread_mutex_unlock(&g_mu);
+    if (!c)
+        free(q);
 }
 
 static void corr_put(fp_cupti *c, uint32_t corr, uint64_t ext)
 {
     if (!corr)
         return;
-    for (uint32_t i = (corr * 2654435761u) & (CORR_SLOTS - 1), k = 0; k < CORR_SLOTS; k++, i = (i + 1) & (CORR_SLOTS - 1))
-        if (!c->corr[i].corr || c->corr[i].corr == corr) {
-            c->corr[i].corr = corr;
+    for (uint32_t i = (corr * 2654435761u) & (CORR_SLOTS - 1), k = 0; k < CORR_SLOTS; k++, i = (i + 1) & (CORR_SLOTS - 1)) {
+        if (c->corr[i].corr == corr) {
             c->corr[i].ext = ext;
             return;
         }
+        if (!c->corr[i].corr) {
+            if (c->ncorr >= CORR_MAX)
+                return;
+            c->corr[i].corr = corr;
+            c->corr[i].ext = ext;
+            c->ncorr++;
+            return;
+        }
+    }
 }
 
 static int corr_get(const fp_cupti *c, uint32_t corr, uint64_t *ext)
@@ -150,6 +192,10 @@ static int64_t name_id(fp_cupti *c, const char *name)
 
 static void add_kernel(fp_cupti *c, const CUpti_ActivityKernel10 *k)
 {
+    if (k->start == 0 && k->end == 0) {   /* CUPTI had no device buffer space for its timestamps */
+        c->dropped++;
+        return;
+    }
     if (c->nrows == c->caprows) {
         size_t nc = c->caprows ? 2 * c->caprows : 1024;
         void *p = realloc(c->rows, nc * sizeof *c->rows);
@@ -185,18 +231,19 @@ static void add_kernel(fp_cupti *c, const CUpti_ActivityKernel10 *k)
     r->tensor_core = fp_kernel_class_tensor_core((fp_kernel_class)r->kernel_class);
 }
 
-/* Parses every queued buffer: correlation records first (they may arrive in another buffer than
- * their kernels), then kernels, kept only when `keep`. Frees the buffers. */
+/* Parses every queued buffer: correlation records first (they may arrive in another buffer than their
+ * kernels), then kernels, kept only when `keep` (API, memory and overhead records are skipped). Frees the
+ * buffers. Never called with g_mu held. */
 static void drain(fp_cupti *c, int keep)
 {
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(&g_mu);
     qbuf *q = c->head;
     c->head = c->tail = NULL;
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&g_mu);
     if (keep)
         for (qbuf *b = q; b; b = b->next) {
             CUpti_Activity *rec = NULL;
-            while (cuptiActivityGetNextRecord(b->buf, b->valid, &rec) == CUPTI_SUCCESS)
+            while (cuptiActivityGetNextRecord((uint8_t *)b + QBUF_HDR, b->valid, &rec) == CUPTI_SUCCESS)
                 if (rec->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
                     const CUpti_ActivityExternalCorrelation *e = (const void *)rec;
                     if (e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)
@@ -206,13 +253,12 @@ static void drain(fp_cupti *c, int keep)
     while (q) {
         if (keep) {
             CUpti_Activity *rec = NULL;
-            while (cuptiActivityGetNextRecord(q->buf, q->valid, &rec) == CUPTI_SUCCESS)
+            while (cuptiActivityGetNextRecord((uint8_t *)q + QBUF_HDR, q->valid, &rec) == CUPTI_SUCCESS)
                 if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
                     add_kernel(c, (const CUpti_ActivityKernel10 *)(const void *)rec);
         }
         qbuf *n = q->next;
-        free(q->buf);
-        free(q);
+        free(q);   /* the allocation buffer_requested made */
         q = n;
     }
     if (keep && c->nrows) {
@@ -222,17 +268,76 @@ static void drain(fp_cupti *c, int keep)
         c->kernels += c->nrows;
     }
     c->nrows = 0;
-    if (keep)
+    if (c->ncorr) {
         memset(c->corr, 0, CORR_SLOTS * sizeof *c->corr);
+        c->ncorr = 0;
+    }
 }
 
+/* Hands every buffer CUPTI holds, complete or not, to the completion callback (which returns before
+ * cuptiActivityFlushAll does), then parses them. */
 static void flush_records(fp_cupti *c, int keep)
 {
-    cuptiActivityFlushAll(1);   /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: incomplete buffers too */
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     size_t d = 0;
-    if (cuptiActivityGetNumDroppedRecords(NULL, 0, &d) == CUPTI_SUCCESS)
+    if (cuptiActivityGetNumDroppedRecords(NULL, 0, &d) == CUPTI_SUCCESS)   /* NULL: the global queue */
         c->dropped += d;
     drain(c, keep);
+}
+
+static void event(fp_cupti *c, int64_t step, fp_event_kind kind, const char *text)
+{
+    if (c->store && c->run > 0)
+        fp_store_event(c->store, c->run, 0, step, -1, kind, text);
+}
+
+/* Turns the kinds on for a traced step: 0 when CONCURRENT_KERNEL would not (nothing is then on). A kind
+ * that fails is said once in an event of the run. */
+static int enable_kinds(fp_cupti *c, int64_t step)
+{
+    char text[512];
+    for (size_t i = 0; i < NKINDS; i++) {
+        CUptiResult r = cuptiActivityEnable(kinds[i].kind);
+        if (r == CUPTI_SUCCESS) {
+            c->enabled |= 1u << i;
+            continue;
+        }
+        static const char *const effect[] = {"", "; kernels may carry no layer", "; such steps are not traced"};
+        if (!(c->warned & (1u << i))) {   /* once per kind */
+            c->warned |= 1u << i;
+            snprintf(text, sizeof text, "kernel trace (CUPTI): cuptiActivityEnable(%s) at step %" PRId64 ": %s%s",
+                     kinds[i].name, step, cupti_err(r), effect[kinds[i].needed]);
+            event(c, step, kinds[i].needed ? FP_EVENT_WARNING : FP_EVENT_INFO, text);
+        }
+        if (kinds[i].needed == 2) {
+            for (size_t j = 0; j < NKINDS; j++)
+                if (c->enabled & (1u << j))
+                    cuptiActivityDisable(kinds[j].kind);
+            c->enabled = 0;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void disable_kinds(fp_cupti *c)
+{
+    for (size_t i = 0; i < NKINDS; i++)
+        if (c->enabled & (1u << i))
+            cuptiActivityDisable(kinds[i].kind);
+    c->enabled = 0;
+}
+
+/* Ends a traced step: pops what its layers left pushed, flushes and stores its kernels, turns the kinds off. */
+static void end_trace(fp_cupti *c)
+{
+    uint64_t last;
+    for (; c->depth > 0; c->depth--)
+        cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+    flush_records(c, 1);
+    disable_kinds(c);
+    c->traced_step = -1;
+    c->tracing = 0;
 }
 
 int fp_cupti_open(fp_cupti **out, fp_store_t *store, int64_t run, int trace_every)
@@ -241,7 +346,6 @@ int fp_cupti_open(fp_cupti **out, fp_store_t *store, int64_t run, int trace_ever
     *out = c;
     if (!c)
         return fp_fail(FP_ENOMEM, "cupti: out of memory");
-    pthread_mutex_init(&c->mu, NULL);
     c->store = store;
     c->run = run;
     c->trace_every = trace_every;
@@ -252,52 +356,52 @@ int fp_cupti_open(fp_cupti **out, fp_store_t *store, int64_t run, int trace_ever
         snprintf(c->reason, sizeof c->reason, "out of memory");
         return fp_fail(FP_ENOMEM, "cupti: out of memory");
     }
-    if (g_cupti) {
+    pthread_mutex_lock(&g_mu);
+    int taken = g_cupti != NULL;
+    if (!taken)
+        g_cupti = c;
+    pthread_mutex_unlock(&g_mu);
+    if (taken) {
         snprintf(c->reason, sizeof c->reason, "another CUPTI tracer is open in this process");
         return FP_OK;
     }
-    g_cupti = c;
-    CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    CUptiResult r = CUPTI_SUCCESS;
+    if (!g_registered) {
+        /* CUPTI's device-side record buffers: a fixed size and pool, set before any context exists so
+         * that they hold for the whole run, then read back (CUPTI may round) and kept for the record */
+        size_t sz = sizeof(size_t), bytes = CUPTI_DEVICE_BUFFER_BYTES, pool = CUPTI_DEVICE_BUFFER_POOL;
+        cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &bytes);
+        sz = sizeof(size_t);
+        cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT, &sz, &pool);
+        r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+        g_registered = r == CUPTI_SUCCESS;
+    }
     if (r != CUPTI_SUCCESS) {
         snprintf(c->reason, sizeof c->reason, "cuptiActivityRegisterCallbacks: %s", cupti_err(r));
-        g_cupti = NULL;
-        return FP_OK;
+    } else {
+        size_t sz = sizeof(size_t);
+        if (cuptiActivityGetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &c->dev_buf_bytes) != CUPTI_SUCCESS)
+            c->dev_buf_bytes = 0;
+        sz = sizeof(size_t);
+        if (cuptiActivityGetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT, &sz, &c->dev_buf_pool) !=
+            CUPTI_SUCCESS)
+            c->dev_buf_pool = 0;
+        /* asked once now, so that a refusal (another profiler attached, ...) is "unavailable" from the
+         * start; off again until a traced step */
+        r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+        if (r != CUPTI_SUCCESS)
+            snprintf(c->reason, sizeof c->reason, "cuptiActivityEnable(CONCURRENT_KERNEL): %s", cupti_err(r));
+        else
+            cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     }
-    /* CUPTI's device-side record buffers: a fixed size and pool, set before any context exists so
-     * that they hold for the whole run, then read back (CUPTI may round) and kept for the record */
-    size_t sz = sizeof(size_t), bytes = CUPTI_DEVICE_BUFFER_BYTES, pool = CUPTI_DEVICE_BUFFER_POOL;
-    cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &bytes);
-    sz = sizeof(size_t);
-    cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT, &sz, &pool);
-    sz = sizeof(size_t);
-    if (cuptiActivityGetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &c->dev_buf_bytes) != CUPTI_SUCCESS)
-        c->dev_buf_bytes = 0;
-    sz = sizeof(size_t);
-    if (cuptiActivityGetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT, &sz, &c->dev_buf_pool) != CUPTI_SUCCESS)
-        c->dev_buf_pool = 0;
-    r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     if (r != CUPTI_SUCCESS) {
-        snprintf(c->reason, sizeof c->reason, "cuptiActivityEnable(CONCURRENT_KERNEL): %s", cupti_err(r));
+        pthread_mutex_lock(&g_mu);
         g_cupti = NULL;
+        pthread_mutex_unlock(&g_mu);
         return FP_OK;
     }
-    static const CUpti_ActivityKind more[] = {CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
-                                              CUPTI_ACTIVITY_KIND_MEMORY2, CUPTI_ACTIVITY_KIND_RUNTIME,
-                                              CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_OVERHEAD};
-    for (size_t i = 0; i < sizeof more / sizeof *more; i++)
-        cuptiActivityEnable(more[i]);   /* best effort: kernels are what we store */
     c->available = 1;
     return FP_OK;
-}
-
-static void disable_all(void)
-{
-    static const CUpti_ActivityKind all[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                             CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_MEMORY2,
-                                             CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-                                             CUPTI_ACTIVITY_KIND_OVERHEAD};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-        cuptiActivityDisable(all[i]);
 }
 
 void fp_cupti_close(fp_cupti *c)
@@ -305,18 +409,29 @@ void fp_cupti_close(fp_cupti *c)
     if (!c)
         return;
     if (c->available) {
-        flush_records(c, c->traced_step >= 0);
-        disable_all();
-        cuptiActivityFlushAll(1);
+        /* 1. flush: what a traced step left is stored */
+        if (c->tracing)
+            end_trace(c);   /* flushes, stores, disables */
+        else
+            flush_records(c, 0);
+        /* 2. every kind off, then what CUPTI still held comes back to us and is dropped */
+        for (size_t i = 0; i < NKINDS; i++)
+            cuptiActivityDisable(kinds[i].kind);
+        c->enabled = 0;
+        cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        /* 3. detach: a callback from now on frees its buffer without touching c */
+        pthread_mutex_lock(&g_mu);
+        if (g_cupti == c)
+            g_cupti = NULL;
+        pthread_mutex_unlock(&g_mu);
         drain(c, 0);
-        g_cupti = NULL;
     }
+    /* 4. free */
     for (size_t i = 0; c->names && i < NAME_SLOTS; i++)
         free(c->names[i].name);
     free(c->names);
     free(c->corr);
     free(c->rows);
-    pthread_mutex_destroy(&c->mu);
     free(c);
 }
 
@@ -363,10 +478,13 @@ static unsigned cu_step_begin(void *self, int64_t step, float loss_scale)
 {
     (void)loss_scale;
     fp_cupti *c = self;
-    c->step = step;
-    c->tracing = fp_probe_every(step, c->trace_every);
-    if (c->tracing) {   /* drop what earlier, untraced steps left */
-        flush_records(c, 0);
+    if (c->tracing)   /* a traced step begun again without its step_end: store what it has */
+        end_trace(c);
+    if (!fp_probe_every(step, c->trace_every))
+        return 0;
+    flush_records(c, 0);   /* drop what came after the last traced step's flush */
+    if (enable_kinds(c, step)) {
+        c->tracing = 1;
         c->traced_step = step;
     }
     return 0;
@@ -376,19 +494,17 @@ static void cu_step_end(void *self, int64_t step)
 {
     (void)step;
     fp_cupti *c = self;
-    if (!c->tracing)
-        return;
-    flush_records(c, 1);   /* the caller synchronised the device at the end of the step */
-    c->traced_step = -1;
-    c->tracing = 0;
+    if (c->tracing)
+        end_trace(c);   /* the caller synchronised the device at the end of the step */
 }
 
 static void cu_layer_begin(void *self, int layer, fp_phase phase)
 {
     fp_cupti *c = self;
-    if (c->tracing)
-        cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
-                                               EXT_TAG | ((uint64_t)(layer + 1) << 8) | (uint64_t)phase);
+    if (c->tracing && cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
+                                                             EXT_TAG | ((uint64_t)(layer + 1) << 8) |
+                                                                 (uint64_t)phase) == CUPTI_SUCCESS)
+        c->depth++;
 }
 
 static void cu_layer_end(void *self, int layer, fp_phase phase)
@@ -397,8 +513,10 @@ static void cu_layer_end(void *self, int layer, fp_phase phase)
     (void)phase;
     fp_cupti *c = self;
     uint64_t last;
-    if (c->tracing)
+    if (c->tracing && c->depth > 0) {
         cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+        c->depth--;
+    }
 }
 
 static const fp_probe_ops cupti_ops = {"cupti", cu_step_begin, cu_step_end, cu_layer_begin, cu_layer_end, NULL};

@@ -198,15 +198,19 @@ void fp_nvml_stop_sampler(fp_nvml *nv);
 uint64_t fp_nvml_samples_taken(const fp_nvml *nv);
 
 /* ---- CUPTI activity (cupti_activity.c, built with CUPTI; elsewhere every call is FP_EUNAVAIL) ----
- * CONCURRENT_KERNEL (never KERNEL), MEMCPY, MEMSET, MEMORY2, RUNTIME, EXTERNAL_CORRELATION and
- * OVERHEAD enabled at open (before warm-up); 8 MB buffers that the completion callback only queues;
- * every layer and phase pushes an external correlation id (CUSTOM0) encoding (layer, phase), so
- * kernels are attributed; at the end of a traced step (fp_probe_every(step, trace_every)) the
- * records are flushed and the kernels written with fp_store_kernels; other steps' records are
- * discarded. Tensor-core use is classified by kernel name (kernel_class.h). */
+ * Collection is on only during traced steps (fp_probe_every(step, trace_every)): at such a step's begin
+ * CONCURRENT_KERNEL (never KERNEL), RUNTIME, DRIVER, EXTERNAL_CORRELATION, MEMCPY, MEMSET, MEMORY2 and
+ * OVERHEAD are enabled; at its end the records are flushed, its kernels written with fp_store_kernels, and
+ * every kind disabled again. Every layer and phase of a traced step pushes an external correlation id
+ * (CUSTOM0) encoding (layer, phase); CUPTI ties it to the runtime or driver call that launched a kernel
+ * (cuDNN and cuBLASLt launch through the driver API, hence DRIVER), so kernels are attributed. 8 MB host
+ * buffers that the completion callback only queues. Tensor-core use is classified by kernel name
+ * (kernel_class.h). */
 typedef struct fp_cupti fp_cupti;
 int fp_cupti_open(fp_cupti **out, fp_store_t *store, int64_t run, int trace_every);   /* FP_OK or FP_ENOMEM */
-void fp_cupti_close(fp_cupti *c);      /* flushes, writes what a traced step left, disables */
+/* Flushes (writing what a traced step left), disables every kind, detaches the buffer callbacks from the
+ * tracer (a buffer CUPTI hands back later is freed without touching it), then frees it. */
+void fp_cupti_close(fp_cupti *c);
 int fp_cupti_available(const fp_cupti *c);
 const char *fp_cupti_reason(const fp_cupti *c);
 int fp_cupti_attach(fp_cupti *c, fp_probe *p);   /* one tracer may be attached to several arms' probes */
@@ -217,7 +221,9 @@ int fp_cupti_flush(fp_cupti *c);       /* flush now (end of a sampled step, exit
  * flush; FP_EUNAVAIL when unavailable. A new store drops the interned-name cache. */
 int fp_cupti_set_run(fp_cupti *c, fp_store_t *store, int64_t run);
 int64_t fp_cupti_run(const fp_cupti *c);
-uint64_t fp_cupti_dropped(const fp_cupti *c);   /* records CUPTI reported dropped */
+/* Records CUPTI reported dropped (no host buffer space), plus kernel records delivered without timestamps
+ * (no device buffer space): both are missing from the kernel rows. */
+uint64_t fp_cupti_dropped(const fp_cupti *c);
 uint64_t fp_cupti_kernels(const fp_cupti *c);   /* kernel rows written */
 /* CUPTI's own device-side record buffers, set to a fixed size and pool limit at open and read back:
  * bytes per buffer and the most buffers per context (0, 0 when unavailable). */

@@ -17,13 +17,17 @@ usage_error() { # usage_error PATTERN ARGS...: exit 2, one stderr line matching 
     test "$got" -eq 2 && test "$(wc -l <err.txt)" -eq 1 && grep -Eq "^fp16probe: compare: .*$pat" err.txt &&
         ! test -e bad.db
 }
-echo "1..19"
+echo "1..21"
 check "compare --help lists --turn and --precision" sh -c "'$bin' compare --help | grep -q -- '--turn' && '$bin' compare --help | grep -q -- '--precision'"
 check "fp16probe tinynet --steps 4 --no-tui finishes (exit 0)" sh -c "'$bin' tinynet --steps 4 $O --db a.db >a.txt 2>a.err"
 check "... progress lines per arm: step, loss, img/s, eta" sh -c "grep -Eq '^fp32  step 4/4  loss [0-9.]+  [0-9.]+ img/s.* eta ' a.txt && grep -Eq '^fp16  step 4/4 .* scale 65536' a.txt"
 check "summary table after 8 steps (5 warm-up): speedup, throughput, memory, energy, loss, top-1 and gap, scale" \
     sh -c "'$bin' tinynet --steps 8 $O --db a8.db >a8.txt && grep -q '^summary: tinynet' a8.txt && grep -Eq '^  speedup +1.00x +[0-9.]+x' a8.txt && grep -Eq '^  throughput \\(img/s\\) +[0-9.]+ +[0-9.]+' a8.txt && grep -Eq '^  memory ratio +1.00x +0\\.[0-9]+x' a8.txt && grep -Eq '^  energy / step \\(J\\) +(n/a|[0-9.]+) ' a8.txt && grep -Eq '^  final train loss +[0-9.]+ +[0-9.]+' a8.txt && grep -Eq '^  top-1 gap +- +[-+][0-9.]+ pt' a8.txt && grep -Eq '^  skipped steps +0 +0' a8.txt && grep -Eq '^  final loss scale +- +65536' a8.txt"
 check "... overflow / underflow: sampled once at the last step of a short run" sh -c "grep -A2 'most underflow' a.txt | grep -q '^    fp16 '"
+check "... a 4-step run samples once at its last step: hist, error and trace every 4 in the session's settings" \
+    sh -c "'$bin' export --db a.db --run 1 --table runs | grep -q 'hist_every\"\":4,\"\"error_every\"\":4,\"\"trace_every\"\":4[,}]'"
+check "an explicit --trace-every is kept (7 over 2 steps; 0: off)" \
+    sh -c "'$bin' tinynet --steps 2 --trace-every 7 --hist-every 0 $O --db t7.db >t7.txt && '$bin' export --db t7.db --run 1 --table runs | grep -q 'trace_every\"\":7[,}]' && '$bin' tinynet --steps 2 --trace-every 0 --hist-every 0 $O --db t0.db >t0.txt && '$bin' export --db t0.db --run 1 --table runs | grep -q 'trace_every\"\":0[,}]'"
 check "--hist-every 0: overflow / underflow n/a (no histograms sampled)" \
     sh -c "'$bin' tinynet --steps 2 --hist-every 0 $O --db h0.db >h0.txt && grep -q 'most overflow.*n/a (no histograms sampled)' h0.txt"
 check "... one session, two runs, fp16 naming fp32 as its reference" \

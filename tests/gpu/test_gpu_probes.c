@@ -1,8 +1,9 @@
 /* test_gpu_probes.c — the GPU probes wired into a short CUDA comparison (trainer/compare.c): tinynet fp32 vs
- * fp16 on the CUDA backend writes CUPTI kernel rows (classified, attributed to layers, under each arm's run),
- * NVML device samples naming the arms' runs, and steps whose energy is not NULL, and reports both in info
- * events. Skips with a TAP reason when built without CUDA or when no GPU is usable; the NVML / CUPTI checks
- * skip with their reason when the machine refuses them (recorded as an info event, which is checked). */
+ * fp16 on the CUDA backend writes CUPTI kernel rows (classified, only at traced steps, and every cuDNN / cuBLAS
+ * kernel attributed to a (layer, phase): they launch through the driver API), NVML device samples naming the
+ * arms' runs, and steps whose energy is not NULL, and reports both in info events. Skips with a TAP reason when
+ * built without CUDA or when no GPU is usable; the NVML / CUPTI checks skip with their reason when the machine
+ * refuses them (recorded as an info event, which is checked). */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "gpu/require_gpu.h"
 #include "tap.h"
 #ifdef HAVE_CUDA
+#include <sqlite3.h>
 #include "error.h"
 #include "probe/probe.h"
 #include "store_testutil.h"
@@ -20,6 +22,60 @@ static long long q(const char *db, const char *fmt, long long a)
 {
     char sql[512];
     snprintf(sql, sizeof sql, fmt, a);
+    return tu_sql_int(db, sql);
+}
+
+/* Marks of library kernels in CUPTI's (mangled) kernel names: cuDNN's engines, xmma / CUTLASS / cask
+ * convolutions and GEMMs, cuDNN's batchnorm and layout kernels, cuBLASLt's GEMMs (probe/kernel_class.c
+ * classes them by the same marks). None of our own kernels (the .cu files of trainer/cuda: k_add,
+ * sgd_kernel, ...) has one. */
+static const char *const lib_marks[] = {"cudnn", "xmma", "implicit_convolve", "bn_fw", "bn_bw", "nhwc", "nchw",
+                                        "cutlass", "cask", "gemm", "gemv", "nvjet", "winograd"};
+
+/* TAP diagnostics: one line per row of sql (column 0 as text, column 1 as a count when there is one). */
+static void diag_rows(const char *db, const char *prefix, const char *sql)
+{
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK) {
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            const unsigned char *t = sqlite3_column_text(st, 0);
+            if (sqlite3_column_count(st) > 1)
+                tap_diag("%s%.160s (x%lld)", prefix, t ? (const char *)t : "?", (long long)sqlite3_column_int64(st, 1));
+            else
+                tap_diag("%s%.300s", prefix, t ? (const char *)t : "?");
+        }
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(h);
+}
+
+/* The names of up to 5 distinct kernels of the run without a (layer, phase), and how often; the tracer's
+ * events (an activity kind CUPTI refused at a traced step, the trace counts). */
+static void diag_trace(const char *db, long long run, const char *arm)
+{
+    char sql[400], prefix[64];
+    snprintf(sql, sizeof sql, "SELECT coalesce(s.value, '?'), count(*) FROM kernels k LEFT JOIN StringIds s ON "
+             "s.id = k.shortName WHERE k.run = %lld AND (k.layer IS NULL OR k.phase IS NULL) GROUP BY k.shortName "
+             "ORDER BY count(*) DESC LIMIT 5", run);
+    snprintf(prefix, sizeof prefix, "%s: no (layer, phase): ", arm);
+    diag_rows(db, prefix, sql);
+    snprintf(sql, sizeof sql, "SELECT text FROM events WHERE run = %lld AND text LIKE 'kernel trace (CUPTI)%%'", run);
+    snprintf(prefix, sizeof prefix, "%s: event: ", arm);
+    diag_rows(db, prefix, sql);
+}
+
+/* SELECT what FROM the run's library kernels (k: kernels, s: their names) [AND cond]. */
+static long long qlib(const char *db, const char *what, long long run, const char *cond)
+{
+    char marks[1024], sql[2048];
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof lib_marks / sizeof *lib_marks; i++)
+        len += (size_t)snprintf(marks + len, sizeof marks - len, "%ss.value LIKE '%%%s%%'", i ? " OR " : "",
+                                lib_marks[i]);
+    snprintf(sql, sizeof sql, "SELECT %s FROM kernels k JOIN StringIds s ON s.id = k.shortName WHERE k.run = %lld "
+             "AND (%s)%s%s", what, run, marks, cond ? " AND " : "", cond ? cond : "");
     return tu_sql_int(db, sql);
 }
 #endif
@@ -43,7 +99,7 @@ int main(void)
     snprintf(nvml_reason, sizeof nvml_reason, "NVML unavailable: %s", fp_nvml_reason(nv));
     fp_nvml_close(nv);
 
-    tap_plan(9);
+    tap_plan(10);
     fp_compare_config cfg;
     fp_compare_config_default(&cfg);
     cfg.base.arm.model = "tinynet";
@@ -60,12 +116,12 @@ int main(void)
     cfg.base.db = db;
     cfg.precision = "fp32,fp16";
     cfg.turn = 3;
-    cfg.trace_every = 2;   /* steps 0, 2, 4, ... traced */
+    cfg.trace_every = 2;   /* steps 2, 4, ..., 12 traced (steps count from 1) */
     fp_compare_result res;
     int rc = fp_compare_train(&cfg, &res);
     if (!tap_ok(rc == FP_OK && res.status == FP_RUN_FINISHED && res.nfailed == 0,
                 "a 12-step CUDA comparison fp32 vs fp16 finishes (%s)", rc ? res.message : "ok")) {
-        tap_skip(8, "the comparison failed");
+        tap_skip(9, "the comparison failed");
         return tap_done();
     }
     long long r0 = res.arms[0].run_id, r1 = res.arms[1].run_id;
@@ -76,7 +132,8 @@ int main(void)
     if (unavailable > 0) {
         tap_ok(q(db, "SELECT count(*) FROM steps WHERE run = %lld", r0) == 12,
                "CUPTI refused: recorded as unavailable, training went on (12 steps)");
-        tap_skip(3, "CUPTI unavailable on this machine (see the run's info event)");
+        tap_skip(4, "CUPTI unavailable on this machine (see the run's info event)");
+        diag_trace(db, r0, "fp32");
     } else {
         long long k0 = q(db, "SELECT count(*) FROM kernels WHERE run = %lld", r0);
         long long k1 = q(db, "SELECT count(*) FROM kernels WHERE run = %lld", r1);
@@ -85,10 +142,42 @@ int main(void)
         long long in_layer = q(db, "SELECT count(*) FROM kernels WHERE run = %lld AND layer >= 0 AND phase >= 0", r1);
         tap_ok(classed == k1 && in_layer > 0, "fp16's kernels all classified (%lld of %lld), %lld attributed to a "
                "(layer, phase)", classed, k1, in_layer);
+        /* cuDNN and cuBLASLt launch through the driver API: without DRIVER records their kernels get no layer */
+        int lib_ok = 1;
+        char lib_msg[256] = "";
+        size_t ml = 0;
+        for (int a = 0; a < 2; a++) {
+            long long run = a ? r1 : r0;
+            long long n = qlib(db, "count(*)", run, NULL);
+            long long attributed = qlib(db, "count(*)", run, "k.layer >= 0 AND k.phase >= 0");
+            lib_ok &= n > 0 && attributed == n;
+            ml += (size_t)snprintf(lib_msg + ml, sizeof lib_msg - ml, "%s%s %lld of %lld", a ? ", " : "",
+                                   a ? "fp16" : "fp32", attributed, n);
+        }
+        tap_ok(lib_ok, "every cuDNN / cuBLAS kernel carries a layer and a phase (%s)", lib_msg);
+        long long phases0 = qlib(db, "count(DISTINCT k.phase)", r0, "k.phase >= 0");
+        long long phases1 = qlib(db, "count(DISTINCT k.phase)", r1, "k.phase >= 0");
+        long long fwd1 = qlib(db, "count(*)", r1, "k.phase = 0");
+        tap_ok(phases0 >= 2 && phases1 >= 2 && fwd1 > 0, "library kernels in the forward and a backward phase "
+               "(distinct phases: fp32 %lld, fp16 %lld)", phases0, phases1);
         long long odd = q(db, "SELECT count(*) FROM kernels WHERE run = %lld AND step %% 2 = 1", r0);
-        tap_ok(odd == 0, "only traced steps (every 2nd) have kernel rows (%lld rows at odd steps)", odd);
+        long long traced0 = q(db, "SELECT count(DISTINCT step) FROM kernels WHERE run = %lld", r0);
+        long long traced1 = q(db, "SELECT count(DISTINCT step) FROM kernels WHERE run = %lld", r1);
+        tap_ok(odd == 0 && traced0 == 6 && traced1 == 6, "only traced steps have kernel rows, and each of them does "
+               "(rows at odd steps %lld; traced steps with rows: fp32 %lld, fp16 %lld of 6)", odd, traced0, traced1);
         tap_ok(q(db, "SELECT count(*) FROM events WHERE run = %lld AND text LIKE '%%kernel rows%%records dropped%%'",
                  r0) == 1, "the run's trace counts (kernel rows, dropped records, CUPTI buffers) in one info event");
+        for (int a = 0; a < 2; a++) {   /* how much of the GPU time the layers account for */
+            long long run = a ? r1 : r0;
+            long long all = q(db, "SELECT coalesce(sum(end - start), 0) FROM kernels WHERE run = %lld", run);
+            long long in = q(db, "SELECT coalesce(sum(end - start), 0) FROM kernels WHERE run = %lld AND layer >= 0 "
+                                 "AND phase >= 0", run);
+            long long n = q(db, "SELECT count(*) FROM kernels WHERE run = %lld", run);
+            long long nin = q(db, "SELECT count(*) FROM kernels WHERE run = %lld AND layer >= 0 AND phase >= 0", run);
+            tap_diag("%s: %.1f%% of kernel time (%lld of %lld ns) and %lld of %lld kernels attributed to a (layer, "
+                     "phase)", a ? "fp16" : "fp32", all > 0 ? 100.0 * (double)in / (double)all : 0.0, in, all, nin, n);
+            diag_trace(db, run, a ? "fp16" : "fp32");
+        }
     }
 
     /* NVML */
