@@ -21,7 +21,11 @@
  * tf32: both round the inputs to TF32 the same way (nearest even) and accumulate in fp32: 1e-3 / 1e-3 / 5e-3.
  * fp16 / bf16: 16-bit outputs differ by an ulp where the fp32 sums straddle a rounding boundary, and those
  * differences travel: about 20 ulps of the format (fp16 ulp 2^-11, bf16 2^-8) for loss and logits, 60 for
- * gradients. The optimizer step: the parameter change (lr * update) within 10x the gradient tolerance. */
+ * gradients; and, for a tensor whose gradient the format itself moves farther (a batchnorm bias gradient is a
+ * sum over the batch that cancels: layer4's bias sums 8 values of 1x1 maps), within twice the distance between
+ * the CPU's own low-precision and fp32 gradients of it — two independent roundings of that size are ~1.4x
+ * apart, a wrong kernel is ~1 relative apart. The optimizer step: the parameter change (lr * update) within
+ * 10x the gradient tolerance. */
 typedef struct {
     const char *policy;
     double loss_rel, logit_rel, grad_rel;
@@ -69,9 +73,11 @@ static int make_model(fp_model **m, int resnet)
 static void compare_model(int resnet, const tol_t *t, const float *x, const int *labels)
 {
     const char *name = resnet ? "resnet-small" : "tinynet";
-    fp_model *c = NULL, *g = NULL;
+    fp_model *c = NULL, *g = NULL, *ref32 = NULL;
     int rc = make_model(&c, resnet);
     rc = rc ? rc : fp_model_clone(&g, c);
+    if (!rc && strcmp(t->policy, "fp32") != 0)
+        rc = fp_model_clone(&ref32, c);   /* stays on the CPU in fp32 */
     rc = rc ? rc : fp_model_set_backend(g, fp_backend_cuda(), NULL);
     rc = rc ? rc : fp_model_set_policy(c, fp_policy_find(t->policy));
     rc = rc ? rc : fp_model_set_policy(g, fp_policy_find(t->policy));
@@ -80,6 +86,7 @@ static void compare_model(int resnet, const tol_t *t, const float *x, const int 
         tap_skip(4, "no model");
         fp_model_free(c);
         fp_model_free(g);
+        fp_model_free(ref32);
         return;
     }
     const float *lc = NULL, *lg = NULL;
@@ -103,21 +110,39 @@ static void compare_model(int resnet, const tol_t *t, const float *x, const int 
     tap_ok(!rc && fabs((double)loss_g - loss_c) <= t->loss_rel * fabs(loss_c),
            "%s %s: training loss agrees (cpu %.7g, cuda %.7g, relative tolerance %.3g)", name, t->policy, loss_c,
            loss_g, t->loss_rel);
-    const float *gc = fp_model_grads(c), *gg = fp_model_grads(g);
-    double worst = 0;
+    const float *gc = fp_model_grads(c), *gg = fp_model_grads(g), *g32 = NULL;
+    if (!rc && ref32) {   /* the CPU's fp32 gradients: how far the format itself moves each tensor */
+        float loss32;
+        fp_model_zero_grad(ref32);
+        rc = fp_model_train_step(ref32, &loss32, NULL, NULL, x, labels, N);
+        g32 = rc ? NULL : fp_model_grads(ref32);
+    }
+    double worst = 0, worst_e = 0, worst_tol = t->grad_rel;
     const char *worst_name = "-";
     for (size_t i = 0; !rc && gc && gg && i < fp_model_tensor_count(c); i++) {
         const fp_tensor_info *ti = fp_model_tensor(c, i);
         if (!ti->is_param)
             continue;
         double e = rel_l2(gg + ti->offset, gc + ti->offset, ti->numel);
-        if (!(e <= worst)) {
-            worst = e;
+        double tol = t->grad_rel;
+        if (g32)
+            tol = fmax(tol, 2 * rel_l2(gc + ti->offset, g32 + ti->offset, ti->numel));
+        if (!(e / tol <= worst)) {
+            worst = e / tol;
+            worst_e = e;
+            worst_tol = tol;
             worst_name = ti->name;
         }
     }
-    tap_ok(!rc && gc && gg && worst <= t->grad_rel, "%s %s: every parameter gradient agrees (worst %s: rel L2 %.3g <= %.3g)",
-           name, t->policy, worst_name, worst, t->grad_rel);
+    tap_ok(!rc && gc && gg && worst <= 1, "%s %s: every parameter gradient agrees (worst %s: rel L2 %.3g <= %.3g)",
+           name, t->policy, worst_name, worst_e, worst_tol);
+    for (size_t i = 0; g32 && i < fp_model_tensor_count(c); i++) {   /* the worst one against fp32, both ways */
+        const fp_tensor_info *ti = fp_model_tensor(c, i);
+        if (ti->is_param && strcmp(ti->name, worst_name) == 0)
+            tap_diag("%s %s: %s: cuda vs cpu fp32 %.3g, cpu %s vs cpu fp32 %.3g", name, t->policy, ti->name,
+                     rel_l2(gg + ti->offset, g32 + ti->offset, ti->numel), t->policy,
+                     rel_l2(gc + ti->offset, g32 + ti->offset, ti->numel));
+    }
     const float *bc = fp_model_buffers(c), *bg = fp_model_buffers(g);
     double be = bc && bg ? rel_l2(bg, bc, fp_model_num_buffers(c)) : INFINITY;
     tap_ok(!rc && be <= t->logit_rel, "%s %s: running statistics after two train forwards agree (rel L2 %.3g)", name,
@@ -127,6 +152,7 @@ static void compare_model(int resnet, const tol_t *t, const float *x, const int 
     free(keep);
     fp_model_free(c);
     fp_model_free(g);
+    fp_model_free(ref32);
 }
 
 /* One arm step on each backend from the same weights and batch: the parameter change agrees. */
