@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+# gpu_check_figures.py ON.db OFF.db WARMUP — the GPU check's figures read from its databases: per arm the CUPTI
+# kernel rows and the share of kernel time attributed to a layer and phase (library kernels apart), NVML energy
+# per step, the top kernels; and the fp16 probe overhead as a user pays it at the default sampling interval.
+import os, sqlite3, statistics as st, sys
+on = sqlite3.connect(sys.argv[1]); warm = int(sys.argv[3])
+q = lambda db, s, *a: db.execute(s, a).fetchall()
+for run, pol in q(on, "SELECT id, policy FROM runs ORDER BY id"):
+    k = q(on, "SELECT COUNT(*), SUM(end - start), SUM(CASE WHEN layer IS NOT NULL AND phase IS NOT NULL THEN end - start END), "
+              "COUNT(DISTINCT step) FROM kernels WHERE run = ?", run)[0]
+    lib = q(on, "SELECT COUNT(*), COUNT(CASE WHEN layer IS NOT NULL AND phase IS NOT NULL THEN 1 END) FROM kernels k "
+                "JOIN StringIds s ON s.id = k.shortName WHERE run = ? AND (s.value LIKE '%cudnn%' OR s.value LIKE '%xmma%' "
+                "OR s.value LIKE '%sm90%' OR s.value LIKE '%nhwc%' OR s.value LIKE '%gemm%' OR s.value LIKE '%nvjet%' "
+                "OR s.value LIKE '%cutlass%')", run)[0]
+    e = q(on, "SELECT COUNT(energy_j), AVG(energy_j) FROM steps WHERE run = ? AND step > ?", run, warm)[0]
+    share = 100.0 * (k[2] or 0) / k[1] if k[1] else float("nan")
+    print(f"cupti[{pol}]: {k[0]} kernel rows on {k[3]} traced step(s), {share:.1f}% of kernel time with layer and phase; "
+          f"library kernels (cuDNN / cuBLAS names) attributed {lib[1]} of {lib[0]}; "
+          f"nvml: energy on {e[0]} steps after warm-up, mean {e[1] if e[1] is None else round(e[1], 2)} J/step")
+    top = q(on, "SELECT s.value, COUNT(*), SUM(k.end - k.start) FROM kernels k JOIN StringIds s ON s.id = k.shortName "
+                "WHERE run = ? GROUP BY s.value ORDER BY 3 DESC LIMIT 3", run)
+    for name, n, ns in top:
+        print(f"   top kernel[{pol}]: {ns / 1e6:.1f} ms in {n} launches: {name[:100]}")
+def fp16_walls(db):
+    r = q(db, "SELECT id FROM runs WHERE policy = 'fp16' ORDER BY id LIMIT 1")
+    if not r:
+        return set(), {}
+    run = r[0][0]
+    sampled = {s for (s,) in q(db, "SELECT DISTINCT step FROM histograms WHERE run = ? UNION SELECT DISTINCT step FROM "
+                                   "precision_error WHERE run = ? UNION SELECT DISTINCT step FROM kernels WHERE run = ?",
+                                   run, run, run)}
+    return sampled, {s: w for s, w in q(db, "SELECT step, wall_ns FROM steps WHERE run = ? AND step > ?", run, warm)}
+s_on, w_on = fp16_walls(on)
+s_off, w_off = fp16_walls(sqlite3.connect(sys.argv[2])) if os.path.exists(sys.argv[2]) else (set(), {})
+plain_on = [w for s, w in w_on.items() if s not in s_on]
+samp_on = [w for s, w in w_on.items() if s in s_on]
+if plain_on and w_off:
+    m_on, m_off = st.median(plain_on), st.median(w_off.values())
+    extra = (st.mean(samp_on) - m_on) if samp_on else 0.0
+    every = 50   # the --hist-every / --error-every default
+    ovh = 100.0 * (m_on + extra / every - m_off) / m_off
+    print(f"bench: name=resnet50_fp16_probe_overhead value={ovh:.2f} unit=percent (at the default every {every} steps: "
+          f"a sampled step +{extra / 1e6:.0f} ms, mean of {len(samp_on)}; the steps between "
+          f"{100.0 * (m_on - m_off) / m_off:+.2f}%: median {m_on / 1e6:.1f} ms of {len(plain_on)} vs {m_off / 1e6:.1f} ms "
+          f"of {len(w_off)} with the probes off)")
+else:
+    print("bench: name=resnet50_fp16_probe_overhead value=nan (a run did not finish)")
