@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # gpu_check_figures.py ON.db OFF.db WARMUP — the GPU check's figures read from its databases: per arm the CUPTI
 # kernel rows and the share of kernel time attributed to a layer and phase (library kernels apart), NVML energy
-# per step, the top kernels; and the fp16 probe overhead as a user pays it at the default sampling interval.
+# per step, the top kernels, how much of a traced step the GPU was busy; and the fp16 probe overhead as a user
+# pays it at the default sampling interval (traced steps left out of it: tracing is a choice of its own).
 import os, sqlite3, statistics as st, sys
 on = sqlite3.connect(sys.argv[1]); warm = int(sys.argv[3])
 q = lambda db, s, *a: db.execute(s, a).fetchall()
@@ -19,6 +20,11 @@ for run, pol in q(on, "SELECT id, policy FROM runs ORDER BY id"):
           f"nvml: energy on {e[0]} steps after warm-up, mean {e[1] if e[1] is None else round(e[1], 2)} J/step")
     top = q(on, "SELECT s.value, COUNT(*), SUM(k.end - k.start) FROM kernels k JOIN StringIds s ON s.id = k.shortName "
                 "WHERE run = ? GROUP BY s.value ORDER BY 3 DESC LIMIT 3", run)
+    busy = q(on, "SELECT k.step, SUM(k.end - k.start), MAX(k.end) - MIN(k.start), s.wall_ns FROM kernels k JOIN steps s "
+                 "ON s.run = k.run AND s.step = k.step WHERE k.run = ? GROUP BY k.step ORDER BY k.step DESC LIMIT 1", run)
+    for step, ksum, span, wall in busy:
+        print(f"   gpu busy[{pol}] step {step}: kernels {ksum / 1e6:.1f} ms (first to last {span / 1e6:.1f} ms) of a "
+              f"{wall / 1e6:.1f} ms step: {100.0 * ksum / wall:.0f}% of the step on the GPU")
     for name, n, ns in top:
         print(f"   top kernel[{pol}]: {ns / 1e6:.1f} ms in {n} launches: {name[:100]}")
 def fp16_walls(db):
@@ -27,9 +33,10 @@ def fp16_walls(db):
         return set(), {}
     run = r[0][0]
     sampled = {s for (s,) in q(db, "SELECT DISTINCT step FROM histograms WHERE run = ? UNION SELECT DISTINCT step FROM "
-                                   "precision_error WHERE run = ? UNION SELECT DISTINCT step FROM kernels WHERE run = ?",
-                                   run, run, run)}
-    return sampled, {s: w for s, w in q(db, "SELECT step, wall_ns FROM steps WHERE run = ? AND step > ?", run, warm)}
+                                   "precision_error WHERE run = ?", run, run)}
+    traced = {s for (s,) in q(db, "SELECT DISTINCT step FROM kernels WHERE run = ?", run)}
+    return sampled, {s: w for s, w in q(db, "SELECT step, wall_ns FROM steps WHERE run = ? AND step > ?", run, warm)
+                     if s not in traced or s in sampled}
 s_on, w_on = fp16_walls(on)
 s_off, w_off = fp16_walls(sqlite3.connect(sys.argv[2])) if os.path.exists(sys.argv[2]) else (set(), {})
 plain_on = [w for s, w in w_on.items() if s not in s_on]
