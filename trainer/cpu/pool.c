@@ -1,8 +1,10 @@
 /* pool.c — max pooling (k x k, stride, padding) and global average pooling, NHWC, on the CPU.
  * Promises: PyTorch's results; max-pool ties go to the first maximum in window scan order (ky, then
  * kx), a NaN wins; argmax indexes x; backwards accumulate (+=). */
-/* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the usual loop vectoriser. */
-#pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
+/* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the usual loop vectoriser. No FMA
+ * contraction (where the target has FMA, e.g. aarch64 or -march=native): avgpool backward's dx += dy * inv
+ * rounds the product, then the sum, on every target, as the CUDA backend's kernel does (bit for bit). */
+#pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic", "fp-contract=off")
 #include <limits.h>
 #include "error.h"
 #include "trainer/cpu/thread_pool.h"

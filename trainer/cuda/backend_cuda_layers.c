@@ -200,13 +200,14 @@ int fp_bcu_maxpool_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, const in
 int fp_bcu_avgpool_forward(fp_backend *be, fp_tensor y, fp_tensor x)
 {
     TRY(fp_backend_avg_check("avgpool_forward", &x, &y));
-    return fp_cbk_avgpool_forward(y.p, y.dt, x.p, x.dt, x.d.n, x.d.h * x.d.w, x.d.c, be->stream);
+    return fp_cbk_avgpool_forward(y.p, y.dt, x.p, x.dt, x.d.n, (size_t)x.d.h * (size_t)x.d.w, x.d.c, be->stream);
 }
 
 int fp_bcu_avgpool_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, int accumulate)
 {
     TRY(fp_backend_avg_check("avgpool_backward", &dx, &dy));
-    return fp_cbk_avgpool_backward(dx.p, dx.dt, dy.p, dy.dt, dx.d.n, dx.d.h * dx.d.w, dx.d.c, accumulate, be->stream);
+    return fp_cbk_avgpool_backward(dx.p, dx.dt, dy.p, dy.dt, dx.d.n, (size_t)dx.d.h * (size_t)dx.d.w, dx.d.c,
+                                   accumulate, be->stream);
 }
 
 /* ---------------------------------------------------------------- linear */

@@ -1,12 +1,11 @@
 /* backend_kernels.cu — the CUDA backend's element-wise and pooling kernels (backend_kernels.h): typed
- * loads / stores through fp32 with round-to-nearest-even narrowing, one grid-stride loop per op, the CPU
- * backend's per-element operation order. Promises: bit-identical to the CPU backend for non-NaN inputs. */
+ * loads / stores through fp32 with round-to-nearest-even narrowing, one 64-bit grid-stride loop per op,
+ * the CPU backend's per-element operation order with every product and sum rounded on its own
+ * (__fmul_rn / __fadd_rn where nvcc could fuse). Promises: bit-identical to the CPU backend for non-NaN inputs. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include "backend_kernels.h"
 #include "kernels.h"
-
-#define GRID_CAP 4096u
 
 /* ---------------------------------------------------------------- typed access */
 
@@ -103,37 +102,37 @@ __global__ void k_relu_bwd(void *dx, const void *dy, const void *y, fp_dtype t, 
 
 /* ---------------------------------------------------------------- pools */
 
+/* The launcher has checked that x has at most INT_MAX elements (fp_cbk_argmax_fits): idx fits argmax. */
 __global__ void k_maxpool_fwd(void *y, fp_dtype yt, int *argmax, const void *x, fp_dtype xt, int n, int h, int w,
                               int c, int oh, int ow, int k, int stride, int pad)
 {
-    size_t total = (size_t)n * oh * ow * c;
+    size_t total = fp_cbk_count(n, oh, ow, c);
     GRID_STRIDE(o, total) {
-        int ch = (int)(o % c);
-        size_t r = o / c;
-        int ox = (int)(r % ow);
-        r /= ow;
-        int oy = (int)(r % oh), img = (int)(r / oh);
+        int img, oy, ox, ch;
+        fp_cbk_coords(o, oh, ow, c, &img, &oy, &ox, &ch);
         float best = 0.0f;
-        int arg = -1;
+        int found = 0;
+        size_t arg = 0;
         for (int ky = 0; ky < k; ky++) {
-            int iy = oy * stride - pad + ky;
+            long long iy = (long long)oy * stride - pad + ky;
             if (iy < 0 || iy >= h)
                 continue;
             for (int kx = 0; kx < k; kx++) {
-                int ix = ox * stride - pad + kx;
+                long long ix = (long long)ox * stride - pad + kx;
                 if (ix < 0 || ix >= w)
                     continue;
-                int idx = (int)((((size_t)img * h + iy) * w + ix) * c + ch);
+                size_t idx = fp_cbk_nhwc(img, (int)iy, (int)ix, ch, h, w, c);
                 float v = ld(x, xt, idx);
-                if (arg < 0 || v > best || v != v) {
+                if (!found || v > best || v != v) {
                     best = v;
                     arg = idx;
+                    found = 1;
                 }
             }
         }
         st(y, yt, o, best);
         if (argmax)
-            argmax[o] = arg;
+            argmax[o] = found ? (int)arg : -1;
     }
 }
 
@@ -149,57 +148,59 @@ __device__ __forceinline__ void grad_store(void *dx, fp_dtype t, size_t i, float
 __global__ void k_maxpool_bwd(void *dx, fp_dtype dxt, const void *dy, fp_dtype dyt, const int *argmax, int n, int h,
                               int w, int c, int oh, int ow, int k, int stride, int pad, int acc)
 {
-    size_t total = (size_t)n * h * w * c;
+    size_t total = fp_cbk_count(n, h, w, c);
     GRID_STRIDE(i, total) {
-        int ch = (int)(i % c);
-        size_t r = i / c;
-        int ix = (int)(r % w);
-        r /= w;
-        int iy = (int)(r % h), img = (int)(r / h);
+        int img, iy, ix, ch;
+        fp_cbk_coords(i, h, w, c, &img, &iy, &ix, &ch);
         float s = acc && !is16(dxt) ? ld(dx, dxt, i) : 0.0f;
-        /* outputs whose window holds (iy, ix): oy*stride - pad <= iy <= oy*stride - pad + k - 1 */
-        int oy0 = iy + pad - k + 1 > 0 ? (iy + pad - k + 1 + stride - 1) / stride : 0;
-        int oy1 = (iy + pad) / stride < oh - 1 ? (iy + pad) / stride : oh - 1;
-        int ox0 = ix + pad - k + 1 > 0 ? (ix + pad - k + 1 + stride - 1) / stride : 0;
-        int ox1 = (ix + pad) / stride < ow - 1 ? (ix + pad) / stride : ow - 1;
+        /* the outputs whose window holds (iy, ix), in increasing flat order: the CPU's order of adds */
+        int oy0, oy1, ox0, ox1;
+        fp_cbk_window(iy, k, stride, pad, oh, &oy0, &oy1);
+        fp_cbk_window(ix, k, stride, pad, ow, &ox0, &ox1);
         for (int oy = oy0; oy <= oy1; oy++)
             for (int ox = ox0; ox <= ox1; ox++) {
-                size_t o = (((size_t)img * oh + oy) * ow + ox) * c + ch;
-                if ((size_t)argmax[o] == i)
-                    s += ld(dy, dyt, o);
+                size_t o = fp_cbk_nhwc(img, oy, ox, ch, oh, ow, c);
+                if (argmax[o] >= 0 && (size_t)argmax[o] == i)
+                    s = __fadd_rn(s, ld(dy, dyt, o));
             }
         grad_store(dx, dxt, i, s, acc);
     }
 }
 
-__global__ void k_avgpool_fwd(void *y, fp_dtype yt, const void *x, fp_dtype xt, int n, int hw, int c)
+/* pool.c fp_avgpool_global_forward: per (image, channel) s = 0, s += x over hw in order from 0, then
+ * s * inv with inv = 1.0f / (float)hw. */
+__global__ void k_avgpool_fwd(void *y, fp_dtype yt, const void *x, fp_dtype xt, int n, size_t hw, int c)
 {
-    size_t total = (size_t)n * c;
-    const float inv = 1.0f / (float)hw;
+    size_t total = (size_t)n * (size_t)c;
+    const float inv = __fdiv_rn(1.0f, (float)hw);
     GRID_STRIDE(o, total) {
-        size_t img = o / c, ch = o % c;
+        size_t img = o / (size_t)c, ch = o % (size_t)c;
         float s = 0.0f;
-        for (int i = 0; i < hw; i++)
-            s += ld(x, xt, (img * hw + i) * c + ch);
-        st(y, yt, o, s * inv);
+        for (size_t i = 0; i < hw; i++)
+            s = __fadd_rn(s, ld(x, xt, (img * hw + i) * (size_t)c + ch));
+        st(y, yt, o, __fmul_rn(s, inv));
     }
 }
 
-__global__ void k_avgpool_bwd(void *dx, fp_dtype dxt, const void *dy, fp_dtype dyt, int n, int hw, int c, int acc)
+/* pool.c fp_avgpool_global_backward: dx += dy * inv, the product rounded before the sum (the CPU build
+ * has no FMA contraction there; nvcc would fuse `s += a * b` into one fma.rn.f32). */
+__global__ void k_avgpool_bwd(void *dx, fp_dtype dxt, const void *dy, fp_dtype dyt, int n, size_t hw, int c, int acc)
 {
-    size_t total = (size_t)n * hw * c;
-    const float inv = 1.0f / (float)hw;
+    size_t total = (size_t)n * hw * (size_t)c;
+    const float inv = __fdiv_rn(1.0f, (float)hw);
     GRID_STRIDE(i, total) {
-        size_t ch = i % c, img = i / ((size_t)hw * c);
+        size_t ch = i % (size_t)c, img = i / (hw * (size_t)c);
         float s = acc && !is16(dxt) ? ld(dx, dxt, i) : 0.0f;
-        s += ld(dy, dyt, img * c + ch) * inv;
+        s = __fadd_rn(s, __fmul_rn(ld(dy, dyt, img * (size_t)c + ch), inv));
         grad_store(dx, dxt, i, s, acc);
     }
 }
 
 /* ---------------------------------------------------------------- launchers */
 
-#define LAUNCH(n) fp_cuda_grid((n), GRID_CAP), FP_CUDA_THREADS, 0, (cudaStream_t)stream
+/* fp_cbk_grid: at most FP_CBK_GRID_CAP blocks, the grid-stride loops' 64-bit stride covers any n. */
+#define LAUNCH(n) fp_cbk_grid(n), FP_CBK_THREADS, 0, (cudaStream_t)stream
+static_assert(FP_CBK_THREADS == FP_CUDA_THREADS, "backend_kernels.h and kernels.h disagree on the block size");
 
 extern "C" int fp_cbk_round(float *dst, const float *src, size_t n, fp_dtype to, void *stream)
 {
@@ -254,7 +255,10 @@ extern "C" int fp_cbk_relu_backward(void *dx, const void *dy, const void *y, fp_
 extern "C" int fp_cbk_maxpool_forward(void *y, fp_dtype yt, int *argmax, const void *x, fp_dtype xt, int n, int h,
                                       int w, int c, int oh, int ow, int k, int stride, int pad, void *stream)
 {
-    size_t total = (size_t)n * oh * ow * c;
+    if (!fp_cbk_argmax_fits(n, h, w, c))
+        return fp_fail(FP_EINVAL, "cuda backend maxpool forward: input %dx%dx%dx%d: more than INT_MAX elements for "
+                       "an int32 argmax", n, h, w, c);
+    size_t total = fp_cbk_count(n, oh, ow, c);
     k_maxpool_fwd<<<LAUNCH(total)>>>(y, yt, argmax, x, xt, n, h, w, c, oh, ow, k, stride, pad);
     return launched("cuda backend maxpool forward");
 }
@@ -263,23 +267,26 @@ extern "C" int fp_cbk_maxpool_backward(void *dx, fp_dtype dxt, const void *dy, f
                                        int h, int w, int c, int oh, int ow, int k, int stride, int pad, int accumulate,
                                        void *stream)
 {
-    size_t total = (size_t)n * h * w * c;
+    if (!fp_cbk_argmax_fits(n, h, w, c))
+        return fp_fail(FP_EINVAL, "cuda backend maxpool backward: input %dx%dx%dx%d: more than INT_MAX elements for "
+                       "an int32 argmax", n, h, w, c);
+    size_t total = fp_cbk_count(n, h, w, c);
     k_maxpool_bwd<<<LAUNCH(total)>>>(dx, dxt, dy, dyt, argmax, n, h, w, c, oh, ow, k, stride, pad, accumulate);
     return launched("cuda backend maxpool backward");
 }
 
-extern "C" int fp_cbk_avgpool_forward(void *y, fp_dtype yt, const void *x, fp_dtype xt, int n, int hw, int c,
+extern "C" int fp_cbk_avgpool_forward(void *y, fp_dtype yt, const void *x, fp_dtype xt, int n, size_t hw, int c,
                                       void *stream)
 {
-    size_t total = (size_t)n * c;
+    size_t total = (size_t)n * (size_t)c;
     k_avgpool_fwd<<<LAUNCH(total)>>>(y, yt, x, xt, n, hw, c);
     return launched("cuda backend avgpool forward");
 }
 
-extern "C" int fp_cbk_avgpool_backward(void *dx, fp_dtype dxt, const void *dy, fp_dtype dyt, int n, int hw, int c,
-                                       int accumulate, void *stream)
+extern "C" int fp_cbk_avgpool_backward(void *dx, fp_dtype dxt, const void *dy, fp_dtype dyt, int n, size_t hw,
+                                       int c, int accumulate, void *stream)
 {
-    size_t total = (size_t)n * hw * c;
+    size_t total = (size_t)n * hw * (size_t)c;
     k_avgpool_bwd<<<LAUNCH(total)>>>(dx, dxt, dy, dyt, n, hw, c, accumulate);
     return launched("cuda backend avgpool backward");
 }

@@ -27,6 +27,11 @@ check_PROGRAMS += tests/test_arena
 TESTS += tests/test_arena
 tests_test_arena_LDADD = $(TEST_LDADD)
 
+# The backend kernels' 64-bit index and grid arithmetic (backend_kernels.h, host-callable): every build.
+check_PROGRAMS += tests/test_cuda_index
+TESTS += tests/test_cuda_index
+tests_test_cuda_index_LDADD = $(TEST_LDADD)
+
 # GPU tests: each kernel against its CPU reference; they skip with a TAP reason without a GPU.
 check_PROGRAMS += tests/gpu/test_cuda_kernels
 TESTS += tests/gpu/test_cuda_kernels

@@ -8,7 +8,8 @@ namespace {
 
 __global__ void check_labels_kernel(fp_cuda_xent_result *out, const int *labels, int n, int classes)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    /* 64-bit index: an int one would wrap past INT_MAX when n is within one grid stride of it */
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)n; i += (size_t)gridDim.x * blockDim.x)
         if (labels[i] < 0 || labels[i] >= classes)
             atomicMin((unsigned *)&out->bad_label, (unsigned)i);   /* -1 (all ones) is "none" */
 }
