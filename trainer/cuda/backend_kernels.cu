@@ -1,7 +1,7 @@
 /* backend_kernels.cu — the CUDA backend's element-wise and pooling kernels (backend_kernels.h): typed
  * loads / stores through fp32 with round-to-nearest-even narrowing, one 64-bit grid-stride loop per op,
- * the CPU backend's per-element operation order with every product and sum rounded on its own
- * (__fmul_rn / __fadd_rn where nvcc could fuse). Promises: bit-identical to the CPU backend for non-NaN inputs. */
+ * the CPU backend's per-element operation order, every fp32 sum and product spelled __fadd_rn / __fmul_rn
+ * (nvcc and ptxas fuse none of them into an FMA). Promises: bit-identical to the CPU backend for non-NaN inputs. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include "backend_kernels.h"
@@ -68,13 +68,13 @@ __global__ void k_add(void *y, fp_dtype yt, const void *a, fp_dtype at, const vo
         float vb = ld(b, bt, i);
         if (round_b)
             vb = rnd(vb, yt);
-        st(y, yt, i, ld(a, at, i) + vb);
+        st(y, yt, i, __fadd_rn(ld(a, at, i), vb));
     }
 }
 
 __global__ void k_scale(float *x, size_t n, float s)
 {
-    GRID_STRIDE(i, n) x[i] *= s;
+    GRID_STRIDE(i, n) x[i] = __fmul_rn(x[i], s);
 }
 
 __global__ void k_relu_fwd(void *y, const void *x, fp_dtype t, size_t n)
@@ -96,7 +96,7 @@ __global__ void k_relu_bwd(void *dx, const void *dy, const void *y, fp_dtype t, 
     GRID_STRIDE(i, n) {
         float yv = ld(y, t, i);
         float r = yv > 0.0f ? ld(dy, t, i) : 0.0f;
-        st(dx, t, i, acc ? ld(dx, t, i) + r : r);
+        st(dx, t, i, acc ? __fadd_rn(ld(dx, t, i), r) : r);
     }
 }
 
@@ -140,7 +140,7 @@ __global__ void k_maxpool_fwd(void *y, fp_dtype yt, int *argmax, const void *x, 
 __device__ __forceinline__ void grad_store(void *dx, fp_dtype t, size_t i, float s, int acc)
 {
     if (is16(t) && acc)
-        st(dx, t, i, ld(dx, t, i) + rnd(s, t));
+        st(dx, t, i, __fadd_rn(ld(dx, t, i), rnd(s, t)));
     else
         st(dx, t, i, s);
 }
