@@ -99,7 +99,7 @@ int main(void)
     snprintf(nvml_reason, sizeof nvml_reason, "NVML unavailable: %s", fp_nvml_reason(nv));
     fp_nvml_close(nv);
 
-    tap_plan(10);
+    tap_plan(11);
     fp_compare_config cfg;
     fp_compare_config_default(&cfg);
     cfg.base.arm.model = "tinynet";
@@ -121,7 +121,7 @@ int main(void)
     int rc = fp_compare_train(&cfg, &res);
     if (!tap_ok(rc == FP_OK && res.status == FP_RUN_FINISHED && res.nfailed == 0,
                 "a 12-step CUDA comparison fp32 vs fp16 finishes (%s)", rc ? res.message : "ok")) {
-        tap_skip(9, "the comparison failed");
+        tap_skip(10, "the comparison failed");
         return tap_done();
     }
     long long r0 = res.arms[0].run_id, r1 = res.arms[1].run_id;
@@ -132,7 +132,7 @@ int main(void)
     if (unavailable > 0) {
         tap_ok(q(db, "SELECT count(*) FROM steps WHERE run = %lld", r0) == 12,
                "CUPTI refused: recorded as unavailable, training went on (12 steps)");
-        tap_skip(4, "CUPTI unavailable on this machine (see the run's info event)");
+        tap_skip(5, "CUPTI unavailable on this machine (see the run's info event)");
         diag_trace(db, r0, "fp32");
     } else {
         long long k0 = q(db, "SELECT count(*) FROM kernels WHERE run = %lld", r0);

@@ -7,7 +7,9 @@
  * Training uses CUDNN_BATCHNORM_SPATIAL_PERSISTENT for fp32 / fp16 when configured (PyTorch's choice for
  * channels-last): faster, but cuDNN documents that very large finite inputs may overflow to Inf / NaN where
  * SPATIAL stays finite. bf16 and evaluation use SPATIAL; a NOT_SUPPORTED answer in persistent mode
- * switches the context to SPATIAL for good. */
+ * switches the context to SPATIAL for good. Training goes through the Ex entry points (PyTorch's for
+ * channels-last) whenever cuDNN needs no reserve space between forward and backward: on an H200 the legacy
+ * entry points ran NHWC batchnorm in per-channel kernels that took 90% of a ResNet-50 step. */
 #include "config.h"
 #include <string.h>
 #include "error.h"
@@ -47,6 +49,95 @@ static int is_not_supported(cudnnStatus_t s)
     return CUDNN_STATUS_CATEGORY(s) == CUDNN_STATUS_NOT_SUPPORTED;
 }
 
+/* The Ex forward / backward (bnOps BN: no fused activation, no z): *ran is 1 when cuDNN did it, 0 when the
+ * caller must use the legacy call (the Ex calls are refused, want reserve space, or no workspace fits). */
+static int ex_workspace(fp_cudnn *d, size_t ws, size_t reserve, const char *op, int *ok)
+{
+    *ok = 0;
+    if (reserve != 0) {   /* plain BN keeps nothing but the saved statistics; anything else: legacy */
+        d->bn_ex_off = 1;
+        return FP_OK;
+    }
+    if (ws > d->ws_bytes && fpc_workspace_ensure(d, ws, op) != FP_OK) {
+        fp_error_clear();   /* no room for it: the legacy call needs none */
+        return FP_OK;
+    }
+    *ok = 1;
+    return FP_OK;
+}
+
+static int bn_forward_ex(fp_cudnn *d, cudnnBatchNormMode_t mode, const fp_dtensor *x, const fp_dtensor *y,
+                         const float *gamma, const float *beta, const fp_bn_params *p, float *running_mean,
+                         float *running_var, float *save_mean, float *save_invstd, const char *op, int *ran)
+{
+    *ran = 0;
+    if (d->bn_ex_off)
+        return FP_OK;
+    size_t ws = 0, reserve = 0;
+    cudnnStatus_t s = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+        d->dnn, mode, CUDNN_BATCHNORM_OPS_BN, d->td[0], NULL, d->td[1], d->td[2], NULL, &ws);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(d->dnn, mode, CUDNN_BATCHNORM_OPS_BN, NULL, d->td[0],
+                                                                 &reserve);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        d->bn_ex_off = 1;
+        return FP_OK;
+    }
+    int ok, rc = ex_workspace(d, ws, reserve, op, &ok);
+    if (rc != FP_OK || !ok)
+        return rc;
+    const float one = 1.0f, zero = 0.0f;
+    s = cudnnBatchNormalizationForwardTrainingEx(d->dnn, mode, CUDNN_BATCHNORM_OPS_BN, &one, &zero, d->td[0], x->data,
+                                                 NULL, NULL, d->td[1], y->data, d->td[2], gamma, beta,
+                                                 (double)p->momentum, running_mean, running_var, (double)p->eps,
+                                                 save_mean, save_invstd, NULL, ws ? d->ws : NULL, ws, NULL, 0);
+    if (s == CUDNN_STATUS_SUCCESS) {
+        *ran = 1;
+        return FP_OK;
+    }
+    if (is_not_supported(s)) {
+        d->bn_ex_off = 1;
+        return FP_OK;
+    }
+    return fpc_fail_cudnn(d, s, op);
+}
+
+static int bn_backward_ex(fp_cudnn *d, cudnnBatchNormMode_t mode, const fp_dtensor *dx, float *dgamma, float *dbeta,
+                          const fp_dtensor *dy, const fp_dtensor *x, const float *gamma, const float *save_mean,
+                          const float *save_invstd, const fp_bn_params *p, const char *op, int *ran)
+{
+    *ran = 0;
+    if (d->bn_ex_off)
+        return FP_OK;
+    size_t ws = 0, reserve = 0;
+    cudnnStatus_t s = cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+        d->dnn, mode, CUDNN_BATCHNORM_OPS_BN, d->td[0], NULL, d->td[1], NULL, d->td[3], d->td[2], NULL, &ws);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(d->dnn, mode, CUDNN_BATCHNORM_OPS_BN, NULL, d->td[0],
+                                                                 &reserve);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        d->bn_ex_off = 1;
+        return FP_OK;
+    }
+    int ok, rc = ex_workspace(d, ws, reserve, op, &ok);
+    if (rc != FP_OK || !ok)
+        return rc;
+    const float one = 1.0f;   /* beta = 1 everywhere: dx, dgamma, dbeta accumulate (layers.h) */
+    s = cudnnBatchNormalizationBackwardEx(d->dnn, mode, CUDNN_BATCHNORM_OPS_BN, &one, &one, &one, &one, d->td[0],
+                                          x->data, NULL, NULL, d->td[1], dy->data, NULL, NULL, d->td[3], dx->data,
+                                          d->td[2], gamma, NULL, dgamma, dbeta, (double)p->eps, save_mean,
+                                          save_invstd, NULL, ws ? d->ws : NULL, ws, NULL, 0);
+    if (s == CUDNN_STATUS_SUCCESS) {
+        *ran = 1;
+        return FP_OK;
+    }
+    if (is_not_supported(s)) {
+        d->bn_ex_off = 1;
+        return FP_OK;
+    }
+    return fpc_fail_cudnn(d, s, op);
+}
+
 int fp_cudnn_bn_forward_train(fp_cudnn *d, const fp_dtensor *y, float *save_mean, float *save_invstd,
                               float *running_mean, float *running_var, const fp_dtensor *x, const float *gamma,
                               const float *beta, const fp_bn_params *p)
@@ -78,6 +169,10 @@ int fp_cudnn_bn_forward_train(fp_cudnn *d, const fp_dtensor *y, float *save_mean
     for (;;) {
         cudnnBatchNormMode_t mode = train_mode(d, x->dtype);
         if ((rc = set_descs(d, x, y, mode, op)) != FP_OK)
+            return rc;
+        int ran;
+        if ((rc = bn_forward_ex(d, mode, x, y, gamma, beta, p, running_mean, running_var, save_mean, save_invstd,
+                                op, &ran)) != FP_OK || ran)
             return rc;
         cudnnStatus_t s = cudnnBatchNormalizationForwardTraining(
             d->dnn, mode, &one, &zero, d->td[0], x->data, d->td[1], y->data, d->td[2], gamma, beta,
@@ -141,6 +236,10 @@ int fp_cudnn_bn_backward(fp_cudnn *d, const fp_dtensor *dx, float *dgamma, float
         if ((rc = set_descs(d, x, dy, mode, op)) != FP_OK)
             return rc;
         if ((rc = fpc_set_nhwc(d, d->td[3], dx->dims, dx->dtype, op)) != FP_OK)
+            return rc;
+        int ran;
+        if ((rc = bn_backward_ex(d, mode, dx, dgamma, dbeta, dy, x, gamma, save_mean, save_invstd, p, op, &ran)) !=
+                FP_OK || ran)
             return rc;
         cudnnStatus_t s = cudnnBatchNormalizationBackward(d->dnn, mode, &one, &one, &one, &one, d->td[0], x->data,
                                                           d->td[1], dy->data, d->td[3], dx->data, d->td[2], gamma,

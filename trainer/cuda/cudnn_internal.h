@@ -39,6 +39,7 @@ struct fp_cudnn {
     size_t ones_n;
     fp_dtype ones_dt;
     int bn_persistent_broken;     /* set when cuDNN refused persistent mode once: SPATIAL from then on */
+    int bn_ex_off;                /* set when the Ex batchnorm entry points are refused or need a reserve */
 };
 
 /* Failures: each records "cudnn <op> [label]: <status> (<detail>)" and returns the FP_E* code. */
