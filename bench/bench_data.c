@@ -1,7 +1,7 @@
 /* bench_data.c — throughput of the data loader on the built-in synthetic set at 64x64 (batch 64,
  * training split with flip augmentation): images/s with 1 and 2 loader threads, best of 3 runs.
  * Prints figures only, never fails on time: `bench: data_synthetic_64px=X unit=images/s` (2 threads). */
-#include "trainer/data.h"
+#include "trainer/data/data.h"
 #include "error.h"
 #include <stdio.h>
 #include <time.h>

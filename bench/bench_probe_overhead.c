@@ -1,11 +1,11 @@
 /* bench_probe_overhead.c — step time with the probes off vs on for the default comparison's two arms,
  * ResNet-50 at 64x64, batch 16, CPU: an fp32 arm (the reference) and an fp16 arm trained side by
- * side as trainer/compare.c does; the configurations interleaved step by step (the six orders in
- * turn) to cancel the load of a shared machine. Each arm is a trainer/arm.h arm (SGD, momentum 0.9, weight
+ * side as trainer/run/compare.c does; the configurations interleaved step by step (the six orders in
+ * turn) to cancel the load of a shared machine. Each arm is a trainer/run/arm.h arm (SGD, momentum 0.9, weight
  * decay 5e-4, the default lr), stepped as compare.c steps it. "on" = per-layer CPU timers every step;
  * histograms of every layer's tensors of both arms (all roles, updates included; the weight roles in
  * the parameter pass riding on the optimizer step, fp_arm_set_update_hook) every 10 steps; the fp16
- * arm's per-layer rounding error every 10 steps riding on the fp32 arm's step (probe/analysis.h: the
+ * arm's per-layer rounding error every 10 steps riding on the fp32 arm's step (trainer/analysis/analysis.h: the
  * fp32 forward's outputs of FP_PREC_ERR_DEFAULT_SUBBATCH images captured, the fp16 forward on them
  * after the fp32 forward). A cycle is EVERY step slots, the sampling step in slot 0. Headline: the
  * time of one period of EVERY steps with everything on over EVERY steps probes off, per arm and for
@@ -21,9 +21,9 @@
 #include <string.h>
 #include <time.h>
 #include "error.h"
-#include "probe/analysis.h"
+#include "trainer/analysis/analysis.h"
 #include "probe/probe.h"
-#include "trainer/arm.h"
+#include "trainer/run/arm.h"
 #include "trainer/cpu/gemm.h"
 #include "trainer/model.h"
 #include "trainer/precision.h"
@@ -167,7 +167,7 @@ int main(void)
 {
     bench_t b;
     memset(&b, 0, sizeof b);
-    fp_gemm_use_pool(2);   /* as the CLI's --threads 2 (trainer/train.h fp_train_set_threads) */
+    fp_gemm_use_pool(2);   /* as the CLI's --threads 2 (trainer/run/train.h fp_train_set_threads) */
     size_t nx = (size_t)BATCH * SIZE * SIZE * 3;
     b.batch.n = BATCH;
     b.batch.size = SIZE;

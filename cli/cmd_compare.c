@@ -1,5 +1,5 @@
 /* cmd_compare.c — `fp16probe compare` and `fp16probe <model>`: one model trained under several precision
- * policies side by side (trainer/compare.c), progress lines per arm, and the end-of-run summary table from
+ * policies side by side (trainer/run/compare.c), progress lines per arm, and the end-of-run summary table from
  * reports/summary.c (the figures the HTML report and the gate use). Exit status: 0 every arm finished,
  * 1 an arm or the comparison failed, 2 usage error (the valid choices listed), 130 interrupted. */
 #include "config.h"
@@ -20,7 +20,7 @@
 #include "store_cli.h"
 #include "store_reader.h"
 #include "train_options.h"
-#include "trainer/compare.h"
+#include "trainer/run/compare.h"
 #include "tui/tui.h"
 
 /* The embedded default: resnet50 at 64x64 on synthetic data, fp32 and fp16, within 3 minutes on a 2-core

@@ -1,4 +1,4 @@
-/* cmd_train.c — `fp16probe train`: parses the options, picks the device, and runs trainer/train.c's
+/* cmd_train.c — `fp16probe train`: parses the options, picks the device, and runs trainer/run/train.c's
  * loop with a progress line every few seconds. Exit status: 0 finished, 1 failed, 2 usage error
  * (bad choice: the message lists the valid ones), 130 interrupted (Ctrl-C, run marked interrupted). */
 #include "config.h"
@@ -12,7 +12,7 @@
 #include "store.h"
 #include "store_cli.h"
 #include "train_options.h"
-#include "trainer/train.h"
+#include "trainer/run/train.h"
 
 static void usage(FILE *to)
 {

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
-#include "trainer/train.h"
+#include "trainer/run/train.h"
 
 typedef struct {
     const char *cmd;                  /* "train", "compare": the prefix of error messages */

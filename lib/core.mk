@@ -1,7 +1,8 @@
 # lib/core.mk — the shared core: format facts, errors, atomic output files, CPU features, GPU
-# detection, CUDA kernels.
+# detection, the thread pool, CUDA conversion kernels.
 lib_libfp_a_SOURCES += lib/formats.c lib/formats.h lib/error.c lib/error.h \
-	lib/atomic_file.c lib/atomic_file.h lib/gpu_detect.c lib/gpu_detect.h
+	lib/atomic_file.c lib/atomic_file.h lib/gpu_detect.c lib/gpu_detect.h lib/thread_pool.c lib/thread_pool.h \
+	lib/dtype.c lib/dtype_array.c lib/dtype.h
 if HAVE_CUDA
 lib_libfp_a_SOURCES += lib/cuda/convert.cu lib/cuda/convert.h
 # nvcc objects get no automatic header dependencies: list them.
@@ -12,6 +13,9 @@ EXTRA_DIST += lib/cuda/convert.cu lib/cuda/convert.h
 check_PROGRAMS += tests/test_formats tests/test_error tests/test_atomic_file tests/test_gpu_detect
 TESTS += tests/test_formats tests/test_error tests/test_atomic_file tests/test_gpu_detect
 tests_test_gpu_detect_LDADD = $(TEST_LDADD)
+check_PROGRAMS += tests/test_thread_pool
+TESTS += tests/test_thread_pool
+tests_test_thread_pool_LDADD = $(TEST_LDADD)
 tests_test_formats_LDADD = $(TEST_LDADD)
 tests_test_error_LDADD = $(TEST_LDADD)
 tests_test_atomic_file_LDADD = $(TEST_LDADD)

@@ -76,9 +76,10 @@ struct fp_nvtx {
     int unused;
 };
 int fp_nvtx_compiled(void) { return 0; }
-int fp_nvtx_create(fp_nvtx **out, const struct fp_model *m)
+int fp_nvtx_create(fp_nvtx **out, int nlayers, const char *const *layer_names)
 {
-    (void)m;
+    (void)nlayers;
+    (void)layer_names;
     *out = NULL;
     return fp_fail(FP_EUNAVAIL, "nvtx: built without NVTX3");
 }

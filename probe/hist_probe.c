@@ -4,7 +4,7 @@
  * per step; 16-bit tensors are counted as stored (lib/hist.h fp_hist_add_f16 / _bf16), not widened;
  * a weight gradient under a power-of-two loss scale is unscaled by fp_hist_add_scaled (no copy);
  * a large tensor is cut into up to CHUNKS_MAX chunks (their number and bounds set by its size alone)
- * that the kernels' thread pool (trainer/cpu/thread_pool.h: its workers are awake right after the
+ * that the kernels' thread pool (lib/thread_pool.h: its workers are awake right after the
  * layer's own loops) counts each into its own histogram, merged in chunk order: the counts are those
  * of one pass, and sum_abs depends neither on the thread count nor on which thread took which chunk.
  * The tensor hooks may run on two threads at once for distinct layers (probe.h): per-(layer, role)
@@ -16,7 +16,7 @@
 #include "error.h"
 #include "hist.h"
 #include "probe/probe.h"
-#include "trainer/cpu/thread_pool.h"
+#include "thread_pool.h"
 
 #define UNSCALE_CHUNK 16384             /* floats: in L2, and few enough fp_hist_add calls per tensor */
 #define CHUNK_MIN ((size_t)1 << 16)     /* values per chunk at least (fp32 or 16-bit): a call costs ~2-4 us */

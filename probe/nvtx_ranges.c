@@ -8,7 +8,6 @@
 #include <nvtx3/nvToolsExt.h>
 #include "error.h"
 #include "probe/probe.h"
-#include "trainer/model.h"
 
 struct fp_nvtx {
     int nlayers;
@@ -17,11 +16,10 @@ struct fp_nvtx {
 
 int fp_nvtx_compiled(void) { return 1; }
 
-int fp_nvtx_create(fp_nvtx **out, const fp_model *m)
+int fp_nvtx_create(fp_nvtx **out, int nl, const char *const *layer_names)
 {
     *out = NULL;
     fp_nvtx *n = calloc(1, sizeof *n);
-    int nl = fp_model_layer_count(m);
     if (!n || !(n->names = calloc((size_t)nl * FP_PHASE_COUNT, sizeof *n->names))) {
         free(n);
         return fp_fail(FP_ENOMEM, "nvtx: out of memory");
@@ -29,7 +27,7 @@ int fp_nvtx_create(fp_nvtx **out, const fp_model *m)
     n->nlayers = nl;
     for (int l = 0; l < nl; l++)
         for (int ph = 0; ph < FP_PHASE_COUNT; ph++) {
-            const char *ln = fp_model_layer(m, l)->name, *pn = fp_phase_name((fp_phase)ph);
+            const char *ln = layer_names[l], *pn = fp_phase_name((fp_phase)ph);
             size_t len = strlen(ln) + strlen(pn) + 2;
             char *s = malloc(len);
             if (!s) {

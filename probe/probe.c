@@ -5,8 +5,7 @@
 #include <stdlib.h>
 #include "error.h"
 #include "probe/probe.h"
-#include "trainer/cpu/thread_pool.h"
-#include "trainer/precision.h"
+#include "thread_pool.h"
 
 typedef struct {
     const fp_probe_ops *ops;

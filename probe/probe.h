@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "store.h"   /* fp_phase, fp_tensor_role, fp_layer_time_t, fp_store_t */
-#include "trainer/precision.h"   /* fp_dtype */
+#include "dtype.h"
 
 /* Sampling defaults, chosen so that the default run stays within 3% of the probes-off step time
  * on the CPU (bench/bench_probe_overhead.c measures it): histograms of every layer's tensors every
@@ -237,8 +237,8 @@ void fp_cupti_device_buffers(const fp_cupti *c, size_t *bytes, size_t *pool);
  * "step N" around each step, "<layer name> <phase>" around every layer and phase, so Nsight
  * Systems shows our names. */
 typedef struct fp_nvtx fp_nvtx;
-struct fp_model;
-int fp_nvtx_create(fp_nvtx **out, const struct fp_model *m);
+/* layer_names[l] names layer l (the store's names); copied, the caller keeps its array. */
+int fp_nvtx_create(fp_nvtx **out, int nlayers, const char *const *layer_names);
 void fp_nvtx_free(fp_nvtx *n);
 int fp_nvtx_attach(fp_nvtx *n, fp_probe *p);
 int fp_nvtx_compiled(void);   /* 1 when built with NVTX3 */

@@ -1,10 +1,7 @@
-# probe/probe.mk — the probes (probe.h): the probe set, CPU timers, perf counters, RAPL, process
-# memory, histograms, NVML (dlopen), CUPTI and NVTX when CUDA found them; precision analysis, the
-# parameter pass.
-lib_libfp_a_SOURCES += probe/probe.h probe/analysis.h probe/probe.c probe/cpu_timer.c probe/perf_counters.c \
-	probe/rapl.c probe/process_mem.c probe/hist_probe.c probe/nvml.c probe/gpu_fallback.c \
-	probe/precision_internal.h probe/precision_analysis.c probe/precision_ride.c \
-	probe/layer_error.c probe/skipped_step.c probe/param_pass.c
+# probe/probe.mk — the instruments (probe.h): the probe set, CPU timers, perf counters, RAPL, process
+# memory, histograms, NVML (dlopen), CUPTI and NVTX when CUDA found them.
+lib_libfp_a_SOURCES += probe/probe.h probe/probe.c probe/cpu_timer.c probe/perf_counters.c \
+	probe/rapl.c probe/process_mem.c probe/hist_probe.c probe/nvml.c probe/gpu_fallback.c
 if HAVE_CUPTI
 lib_libfp_a_SOURCES += probe/cupti_activity.c
 endif
@@ -13,17 +10,12 @@ lib_libfp_a_SOURCES += probe/nvtx_ranges.c
 endif
 EXTRA_DIST += probe/cupti_activity.c probe/nvtx_ranges.c
 
-check_PROGRAMS += tests/test_probe_set tests/test_probe_sources tests/test_probe_hist tests/test_probe_analysis \
-	tests/test_param_pass
-TESTS += tests/test_probe_set tests/test_probe_sources tests/test_probe_hist tests/test_probe_analysis \
-	tests/test_param_pass
+check_PROGRAMS += tests/test_probe_set tests/test_probe_sources tests/test_probe_hist
+TESTS += tests/test_probe_set tests/test_probe_sources tests/test_probe_hist
 tests_test_probe_set_LDADD = $(TEST_LDADD)
 tests_test_probe_sources_LDADD = $(TEST_LDADD)
 tests_test_probe_hist_SOURCES = tests/test_probe_hist.c $(STORE_TEST_UTIL)
 tests_test_probe_hist_LDADD = $(TEST_LDADD)
-tests_test_probe_analysis_SOURCES = tests/test_probe_analysis.c $(STORE_TEST_UTIL)
-tests_test_probe_analysis_LDADD = $(TEST_LDADD)
-tests_test_param_pass_LDADD = $(TEST_LDADD)
 
 BENCHMARKS += bench/bench_probe_overhead
 bench_bench_probe_overhead_LDADD = $(FP_LDADD)

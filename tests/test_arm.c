@@ -1,4 +1,4 @@
-/* test_arm.c — the arm (trainer/arm.c) on tinynet at 32x32, batch 8: an fp32 step is bit-identical to
+/* test_arm.c — the arm (trainer/run/arm.c) on tinynet at 32x32, batch 8: an fp32 step is bit-identical to
  * the model's own train step + the optimizer; loss falls when overfitting a batch; the fp16 scaler skips
  * an overflowing step, names the first layer (backward order) and halves the scale; `half` keeps fp16
  * values; NaN loss without a scaler reports divergence; evaluation and memory accounting add up; the
@@ -10,7 +10,7 @@
 #include <string.h>
 #include "error.h"
 #include "tap.h"
-#include "trainer/arm.h"
+#include "trainer/run/arm.h"
 #include "trainer/layers.h"
 
 #define S 32

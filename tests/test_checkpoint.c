@@ -10,7 +10,7 @@
 #include "error.h"
 #include "safetensors.h"
 #include "tap.h"
-#include "trainer/checkpoint.h"
+#include "trainer/run/checkpoint.h"
 
 #define S 32
 #define B 8

@@ -1,4 +1,4 @@
-/* test_compare.c — the side-by-side comparison (trainer/compare.c) on tinynet at 32x32, batch 8, a few
+/* test_compare.c — the side-by-side comparison (trainer/run/compare.c) on tinynet at 32x32, batch 8, a few
  * steps: policy lists (unknown / empty / duplicate refused, valid ones listed), the same initial weights in
  * every arm, the same batches whatever the arms and the turn, one session with a run per arm naming the
  * fp32 reference, --turn respected in the order of the step rows, the summary's figures present, a failing
@@ -15,7 +15,7 @@
 #include "store_reader.h"
 #include "store_testutil.h"
 #include "tap.h"
-#include "trainer/compare.h"
+#include "trainer/run/compare.h"
 
 static char dir[64];
 

@@ -2,7 +2,7 @@
  * labels after normalisation, a partial set of training files, the pad+crop+flip augmentation, resizing,
  * and the errors for a missing directory/files, a truncated file and a bad label (naming file and record). */
 #include "data_testutil.h"
-#include "trainer/data.h"
+#include "trainer/data/data.h"
 #include "error.h"
 #include "tap.h"
 #include <math.h>

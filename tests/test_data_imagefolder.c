@@ -3,8 +3,8 @@
  * (corrupt/truncated files naming the file, val class not in train, empty/missing train), center-crop
  * geometry exact on a gradient, RandomResizedCrop bounds/determinism/fallback, flip, antialiasing. */
 #include "data_testutil.h"
-#include "trainer/data.h"
-#include "trainer/data_internal.h"
+#include "trainer/data/data.h"
+#include "trainer/data/data_internal.h"
 #include "error.h"
 #include "tap.h"
 #include <math.h>

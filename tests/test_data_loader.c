@@ -2,7 +2,7 @@
  * prefetch, --shuffle off order (first N, next N), shuffled epochs as permutations, drop_last and the
  * counted last evaluation batch, end-of-epoch markers, resume from a position, error propagation. */
 #include "data_testutil.h"
-#include "trainer/data.h"
+#include "trainer/data/data.h"
 #include "error.h"
 #include "tap.h"
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 /* test_data_synthetic.c — the `synthetic` dataset: spec parsing and its errors, determinism from
  * (seed, split, index), balance, sane normalised values at several sizes, the flip augmentation, and
  * a learnability proxy (nearest-class-mean on raw pixels beats 50% on held-out samples). */
-#include "trainer/data.h"
-#include "trainer/data_internal.h"
+#include "trainer/data/data.h"
+#include "trainer/data/data_internal.h"
 #include "error.h"
 #include "tap.h"
 #include <math.h>

@@ -1,4 +1,4 @@
-/* test_formats.c — the format table agrees with the number-format facts of DESIGN.md, derived
+/* test_formats.c — the format table agrees with the number-format facts of docs/design.md, derived
  * independently here from exponent and mantissa widths; name parsing accepts and rejects. */
 #include <math.h>
 #include <stddef.h>

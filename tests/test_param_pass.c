@@ -1,4 +1,4 @@
-/* test_param_pass.c — the parameter pass over a two-thread pool (probe/param_pass.c) equals the pass
+/* test_param_pass.c — the parameter pass over a two-thread pool (trainer/analysis/param_pass.c) equals the pass
  * on one thread bit for bit: every (layer, role) histogram, counts and sum_abs, and the lost update
  * fractions, on a narrow resnet18; the hist probe's tensor hook called from two threads at once for
  * distinct layers with tensors large enough to be split over the pool gives one thread's
@@ -12,12 +12,12 @@
 #include "error.h"
 #include "hist.h"
 #include "hist_ref.h"
-#include "probe/analysis.h"
+#include "trainer/analysis/analysis.h"
 #include "probe/probe.h"
 #include "tap.h"
 #include "testutil.h"
 #include "trainer/model.h"
-#include "trainer/cpu/thread_pool.h"
+#include "thread_pool.h"
 #include "trainer/optim.h"
 
 #define MAXL 128

@@ -1,4 +1,4 @@
-/* test_precision.c — the policy table against DESIGN.md, the GradScaler's PyTorch semantics
+/* test_precision.c — the policy table against docs/design.md, the GradScaler's PyTorch semantics
  * (2^16 start, x2 after 2000 clean steps, x0.5 + skip on inf/NaN, static mode), the one-pass unscale
  * + finite check with Inf / NaN at every position class, and the rounding helpers. */
 #include <math.h>
@@ -11,7 +11,7 @@
 
 static void check_table(void)
 {
-    /* DESIGN.md: compute of conv/linear, activation storage, master weights, optimizer state, scaling */
+    /* docs/design.md: compute of conv/linear, activation storage, master weights, optimizer state, scaling */
     static const struct {
         const char *name;
         fp_dtype compute, act, grad, master, state;
@@ -35,7 +35,7 @@ static void check_table(void)
                  p->activation == want[i].act && p->activation_grad == want[i].grad &&
                  p->master == want[i].master && p->optim_state == want[i].state && p->scaling == want[i].scaling &&
                  p->description && *p->description && names[i] && strcmp(names[i], want[i].name) == 0;
-        tap_ok(ok, "policy %s: compute %s, activations %s, master %s, scaling %d (DESIGN.md)", want[i].name,
+        tap_ok(ok, "policy %s: compute %s, activations %s, master %s, scaling %d (docs/design.md)", want[i].name,
                fp_dtype_name(want[i].compute), fp_dtype_name(want[i].act), fp_dtype_name(want[i].master),
                (int)want[i].scaling);
     }

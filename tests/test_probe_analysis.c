@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "error.h"
-#include "probe/analysis.h"
-#include "probe/precision_internal.h"
+#include "trainer/analysis/analysis.h"
+#include "trainer/analysis/precision_internal.h"
 #include "store_testutil.h"
 #include "tap.h"
 #include "testutil.h"
-#include "trainer/cpu/thread_pool.h"
+#include "thread_pool.h"
 #include "trainer/precision.h"
 
 #define NB 4

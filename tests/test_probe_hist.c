@@ -10,14 +10,14 @@
 #include "error.h"
 #include "hist.h"
 #include "numfmt.h"
-#include "probe/analysis.h"
+#include "trainer/analysis/analysis.h"
 #include "probe/probe.h"
 #include "store_reader.h"
 #include "store_testutil.h"
 #include "hist_ref.h"
 #include "tap.h"
 #include "testutil.h"
-#include "trainer/cpu/thread_pool.h"
+#include "thread_pool.h"
 #include "trainer/model.h"
 
 #define NB 4

@@ -8,7 +8,7 @@
 #include "error.h"
 #include "probe/probe.h"
 #include "tap.h"
-#include "trainer/cpu/thread_pool.h"
+#include "thread_pool.h"
 #include "trainer/model.h"
 
 #define NB 4

@@ -12,7 +12,7 @@
 #include "tap.h"
 #include "testutil.h"
 #include "trainer/cpu/gemm.h"
-#include "trainer/cpu/thread_pool.h"
+#include "thread_pool.h"
 #include "trainer/layers.h"
 #include "trainer/optim.h"
 #include "trainer/precision.h"

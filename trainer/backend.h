@@ -1,4 +1,4 @@
-/* backend.h — the table of operations the model runs on (DESIGN.md: "backends hide behind one table of
+/* backend.h — the table of operations the model runs on (docs/design.md: "backends hide behind one table of
  * operations"): memory, conv, batchnorm, relu, pools, linear, residual add / accumulate, softmax
  * cross-entropy, casts, the fused unscale + non-finite check, sync. Layers and models call only this.
  * Promises: the CPU backend (fp_backend_cpu, the numerical reference) is bit-identical to the fp32
@@ -49,7 +49,7 @@ typedef struct {
 typedef struct fp_backend fp_backend;   /* one instance: handles, streams, scratch, accounting */
 
 /* ---- the table ----
- * Conventions (DESIGN.md): outputs first; `be` before everything. Forward ops OVERWRITE their output.
+ * Conventions (docs/design.md): outputs first; `be` before everything. Forward ops OVERWRITE their output.
  * Gradient ops take `accumulate`: 0 overwrites the output with the result, 1 adds the result to what
  * is there (cuDNN / cuBLAS beta = 0 / 1); where an op says "ACCUMULATES" it always adds (parameter
  * gradients, zeroed once per step by the caller). For a 16-bit gradient output, accumulate 0 stores

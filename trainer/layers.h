@@ -1,5 +1,5 @@
 /* layers.h — the fp32 layer kernels of the CPU backend (the numerical reference), NHWC layout.
- * Convention (DESIGN.md): outputs first; forward overwrites its output; backward ACCUMULATES
+ * Convention (docs/design.md): outputs first; forward overwrites its output; backward ACCUMULATES
  * (+=) into every gradient it produces (din, dweight, dbias), so callers zero them once per step.
  * Each function returns FP_OK or a negative FP_E* code with fp_error_message() set (bad dims). */
 #ifndef FP_LAYERS_H

@@ -174,7 +174,7 @@ int fp_model_forward(fp_model *m, const float **logits, const float *x, int n, f
  * produced it, -1 for the image) and writes c means and c (biased) variances; non-zero stops the
  * forward with that code. The probe's tensor hooks receive the layer outputs as at a TRAIN sampling
  * step. Host memory only (FP_EINVAL). For the rounding error of one precision against another on
- * the same normalisation (probe/analysis.h). */
+ * the same normalisation (trainer/analysis/analysis.h). */
 typedef int (*fp_bn_stats_fn)(void *ctx, int layer, int input_layer, const float *x, size_t rows, int c, float *mean,
                               float *var);
 int fp_model_forward_bn_stats(fp_model *m, const float **logits, const float *x, int n, fp_bn_stats_fn stats,

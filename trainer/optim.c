@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "trainer/cpu/thread_pool.h"
+#include "thread_pool.h"
 
 typedef struct {
     char *name;

@@ -1,9 +1,7 @@
-/* precision.c — the policy table of DESIGN.md, dtype names and sizes, PyTorch's GradScaler, and the
- * vectorised helpers the training loop needs (unscale + finite check in one pass, rounding fp32
- * arrays to what a format represents). Promises: rounding is the format's (lib/numfmt.h: to nearest
- * even, subnormals, Inf, NaN), so values and overflow are those a GPU produces; the array helpers
- * split large arrays over the kernels' pool (trainer/cpu/thread_pool.h), element by element, so the
- * result does not depend on the thread count. */
+/* precision.c — the policy table of docs/design.md, PyTorch's GradScaler, and the unscale + finite
+ * check in one pass over the gradients. Promises: the unscale splits large arrays over the pool
+ * (lib/thread_pool.h) element by element, so the result does not depend on the thread count. The
+ * rounding and 16-bit conversion of arrays is lib/dtype_array.c's. */
 /* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the loop vectoriser. */
 #pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #include <math.h>
@@ -11,7 +9,7 @@
 #include <string.h>
 #include "error.h"
 #include "numfmt.h"
-#include "trainer/cpu/thread_pool.h"
+#include "thread_pool.h"
 #include "trainer/precision.h"
 
 static const fp_policy policies[] = {
@@ -42,19 +40,6 @@ const fp_policy *fp_policy_find(const char *name)
 const char *const *fp_policy_names(void) { return policy_names; }
 
 const char *fp_policy_names_joined(void) { return "fp32, tf32, fp16, fp16-noscale, half, bf16"; }
-
-const char *fp_dtype_name(fp_dtype d)
-{
-    switch (d) {
-    case FP_DT_F32: return "fp32";
-    case FP_DT_TF32: return "tf32";
-    case FP_DT_F16: return "fp16";
-    case FP_DT_BF16: return "bf16";
-    }
-    return "?";
-}
-
-int fp_dtype_bytes(fp_dtype d) { return d == FP_DT_F16 || d == FP_DT_BF16 ? 2 : 4; }
 
 /* ---------------------------------------------------------------- GradScaler */
 
@@ -92,15 +77,11 @@ int fp_grad_scaler_update(fp_grad_scaler *s, int found_inf)
 #define ARRAY_PAR_MIN ((size_t)1 << 16)   /* elements per thread below which a helper stays serial */
 #define ARRAY_ALIGN 64                     /* part bounds: whole cache lines of 16-bit and fp32 arrays */
 
-/* One call's arguments, for the pool's range functions. */
+/* One call's arguments, for the pool's range function. */
 typedef struct {
     float *f;
-    const float *cf;
-    uint16_t *h;
-    const uint16_t *ch;
-    fp_dtype d;
     float scale;
-    unsigned found;   /* unscale: any part saw Inf / NaN (atomic or) */
+    unsigned found;   /* any part saw Inf / NaN (atomic or) */
 } array_job;
 
 /* One pass: found |= the exponent of g[i] is all ones (Inf or NaN, checked before scaling, as
@@ -126,112 +107,4 @@ int fp_unscale_and_check(float *g, size_t n, float inv_scale)
     array_job j = {.f = g, .scale = inv_scale};
     fp_parallel_for(n, ARRAY_ALIGN, ARRAY_PAR_MIN, unscale_range, &j);
     return j.found != 0;
-}
-
-#define ROUND_CHUNK 2048
-
-static void round_serial(float *dst, const float *src, size_t n, fp_dtype d)
-{
-    uint16_t tmp[ROUND_CHUNK];
-    switch (d) {
-    case FP_DT_TF32:
-        fp_f32_to_tf32_array(dst, src, n);
-        return;
-    case FP_DT_F16:
-        for (size_t i = 0; i < n; i += ROUND_CHUNK) {
-            size_t c = n - i < ROUND_CHUNK ? n - i : ROUND_CHUNK;
-            fp_f32_to_f16_array(tmp, src + i, c);
-            fp_f16_to_f32_array(dst + i, tmp, c);
-        }
-        return;
-    case FP_DT_BF16:
-        for (size_t i = 0; i < n; i += ROUND_CHUNK) {
-            size_t c = n - i < ROUND_CHUNK ? n - i : ROUND_CHUNK;
-            fp_f32_to_bf16_array(tmp, src + i, c);
-            fp_bf16_to_f32_array(dst + i, tmp, c);
-        }
-        return;
-    case FP_DT_F32:
-        if (dst != src && n)
-            memmove(dst, src, n * sizeof(float));
-        return;
-    }
-}
-
-static void round_range(void *ctx, size_t b, size_t e)
-{
-    const array_job *j = ctx;
-    round_serial(j->f + b, j->cf + b, e - b, j->d);
-}
-
-void fp_round_to_dtype_copy(float *dst, const float *src, size_t n, fp_dtype d)
-{
-    if (d == FP_DT_F32) {
-        round_serial(dst, src, n, d);   /* a plain copy (dst may overlap src) */
-        return;
-    }
-    array_job j = {.f = dst, .cf = src, .d = d};
-    fp_parallel_for(n, ARRAY_ALIGN, ARRAY_PAR_MIN, round_range, &j);
-}
-
-void fp_round_to_dtype(float *x, size_t n, fp_dtype d) { fp_round_to_dtype_copy(x, x, n, d); }
-
-static void round_add_range(void *ctx, size_t b, size_t e)
-{
-    const array_job *j = ctx;
-    float tmp[ROUND_CHUNK];
-    for (size_t i = b; i < e; i += ROUND_CHUNK) {
-        size_t c = e - i < ROUND_CHUNK ? e - i : ROUND_CHUNK;
-        round_serial(tmp, j->cf + i, c, j->d);
-        float *restrict o = j->f + i;
-        for (size_t k = 0; k < c; k++)
-            o[k] += tmp[k];
-    }
-}
-
-void fp_round_add(float *dst, const float *src, size_t n, fp_dtype d)
-{
-    array_job j = {.f = dst, .cf = src, .d = d};
-    fp_parallel_for(n, ARRAY_ALIGN, ARRAY_PAR_MIN, round_add_range, &j);
-}
-
-/* One thread's conversions (their NULL checks and messages, lib/numfmt.h). */
-static int narrow_serial(uint16_t *dst, const float *src, size_t n, fp_dtype d)
-{
-    return d == FP_DT_BF16 ? fp_f32_to_bf16_array(dst, src, n) : fp_f32_to_f16_array(dst, src, n);
-}
-
-static int widen_serial(float *dst, const uint16_t *src, size_t n, fp_dtype d)
-{
-    return d == FP_DT_BF16 ? fp_bf16_to_f32_array(dst, src, n) : fp_f16_to_f32_array(dst, src, n);
-}
-
-static void narrow_range(void *ctx, size_t b, size_t e)
-{
-    const array_job *j = ctx;
-    narrow_serial(j->h + b, j->cf + b, e - b, j->d);
-}
-
-static void widen_range(void *ctx, size_t b, size_t e)
-{
-    const array_job *j = ctx;
-    widen_serial(j->f + b, j->ch + b, e - b, j->d);
-}
-
-int fp_narrow_array(uint16_t *dst, const float *src, size_t n, fp_dtype d)
-{
-    if (n && (!dst || !src))
-        return narrow_serial(dst, src, n, d);
-    array_job j = {.h = dst, .cf = src, .d = d};
-    fp_parallel_for(n, ARRAY_ALIGN, ARRAY_PAR_MIN, narrow_range, &j);
-    return FP_OK;
-}
-
-int fp_widen_array(float *dst, const uint16_t *src, size_t n, fp_dtype d)
-{
-    if (n && (!dst || !src))
-        return widen_serial(dst, src, n, d);
-    array_job j = {.f = dst, .ch = src, .d = d};
-    fp_parallel_for(n, ARRAY_ALIGN, ARRAY_PAR_MIN, widen_range, &j);
-    return FP_OK;
 }

@@ -1,4 +1,4 @@
-/* precision.h — precision policies as data (DESIGN.md's table) and the dynamic loss scaler.
+/* precision.h — precision policies as data (docs/design.md's table) and the dynamic loss scaler.
  * A policy says which number format each tensor role has and whether a scaler runs; the model
  * executes under a policy (fp_model_set_policy) without branches scattered through the layers.
  * Names users know: fp32, tf32, fp16, fp16-noscale, half, bf16. */
@@ -7,13 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-
-typedef enum {
-    FP_DT_F32 = 0,   /* IEEE binary32 */
-    FP_DT_TF32,      /* compute only: fp32 rounded to a 10-bit mantissa, fp32 accumulate */
-    FP_DT_F16,       /* stored in 16 bits */
-    FP_DT_BF16       /* stored in 16 bits */
-} fp_dtype;
+#include "dtype.h"
 
 typedef enum { FP_SCALE_NONE = 0, FP_SCALE_DYNAMIC, FP_SCALE_STATIC } fp_scale_mode;
 
@@ -30,12 +24,10 @@ typedef struct {
     fp_scale_mode scaling;
 } fp_policy;
 
-/* The built-in policies, in DESIGN.md's order; NULL-terminated list of names. */
+/* The built-in policies, in docs/design.md's order; NULL-terminated list of names. */
 const fp_policy *fp_policy_find(const char *name);         /* NULL when unknown */
 const char *const *fp_policy_names(void);
 const char *fp_policy_names_joined(void);                   /* "fp32, tf32, fp16, ..." for errors */
-const char *fp_dtype_name(fp_dtype d);                      /* "fp32", "tf32", "fp16", "bf16" */
-int fp_dtype_bytes(fp_dtype d);                             /* storage bytes: 4 or 2 */
 
 /* GradScaler with PyTorch's semantics and defaults: scale 2^16, x2 (growth_factor) after
  * growth_interval (2000) consecutive clean steps, x0.5 (backoff_factor) and the step skipped on
@@ -57,16 +49,6 @@ int fp_grad_scaler_update(fp_grad_scaler *s, int found_inf);
 /* Unscales gradients in place (g[i] *= inv_scale) and reports in the same pass whether any of them
  * was Inf or NaN (checked on the value before scaling, as PyTorch's unscale_): 1 if so, else 0. */
 int fp_unscale_and_check(float *g, size_t n, float inv_scale);
-/* Rounds fp32 values in place to what dtype d represents (kept in fp32 containers): fp16 / bf16
- * round to nearest even with their range (overflow -> Inf, underflow -> subnormal / 0), tf32 to a
- * 10-bit mantissa, fp32 leaves them. For `half`: call on master weights and optimizer state after
- * each optimizer step, so updates smaller than half an ulp are lost, as on a GPU. */
-void fp_round_to_dtype(float *x, size_t n, fp_dtype d);
-void fp_round_to_dtype_copy(float *dst, const float *src, size_t n, fp_dtype d);   /* dst may be src */
-/* dst[i] += round_d(src[i]) (a low-precision gradient landing in an fp32 one). */
-void fp_round_add(float *dst, const float *src, size_t n, fp_dtype d);
-/* 16-bit storage of dtype d (FP_DT_F16 or FP_DT_BF16) <-> fp32 (no overlap). */
-int fp_narrow_array(uint16_t *dst, const float *src, size_t n, fp_dtype d);
-int fp_widen_array(float *dst, const uint16_t *src, size_t n, fp_dtype d);
+/* Rounding arrays to a dtype and 16-bit <-> fp32 conversions: lib/dtype.h. */
 
 #endif

@@ -1,4 +1,4 @@
-# trainer/precision.mk — precision policies (DESIGN.md's table), the GradScaler and the rounding /
+# trainer/precision.mk — precision policies (docs/design.md's table), the GradScaler and the rounding /
 # unscaling helpers; the model's policy tests against the PyTorch fp32 fixtures.
 lib_libfp_a_SOURCES += trainer/precision.h trainer/precision.c
 

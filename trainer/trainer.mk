@@ -1,7 +1,7 @@
 # trainer/trainer.mk — the trainer: for now the fp32 layer kernels of the CPU backend (NHWC, CBLAS).
 lib_libfp_a_SOURCES += trainer/layers.h trainer/cpu/workspace.c trainer/cpu/conv.c \
 	trainer/cpu/batchnorm.c trainer/cpu/pool.c trainer/cpu/elementwise.c trainer/cpu/linear.c trainer/cpu/gemm.h trainer/cpu/gemm.c \
-	trainer/cpu/xent.c trainer/cpu/thread_pool.h trainer/cpu/thread_pool.c
+	trainer/cpu/xent.c
 
 # The backend table (trainer/backend.h) and its CPU implementation over the kernels above.
 lib_libfp_a_SOURCES += trainer/backend.h trainer/backend_check.h trainer/backend_check.c trainer/backend_cpu.h \
@@ -36,6 +36,3 @@ EXTRA_DIST += tests/fixtures/make_model_reference.py \
 BENCHMARKS += bench/bench_train_step
 bench_bench_train_step_LDADD = $(FP_LDADD)
 
-check_PROGRAMS += tests/test_thread_pool
-TESTS += tests/test_thread_pool
-tests_test_thread_pool_LDADD = $(TEST_LDADD)

@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "error.h"
-#include "trainer/arm.h"
+#include "trainer/run/arm.h"
 #include "trainer/backend_cuda.h"
 #include "trainer/model.h"
 
-/* Tolerances per policy (DESIGN.md: the CUDA backend agrees with the CPU within stated tolerances).
+/* Tolerances per policy (docs/design.md: the CUDA backend agrees with the CPU within stated tolerances).
  * fp32: cuDNN / cuBLAS sum in another order than the CPU's GEMMs (both true fp32, no TF32): loss within
  * 1e-4 relative; logits within 1e-4 of the largest |logit|; each gradient tensor within 1e-3 relative L2.
  * tf32: both round the inputs to TF32 the same way (nearest even) and accumulate in fp32: 1e-3 / 1e-3 / 5e-3.

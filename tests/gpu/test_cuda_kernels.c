@@ -13,7 +13,7 @@
 #include "error.h"
 #include "hist.h"
 #include "numfmt.h"
-#include "probe/analysis.h"
+#include "trainer/analysis/analysis.h"
 #include "testutil.h"
 #include "trainer/cuda/kernels.h"
 #include "trainer/layers.h"

@@ -1,4 +1,4 @@
-/* test_gpu_probes.c — the GPU probes wired into a short CUDA comparison (trainer/compare.c): tinynet fp32 vs
+/* test_gpu_probes.c — the GPU probes wired into a short CUDA comparison (trainer/run/compare.c): tinynet fp32 vs
  * fp16 on the CUDA backend writes CUPTI kernel rows (classified, only at traced steps, and every cuDNN / cuBLAS
  * kernel attributed to a (layer, phase): they launch through the driver API), NVML device samples naming the
  * arms' runs, and steps whose energy is not NULL, and reports both in info events. Skips with a TAP reason when
@@ -16,7 +16,7 @@
 #include "probe/probe.h"
 #include "store_testutil.h"
 #include "trainer/backend_cuda.h"
-#include "trainer/compare.h"
+#include "trainer/run/compare.h"
 
 static long long q(const char *db, const char *fmt, long long a)
 {

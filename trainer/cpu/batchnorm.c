@@ -7,10 +7,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include "error.h"
-#include "trainer/cpu/thread_pool.h"
+#include "thread_pool.h"
 #include "trainer/layers.h"
 
-/* Threading (trainer/cpu/thread_pool.h): every pass splits the rows. The per-channel reductions sum
+/* Threading (lib/thread_pool.h): every pass splits the rows. The per-channel reductions sum
  * fixed blocks of BN_BLOCK_ROWS rows each into its own partial sums (rows in order), then add the
  * partials in block order: the blocks do not depend on the thread count, so neither do the results,
  * and each thread streams whole rows (a channel split would stride through every row). Each block's

@@ -7,7 +7,7 @@
 #include <string.h>
 #include "error.h"
 #include "trainer/cpu/gemm.h"
-#include "trainer/cpu/thread_pool.h"
+#include "thread_pool.h"
 #include "trainer/layers.h"
 
 /* By default at most this many floats of im2col columns per chunk (32 MiB; ws->limit overrides):

@@ -5,7 +5,7 @@
 /* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the usual loop vectoriser. */
 #pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #include "error.h"
-#include "trainer/cpu/thread_pool.h"
+#include "thread_pool.h"
 #include "trainer/layers.h"
 
 #define EW_ALIGN 16                     /* floats: one cache line */

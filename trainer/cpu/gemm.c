@@ -5,7 +5,7 @@
 
 #include <cblas.h>
 #include <stddef.h>
-#include "trainer/cpu/thread_pool.h"
+#include "thread_pool.h"
 
 /* Multiply-adds per part at least: below, a worker's wake-up (~10-20 us) outweighs the split. */
 #define GEMM_PAR_MIN_MACS ((size_t)1 << 21)

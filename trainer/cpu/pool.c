@@ -7,7 +7,7 @@
 #pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic", "fp-contract=off")
 #include <limits.h>
 #include "error.h"
-#include "trainer/cpu/thread_pool.h"
+#include "thread_pool.h"
 #include "trainer/layers.h"
 
 #define POOL_PAR_MIN ((size_t)1 << 15)   /* output elements per thread below which a pass stays serial */

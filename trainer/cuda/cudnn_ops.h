@@ -34,7 +34,7 @@ typedef enum {
 enum { FP_CONV_FWD = 1, FP_CONV_BWD_DATA = 2, FP_CONV_BWD_FILTER = 4, FP_CONV_ALL = 7 };
 
 typedef struct {
-    /* Math of convolutions / matmuls on fp32 tensors, per DESIGN.md's policies:
+    /* Math of convolutions / matmuls on fp32 tensors, per docs/design.md's policies:
      *   FP_DT_F32  — really fp32: CUDNN_FMA_MATH (cuDNN's DEFAULT_MATH permits TF32 on sm_80+, so it is
      *                NOT used) and CUBLAS_COMPUTE_32F;
      *   FP_DT_TF32 — tensor-op math allowed: CUDNN_TENSOR_OP_MATH, CUBLAS_COMPUTE_32F_FAST_TF32;

@@ -76,7 +76,7 @@ int fp_cuda_sgd_step(const fp_cuda_segment *segs, size_t nseg, double lr, double
 size_t fp_cuda_hist_work_bytes(void);
 int fp_cuda_hist_add(fp_hist_t *h, const void *d_x, size_t n, fp_dtype dtype, void *d_work, void *stream);
 
-/* ---- per-layer error (probe/analysis.h fp_layer_error) ----
+/* ---- per-layer error (trainer/analysis/analysis.h fp_layer_error) ----
  * d_x (n values of x_dtype: fp32, or fp16 / bf16 patterns) against the fp32 reference d_ref:
  * rel_l2, max_abs, cosine with fp_layer_error's definitions (zeros and non-finite cases included),
  * sums in double; outputs may be NULL. d_work: device scratch of fp_cuda_layer_error_work_bytes().

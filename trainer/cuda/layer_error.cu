@@ -1,4 +1,4 @@
-/* layer_error.cu — probe/analysis.h fp_layer_error on the device: x (fp32, or fp16 / bf16 patterns)
+/* layer_error.cu — trainer/analysis/analysis.h fp_layer_error on the device: x (fp32, or fp16 / bf16 patterns)
  * against an fp32 reference; per-block double partial sums of (x-r)^2, r^2, x^2, x*r and the max
  * |x - r|, summed on the host in block order. Promise: fp_layer_error's definitions, zero and
  * non-finite cases included (rel_l2 = max_abs = Inf and cosine NaN when anything is non-finite). */
@@ -93,7 +93,7 @@ extern "C" int fp_cuda_layer_error(const float *d_ref, const void *d_x, fp_dtype
         }
         nonfinite = !isfinite(tot.rr) || !isfinite(tot.xx);
     }
-    /* probe/precision_analysis.c acc_finish */
+    /* trainer/analysis/precision_analysis.c acc_finish */
     double rel, cs;
     if (nonfinite) {
         rel = INFINITY;

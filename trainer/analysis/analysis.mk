@@ -1,0 +1,12 @@
+# trainer/analysis/analysis.mk — what compares arms (analysis.h): per-layer rounding error against the fp32
+# arm and the precision ride, the parameter pass (histograms of weights / updates, lost updates) riding on
+# the optimizer, skipped-step attribution. Above the engine, below the runs.
+lib_libfp_a_SOURCES += trainer/analysis/analysis.h trainer/analysis/precision_internal.h \
+	trainer/analysis/precision_analysis.c trainer/analysis/precision_ride.c trainer/analysis/layer_error.c \
+	trainer/analysis/skipped_step.c trainer/analysis/param_pass.c
+
+check_PROGRAMS += tests/test_probe_analysis tests/test_param_pass
+TESTS += tests/test_probe_analysis tests/test_param_pass
+tests_test_probe_analysis_SOURCES = tests/test_probe_analysis.c $(STORE_TEST_UTIL)
+tests_test_probe_analysis_LDADD = $(TEST_LDADD)
+tests_test_param_pass_LDADD = $(TEST_LDADD)

@@ -1,0 +1,606 @@
+/* arm.c — one model under one precision policy: optimizer, lr schedule, GradScaler and memory
+ * accounting around fp_model's forward / backward. Promise: the step follows PyTorch's AMP recipe
+ * (scale, backward, unscale_, skip on inf/NaN, scaler.update, scheduler per iteration) exactly. */
+#include "config.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "error.h"
+#include "safetensors.h"
+#include "trainer/run/arm.h"
+#include "trainer/backend.h"
+#include "trainer/layers.h"
+#ifdef HAVE_CUDA
+#include "trainer/backend_cuda.h"
+#include "trainer/cuda/kernels.h"
+#endif
+
+struct fp_arm {
+    fp_arm_config cfg;
+    char *model_name, *policy_name, *weights;
+    fp_model *model;
+    const fp_policy *policy;
+    fp_optim *optim;
+    fp_grad_scaler scaler;
+    int64_t iteration;
+    float *dlogits;
+    size_t dlogits_cap;
+    /* device arm (backend with host_memory 0) */
+    int dev;
+    float *dmom;                /* SGD momentum buffers on the device, the parameters' layout (NULL: none) */
+    int mom_host_newer;         /* fp_optim's host state was handed out (restore): upload before a step */
+    int mom_dev_newer;          /* the device buffers moved on: download before the host state is read */
+    fp_arm_forward_hook hook;   /* fp_arm_set_forward_hook */
+    void *hook_ctx;
+    fp_arm_update_hook uhook;   /* fp_arm_set_update_hook, for the next step */
+    void *uhook_ctx;
+    int64_t optim_ns;           /* the last optimizer time without uhook */
+};
+
+void fp_arm_set_forward_hook(fp_arm *a, fp_arm_forward_hook fn, void *ctx)
+{
+    a->hook = fn;
+    a->hook_ctx = fn ? ctx : NULL;
+}
+
+int fp_arm_set_update_hook(fp_arm *a, fp_arm_update_hook fn, void *ctx)
+{
+    if (fn && (a->dev || a->policy->master != FP_DT_F32))
+        return fp_fail(FP_EINVAL, "arm %s: no optimizer hook on a device arm or without fp32 master weights",
+                       a->policy_name);
+    a->uhook = fn;
+    a->uhook_ctx = fn ? ctx : NULL;
+    return FP_OK;
+}
+
+void fp_arm_config_default(fp_arm_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->model = "resnet18";
+    cfg->num_classes = 10;
+    cfg->image_size = 32;
+    cfg->policy = "fp32";
+    fp_optim_config_default(&cfg->optim, FP_OPTIM_SGD);
+    cfg->optim.momentum = 0.9;
+    cfg->optim.weight_decay = 5e-4;
+    fp_lr_schedule_default(&cfg->lr, FP_LR_CONSTANT, 0.1);
+    cfg->threads = 1;
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+/* The policy's master / optimizer-state formats, applied to what the arm holds (`half`). */
+static void round_state(fp_arm *a)
+{
+    if (a->policy->master != FP_DT_F32)
+        fp_round_to_dtype(fp_model_params(a->model), fp_model_num_params(a->model), a->policy->master);
+    if (a->policy->optim_state != FP_DT_F32 && a->optim) {
+        size_t k = fp_optim_state_count(a->optim);
+        for (size_t i = 0; i < k; i++) {
+            fp_optim_state st;
+            if (fp_optim_state_at(a->optim, i, &st) == FP_OK)
+                fp_round_to_dtype(st.data, st.n, a->policy->optim_state);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- device arms */
+
+#ifdef HAVE_CUDA
+/* The k-th SGD state entry of fp_optim belongs to the k-th parameter tensor (optim.h: in tensor order). */
+static int mom_transfer(fp_arm *a, int down)
+{
+    const fp_backend_ops *ops = fp_model_backend_ops(a->model);
+    fp_backend *be = fp_model_backend(a->model);
+    size_t nt = fp_model_tensor_count(a->model), k = 0;
+    int rc = FP_OK;
+    for (size_t i = 0; i < nt && !rc; i++) {
+        const fp_tensor_info *t = fp_model_tensor(a->model, i);
+        if (!t->is_param)
+            continue;
+        fp_optim_state st;
+        if ((rc = fp_optim_state_at(a->optim, k++, &st)))
+            break;
+        if (st.n != t->numel)
+            return fp_fail(FP_EINTERNAL, "arm: optimizer state %s does not match tensor %s", st.name, t->name);
+        rc = down ? ops->download(be, st.data, a->dmom + t->offset, t->numel * sizeof(float))
+                  : ops->upload(be, a->dmom + t->offset, st.data, t->numel * sizeof(float));
+    }
+    return rc ? rc : ops->sync(be);
+}
+#endif
+
+/* Moves the model onto cfg->backend (a CUDA arm gets its own named arena) and, for SGD with momentum on
+ * a device, allocates the momentum buffers there (zero: fp_optim's state before the first step). */
+static int to_backend(fp_arm *a, const fp_arm_config *cfg)
+{
+    fp_backend *be = NULL;
+    int rc;
+#ifdef HAVE_CUDA
+    if (cfg->backend == fp_backend_cuda()) {
+        char name[64];
+        snprintf(name, sizeof name, "%s arm", a->policy->name);
+        size_t bytes = cfg->arena_bytes ? cfg->arena_bytes : fp_backend_cuda_default_arena();
+        if (!bytes)
+            return fp_fail(FP_EUNAVAIL, "%s: cannot size the device arena (no usable GPU?)", name);
+        if ((rc = fp_backend_cuda_create_sized(&be, bytes, name)))
+            return rc;
+    }
+#endif
+    if ((rc = fp_model_set_backend(a->model, cfg->backend, be)))
+        return rc;
+    a->dev = !cfg->backend->host_memory;
+    if (!a->dev)
+        return FP_OK;
+#ifdef HAVE_CUDA
+    if (cfg->optim.kind == FP_OPTIM_SGD && cfg->optim.momentum > 0) {
+        const fp_backend_ops *ops = cfg->backend;
+        fp_backend *mb = fp_model_backend(a->model);
+        size_t bytes = (fp_model_num_params(a->model) ? fp_model_num_params(a->model) : 1) * sizeof(float);
+        void *p = NULL;
+        if (ops->set_label)
+            ops->set_label(mb, "momentum buffers");
+        rc = ops->alloc(mb, &p, bytes);
+        if (ops->set_label)
+            ops->set_label(mb, NULL);
+        if (rc || (rc = ops->zero(mb, p, bytes)))
+            return rc;
+        a->dmom = p;
+    }
+    return FP_OK;
+#else
+    return fp_fail(FP_EUNAVAIL, "arm: backend %s needs the CUDA build", cfg->backend->name);
+#endif
+}
+
+int fp_arm_on_device(const fp_arm *a) { return a->dev; }
+
+int fp_arm_create(fp_arm **out, const fp_arm_config *cfg)
+{
+    *out = NULL;
+    const fp_policy *pol = fp_policy_find(cfg->policy ? cfg->policy : "");
+    if (!pol)
+        return fp_fail(FP_EINVAL, "unknown precision policy '%s'; valid policies: %s", cfg->policy ? cfg->policy : "",
+                       fp_policy_names_joined());
+    int rc = fp_optim_config_check(&cfg->optim);
+    if (rc)
+        return rc;
+    if ((rc = fp_lr_schedule_check(&cfg->lr)))
+        return rc;
+    fp_arm *a = calloc(1, sizeof *a);
+    if (!a)
+        return fp_fail(FP_ENOMEM, "out of memory");
+    a->cfg = *cfg;
+    a->model_name = dup_or_null(cfg->model);
+    a->policy_name = strdup(pol->name);
+    a->weights = dup_or_null(cfg->weights);
+    a->cfg.model = a->model_name;
+    a->cfg.policy = a->policy_name;
+    a->cfg.weights = a->weights;
+    a->policy = pol;
+    if ((cfg->model && !a->model_name) || !a->policy_name || (cfg->weights && !a->weights)) {
+        fp_arm_free(a);
+        return fp_fail(FP_ENOMEM, "out of memory");
+    }
+    fp_model_config mc = {cfg->model, cfg->num_classes, cfg->image_size, cfg->base_width, cfg->seed, 0};
+    if ((rc = fp_model_create(&a->model, &mc)))
+        goto fail;
+    fp_model_set_threads(a->model, cfg->threads);
+    if (cfg->weights) {
+        /* Strict for weight files (an unknown tensor is an error); an fp16probe checkpoint also
+         * carries optimizer tensors, which are ignored here. */
+        fp_st *st = NULL;
+        if ((rc = fp_st_open(&st, cfg->weights)))
+            goto fail;
+        const char *fmt = fp_st_metadata(st, "format");
+        rc = fp_model_load_st(a->model, st, fmt && strcmp(fmt, "fp16probe-checkpoint") == 0);
+        fp_st_close(st);
+        if (rc)
+            goto fail;
+    }
+    if ((rc = fp_model_set_policy(a->model, pol)))
+        goto fail;
+
+    size_t nt = fp_model_tensor_count(a->model), np = 0;
+    fp_optim_param *ps = calloc(nt ? nt : 1, sizeof *ps);
+    if (!ps) {
+        rc = fp_fail(FP_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < nt; i++) {
+        const fp_tensor_info *t = fp_model_tensor(a->model, i);
+        if (!t->is_param)
+            continue;
+        ps[np].name = t->name;
+        ps[np].param = fp_model_tensor_data(a->model, t);
+        ps[np].grad = fp_model_tensor_grad(a->model, t);
+        ps[np].n = t->numel;
+        ps[np].apply_weight_decay = 1;
+        np++;
+    }
+    rc = fp_optim_new(&a->optim, &cfg->optim, ps, np);
+    free(ps);
+    if (rc)
+        goto fail;
+
+    fp_grad_scaler_init(&a->scaler, pol->scaling);
+    if (pol->scaling == FP_SCALE_NONE)
+        a->scaler.scale = 1.0f;
+    else {
+        if (cfg->init_scale > 0)
+            a->scaler.scale = cfg->init_scale;
+        if (cfg->growth_interval > 0)
+            a->scaler.growth_interval = cfg->growth_interval;
+    }
+    round_state(a);
+    if (cfg->backend && cfg->backend != fp_backend_cpu() && (rc = to_backend(a, cfg)))
+        goto fail;
+    *out = a;
+    return FP_OK;
+fail:
+    fp_arm_free(a);
+    return rc;
+}
+
+void fp_arm_free(fp_arm *a)
+{
+    if (!a)
+        return;
+    if (a->dmom)
+        fp_model_backend_ops(a->model)->free(fp_model_backend(a->model), a->dmom,
+                                             (fp_model_num_params(a->model) ? fp_model_num_params(a->model) : 1) *
+                                                 sizeof(float));
+    fp_optim_free(a->optim);
+    fp_model_free(a->model);
+    free(a->dlogits);
+    free(a->model_name);
+    free(a->policy_name);
+    free(a->weights);
+    free(a);
+}
+
+fp_model *fp_arm_model(fp_arm *a) { return a->model; }
+fp_optim *fp_arm_optim(fp_arm *a)
+{
+#ifdef HAVE_CUDA
+    if (a->dmom && a->mom_dev_newer && mom_transfer(a, 1) == FP_OK)
+        a->mom_dev_newer = 0;
+    if (a->dmom)
+        a->mom_host_newer = 1;   /* the caller may write (checkpoint restore) */
+#endif
+    return a->optim;
+}
+const fp_policy *fp_arm_policy(const fp_arm *a) { return a->policy; }
+fp_grad_scaler *fp_arm_scaler(fp_arm *a) { return &a->scaler; }
+const fp_arm_config *fp_arm_get_config(const fp_arm *a) { return &a->cfg; }
+int64_t fp_arm_iteration(const fp_arm *a) { return a->iteration; }
+void fp_arm_set_iteration(fp_arm *a, int64_t t) { a->iteration = t < 0 ? 0 : t; }
+
+/* After the forward: a non-finite loss without a loss scaler ends the step as diverged (1). */
+static int diverged(const fp_arm *a, fp_arm_step_result *r, int64_t t0, int64_t t1)
+{
+    r->loss_finite = isfinite(r->loss) != 0;
+    if (r->loss_finite || a->policy->scaling != FP_SCALE_NONE)
+        return 0;
+    r->diverged = 1;
+    r->forward_ns = t1 - t0;
+    r->total_ns = mono_ns() - t0;
+    return 1;
+}
+
+/* GradScaler.update: the step is skipped on a non-finite gradient and the scale moves. */
+static void scaler_update(fp_arm *a, fp_arm_step_result *r, int found)
+{
+    if (a->policy->scaling == FP_SCALE_NONE)
+        return;
+    r->skipped = found;
+    fp_grad_scaler_update(&a->scaler, found);
+    r->next_scale = a->scaler.scale;
+    r->scale_changed = r->next_scale != r->scale;
+}
+
+/* The iteration counted and the phase times of a finished step. */
+static void step_done(fp_arm *a, fp_arm_step_result *r, int64_t t0, int64_t t1, int64_t t2)
+{
+    a->iteration++;
+    int64_t t3 = mono_ns();
+    r->forward_ns = t1 - t0;
+    r->backward_ns = t2 - t1;
+    r->optim_ns = t3 - t2;
+    r->total_ns = t3 - t0;
+}
+
+#ifdef HAVE_CUDA
+/* unscale_ + the inf/NaN check on the device: one launch over every parameter gradient; the layer is
+ * looked up on the host (in backward order, as the CPU path) only when something was found. */
+static int device_unscale(fp_arm *a, float inv, int *found, fp_arm_step_result *r)
+{
+    fp_model *m = a->model;
+    fp_backend *be = fp_model_backend(m);
+    size_t nt = fp_model_tensor_count(m), ns = 0;
+    fp_cuda_segment *segs = calloc(nt ? nt : 1, sizeof *segs);
+    float *g = fp_model_backend_grads(m);
+    int *d_found = fp_backend_cuda_scratch(be, sizeof(int));
+    int rc = !segs ? fp_fail(FP_ENOMEM, "out of memory") : !g || !d_found ? FP_ENOMEM : FP_OK;
+    for (size_t i = nt; !rc && i-- > 0;) {
+        const fp_tensor_info *t = fp_model_tensor(m, i);
+        if (t->is_param)
+            segs[ns++] = (fp_cuda_segment){.grad = g + t->offset, .n = t->numel};
+    }
+    void *stream = fp_backend_cuda_stream(be);
+    rc = rc ? rc : fp_cuda_unscale_and_check(segs, ns, inv, d_found, stream);
+    rc = rc ? rc : fp_model_backend_ops(m)->download(be, found, d_found, sizeof(int));
+    rc = rc ? rc : fp_model_backend_ops(m)->sync(be);
+    free(segs);
+    if (rc || !*found)
+        return rc;
+    for (size_t i = nt; i-- > 0;) {   /* Inf / NaN stay so under the scaling: the same first tensor */
+        const fp_tensor_info *t = fp_model_tensor(m, i);
+        const float *h = t->is_param ? fp_model_tensor_grad(m, t) : NULL;
+        for (size_t k = 0; h && k < t->numel; k++)
+            if (!isfinite(h[k])) {
+                r->nonfinite_layer = t->layer;
+                r->nonfinite_tensor = t->name;
+                return FP_OK;
+            }
+    }
+    return FP_OK;
+}
+
+/* The optimizer step of a device arm: SGD on the device (optim.c's update, kernels.h), anything else on
+ * the host mirrors; then the policy's rounding of master weights / state (`half`) where they live. */
+static int device_optim(fp_arm *a, double lr)
+{
+    fp_model *m = a->model;
+    const fp_backend_ops *ops = fp_model_backend_ops(m);
+    fp_backend *be = fp_model_backend(m);
+    const fp_optim_config *oc = &a->cfg.optim;
+    if (oc->kind != FP_OPTIM_SGD) {
+        float *p = fp_model_params(m), *g = fp_model_grads(m);   /* downloads; next forward uploads */
+        int rc = !p || !g ? FP_EINTERNAL : fp_optim_step(a->optim, lr);
+        if (!rc)
+            round_state(a);
+        return rc;
+    }
+    if (!isfinite(lr) || lr < 0)
+        return fp_fail(FP_EINVAL, "optimizer: learning rate %g is not finite and >= 0", lr);
+    int rc = FP_OK;
+    if (a->dmom && a->mom_host_newer) {
+        if ((rc = mom_transfer(a, 0)))
+            return rc;
+        a->mom_host_newer = 0;
+    }
+    size_t nt = fp_model_tensor_count(m), ns = 0;
+    fp_cuda_segment *segs = calloc(nt ? nt : 1, sizeof *segs);
+    float *p = fp_model_backend_params(m), *g = fp_model_backend_grads(m);
+    if (!segs || !p || !g) {
+        free(segs);
+        return segs ? FP_EINTERNAL : fp_fail(FP_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < nt; i++) {
+        const fp_tensor_info *t = fp_model_tensor(m, i);
+        if (t->is_param)
+            segs[ns++] = (fp_cuda_segment){p + t->offset, g + t->offset, a->dmom ? a->dmom + t->offset : NULL, NULL,
+                                           t->numel, 1};
+    }
+    int64_t step = fp_optim_get_step(a->optim);
+    rc = fp_cuda_sgd_step(segs, ns, lr, oc->momentum, oc->weight_decay, oc->nesterov, step == 0, FP_DT_F32,
+                          fp_backend_cuda_stream(be));
+    free(segs);
+    rc = rc ? rc : fp_optim_set_step(a->optim, step + 1);
+    size_t np = fp_model_num_params(m);
+    fp_tensor pt = fp_tensor_of(p, FP_DT_F32, (fp_dims){1, 1, 1, (int)np});
+    if (!rc && np && a->policy->master != FP_DT_F32)
+        rc = ops->round(be, pt, pt, a->policy->master);
+    if (!rc && np && a->dmom && a->policy->optim_state != FP_DT_F32) {
+        fp_tensor mt = fp_tensor_of(a->dmom, FP_DT_F32, (fp_dims){1, 1, 1, (int)np});
+        rc = ops->round(be, mt, mt, a->policy->optim_state);
+    }
+    if (a->dmom)
+        a->mom_dev_newer = 1;
+    return rc;
+}
+
+static int step_device(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
+{
+    fp_model *m = a->model;
+    int64_t t0 = mono_ns();
+    fp_model_zero_grad(m);
+    float scale = a->scaler.scale;
+    int rc = fp_model_forward_loss(m, &r->loss, &r->correct1, &r->correct5, b->images, (const int *)b->labels, b->n,
+                                   scale);
+    if (rc)
+        return rc;
+    int64_t t1 = mono_ns();
+    if (diverged(a, r, t0, t1))
+        return FP_OK;
+    rc = fp_model_backward_loss(m);
+    rc = rc ? rc : fp_model_backend_ops(m)->sync(fp_model_backend(m));   /* honest backward time */
+    if (rc)
+        return rc;
+    int64_t t2 = mono_ns();
+    int found = 0;
+    if ((rc = device_unscale(a, 1.0f / scale, &found, r)))
+        return rc;
+    scaler_update(a, r, found);
+    if (!r->skipped && (rc = device_optim(a, r->lr)))
+        return rc;
+    rc = fp_model_backend_ops(m)->sync(fp_model_backend(m));
+    if (rc)
+        return rc;
+    step_done(a, r, t0, t1, t2);
+    return FP_OK;
+}
+#endif
+
+int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
+{
+    fp_arm_update_hook uh = a->uhook;   /* this step's only, whatever happens to it */
+    a->uhook = NULL;
+    memset(r, 0, sizeof *r);
+    r->iteration = a->iteration;
+    r->n = b->n;
+    r->nonfinite_layer = -1;
+    r->scale = r->next_scale = a->scaler.scale;
+    r->lr = fp_lr_at(&a->cfg.lr, a->iteration);
+#ifdef HAVE_CUDA
+    if (a->dev)
+        return step_device(a, b, r);
+#endif
+    int classes = fp_model_num_classes(a->model);
+    size_t need = (size_t)b->n * (size_t)classes;
+    if (a->dlogits_cap < need) {
+        float *p = realloc(a->dlogits, need * sizeof(float));
+        if (!p)
+            return fp_fail(FP_ENOMEM, "out of memory");
+        a->dlogits = p;
+        a->dlogits_cap = need;
+    }
+    int64_t t0 = mono_ns();
+    fp_model_zero_grad(a->model);
+    const float *logits;
+    int rc = fp_model_forward(a->model, &logits, b->images, b->n, FP_MODE_TRAIN);
+    if (rc)
+        return rc;
+    int64_t t1 = mono_ns();
+    rc = fp_softmax_xent(&r->loss, a->dlogits, &r->correct1, &r->correct5, logits, (const int *)b->labels, b->n,
+                         classes);
+    if (rc)
+        return rc;
+    if (diverged(a, r, t0, t1))
+        return FP_OK;
+    if (a->hook) {   /* left out of the times: the step's clock moves past it */
+        int64_t h0 = mono_ns();
+        if ((rc = a->hook(a->hook_ctx, a, b)))
+            return rc;
+        int64_t dh = mono_ns() - h0;
+        t0 += dh;
+        t1 += dh;
+    }
+    float scale = a->scaler.scale;
+    if (scale != 1.0f)
+        for (size_t i = 0; i < need; i++)
+            a->dlogits[i] *= scale;
+    if ((rc = fp_model_backward(a->model, a->dlogits)))
+        return rc;
+    int64_t t2 = mono_ns();
+
+    /* unscale_ + the inf/NaN check, walking the parameters in backward order (last layer first). */
+    float inv = 1.0f / scale;
+    int found = 0;
+    for (size_t i = fp_model_tensor_count(a->model); i-- > 0;) {
+        const fp_tensor_info *t = fp_model_tensor(a->model, i);
+        if (!t->is_param)
+            continue;
+        if (fp_unscale_and_check(fp_model_tensor_grad(a->model, t), t->numel, inv) && !found) {
+            found = 1;
+            r->nonfinite_layer = t->layer;
+            r->nonfinite_tensor = t->name;
+        }
+    }
+    scaler_update(a, r, found);
+    if (!r->skipped && uh) {   /* its time left out; the optimizer's taken as the last one measured */
+        int64_t u0 = mono_ns();
+        rc = fp_optim_step_begin(a->optim, r->lr);
+        if (rc || (rc = uh(a->uhook_ctx, a, a->optim)))
+            return rc;
+        int64_t du = mono_ns() - u0 - a->optim_ns;
+        t0 += du;
+        t1 += du;
+        t2 += du;
+    } else if (!r->skipped) {
+        int64_t o0 = mono_ns();
+        if ((rc = fp_optim_step(a->optim, r->lr)))
+            return rc;
+        round_state(a);
+        a->optim_ns = mono_ns() - o0;
+    }
+    step_done(a, r, t0, t1, t2);
+    return FP_OK;
+}
+
+void fp_arm_eval_reset(fp_arm_eval_acc *acc) { memset(acc, 0, sizeof *acc); }
+
+int fp_arm_eval_batch(fp_arm *a, const fp_batch *b, fp_arm_eval_acc *acc)
+{
+    const float *logits;
+    int rc = fp_model_forward(a->model, &logits, b->images, b->n, FP_MODE_EVAL);
+    if (rc)
+        return rc;
+    float loss = 0;
+    int c1 = 0, c5 = 0;
+    rc = fp_softmax_xent(&loss, NULL, &c1, &c5, logits, (const int *)b->labels, b->n, fp_model_num_classes(a->model));
+    if (rc)
+        return rc;
+    acc->loss_sum += (double)loss * b->n;
+    acc->correct1 += c1;
+    acc->correct5 += c5;
+    acc->n += b->n;
+    acc->batches++;
+    return FP_OK;
+}
+
+void fp_arm_eval_result(const fp_arm_eval_acc *acc, double *loss, double *top1, double *top5)
+{
+    double n = (double)acc->n;
+    if (loss)
+        *loss = acc->n ? acc->loss_sum / n : NAN;
+    if (top1)
+        *top1 = acc->n ? (double)acc->correct1 / n : NAN;
+    if (top5)
+        *top5 = acc->n ? (double)acc->correct5 / n : NAN;
+}
+
+int fp_arm_evaluate(fp_arm *a, const fp_dataset *ds, int split, int batch, int loader_threads, int64_t max_batches,
+                    fp_arm_eval_acc *acc)
+{
+    fp_arm_eval_reset(acc);
+    if (fp_dataset_size(ds, split) <= 0)
+        return fp_fail(FP_EINVAL, "dataset %s has no %s split", fp_dataset_spec(ds),
+                       split == FP_SPLIT_VAL ? "validation" : "training");
+    fp_loader_opts lo;
+    fp_loader_opts_default(&lo);
+    lo.split = split;
+    lo.batch = batch;
+    lo.threads = loader_threads;
+    lo.drop_last = 0;
+    lo.epochs = 1;
+    fp_loader *ld;
+    int rc = fp_loader_start(&ld, ds, &lo);
+    if (rc)
+        return rc;
+    fp_batch b;
+    while ((max_batches <= 0 || acc->batches < max_batches) && (rc = fp_loader_next(ld, &b)) == FP_OK)
+        if ((rc = fp_arm_eval_batch(a, &b, acc)))
+            break;
+    fp_loader_stop(ld);
+    return rc < 0 ? rc : FP_OK;
+}
+
+void fp_arm_memory(const fp_arm *a, fp_arm_mem *o)
+{
+    memset(o, 0, sizeof *o);
+    fp_model_memory(a->model, &o->model);
+    size_t k = fp_optim_state_count(a->optim), width = (size_t)fp_dtype_bytes(a->policy->optim_state);
+    for (size_t i = 0; i < k; i++) {
+        fp_optim_state st;
+        if (fp_optim_state_at(a->optim, i, &st) == FP_OK)
+            o->optim_state += st.n * width;
+    }
+    const fp_model_mem *m = &o->model;
+    size_t fixed = m->params + m->grads + m->buffers + o->optim_state;
+    o->current = fixed + m->activations + m->act_grads + m->workspace;
+    o->peak = fixed + m->activations_peak + m->act_grads_peak + m->workspace_peak;
+}

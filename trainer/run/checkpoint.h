@@ -1,0 +1,44 @@
+/* checkpoint.h — save and resume one arm's training state in ONE safetensors file, written atomically:
+ * weights and BN statistics (torchvision names, conv OIHW), optimizer state ("optim.<name>.<buffer>"),
+ * and in __metadata__ the scaler, iteration, optimizer step, data position and configuration.
+ * Promise: restoring into an arm built with the same configuration continues bit-identically. */
+#ifndef FP_CHECKPOINT_H
+#define FP_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "trainer/run/arm.h"
+
+#define FP_CHECKPOINT_FORMAT "fp16probe-checkpoint"
+#define FP_CHECKPOINT_VERSION "1"
+
+/* Where the loop stands: the arm's iteration is taken from the arm itself. */
+typedef struct {
+    int64_t data_epoch, data_batch;   /* position of the next training batch (fp_loader_position) */
+    const char *config_json;          /* the run's configuration (NULL: none) */
+    /* Extra __metadata__ entries (key, value pairs) the caller checks on resume: batch, dataset, ... */
+    const char *const *extra;
+    size_t n_extra;                   /* pairs */
+} fp_checkpoint_state;
+
+/* Writes path atomically (temporary file + rename): the arm's model tensors, optimizer state, scaler,
+ * iteration and optimizer step, the model / policy / optimizer names and hyperparameters, and st. */
+int fp_checkpoint_save(const char *path, fp_arm *arm, const fp_checkpoint_state *st);
+
+typedef struct fp_checkpoint fp_checkpoint;
+
+/* Opens and checks a checkpoint (format and version). FP_EIO / FP_EFORMAT with one line naming the
+ * file (and the tensor or key) otherwise. */
+int fp_checkpoint_open(fp_checkpoint **out, const char *path);
+void fp_checkpoint_close(fp_checkpoint *ck);    /* NULL is fine */
+
+/* A __metadata__ value ("model", "policy", "num_classes", "image_size", "base_width", "seed",
+ * "optimizer", "optimizer_config", "iteration", "data_epoch", "data_batch", "config", extras), or NULL. */
+const char *fp_checkpoint_meta(const fp_checkpoint *ck, const char *key);
+
+/* Restores the arm (which must have been built with the checkpoint's model, policy, optimizer kind and
+ * shapes: otherwise FP_EFORMAT naming the file and the key or tensor): weights, running statistics,
+ * optimizer state and step, scaler, iteration. Returns the data position in *epoch / *batch. */
+int fp_checkpoint_restore(const fp_checkpoint *ck, fp_arm *arm, int64_t *data_epoch, int64_t *data_batch);
+
+#endif

@@ -1,0 +1,737 @@
+/* compare.c — the lockstep loop of the side-by-side comparison (compare.h): one loader whose batches are
+ * kept for a turn and fed to every arm in turn, evaluations on the same validation batches, one run per arm
+ * in one session. Promise: recording goes through train.c's helpers, so a compared arm's rows are exactly
+ * those `train` writes; failures stay with their arm; a stop ends after the current step. */
+#include "config.h"
+#include <inttypes.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "error.h"
+#include "formats.h"
+#include "trainer/analysis/analysis.h"
+#include "probe/probe.h"
+#include "store.h"
+#include "trainer/run/compare_internal.h"
+#include "trainer/backend.h"
+#include "trainer/model.h"
+#ifdef HAVE_CUDA
+#include "gpu_detect.h"
+#include "trainer/backend_cuda.h"
+#endif
+
+/* Steps of an arm left out of the progress line's speedup (warm-up: the first plans memory). */
+enum { PROGRESS_WARMUP = 3 };
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void fp_compare_config_default(fp_compare_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    fp_train_config_default(&cfg->base);
+    cfg->precision = "fp32,fp16";
+    cfg->turn_seconds = 1.0;
+    cfg->progress_interval_s = 5.0;
+}
+
+int fp_compare_parse_policies(const char *list, const char **names, int max, int *n)
+{
+    *n = 0;
+    if (!list || !*list)
+        return fp_fail(FP_EINVAL, "empty precision list; valid policies: %s", fp_policy_names_joined());
+    const char *p = list;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        char name[64];
+        if (len == 0 || len >= sizeof name)
+            return fp_fail(FP_EINVAL, "%s policy in the precision list '%s'; valid policies: %s",
+                           len ? "too long a" : "an empty", list, fp_policy_names_joined());
+        memcpy(name, p, len);
+        name[len] = '\0';
+        const fp_policy *pol = fp_policy_find(name);
+        if (!pol)
+            return fp_fail(FP_EINVAL, "unknown precision policy '%s' in '%s'; valid policies: %s", name, list,
+                           fp_policy_names_joined());
+        for (int i = 0; i < *n; i++)
+            if (strcmp(names[i], pol->name) == 0)
+                return fp_fail(FP_EINVAL, "precision policy '%s' is listed twice in '%s' (each arm needs its own "
+                               "policy)", name, list);
+        if (*n >= max)
+            return fp_fail(FP_EINVAL, "more than %d policies in '%s'", max, list);
+        names[(*n)++] = pol->name;
+        if (!p[len])
+            break;
+        p += len + 1;
+    }
+    return FP_OK;
+}
+
+int fp_compare_arm_count(const fp_compare *c)
+{
+    return c->narms;
+}
+
+fp_arm *fp_compare_get_arm(fp_compare *c, int i)
+{
+    return i >= 0 && i < c->narms ? c->arms[i].arm : NULL;
+}
+
+int64_t fp_compare_session(const fp_compare *c)
+{
+    return c->session;
+}
+
+void fp_compare_request_stop(fp_compare *c)
+{
+    atomic_store(&c->stop, 1);
+}
+
+static int stop_requested(fp_compare *c)
+{
+    return atomic_load(&c->stop) || fp_store_signalled();
+}
+
+/* "fp32","fp16" as a JSON array plus the comparison's own settings, for the configuration JSON. */
+static void extra_json(char *buf, size_t size, const fp_compare *c)
+{
+    size_t len = (size_t)snprintf(buf, size, "\"arms\":[");
+    for (int i = 0; i < c->narms && len < size; i++)
+        len += (size_t)snprintf(buf + len, size - len, "%s\"%s\"", i ? "," : "", c->arms[i].policy);
+    if (len < size)
+        snprintf(buf + len, size - len, "],\"turn\":%d,\"turn_seconds\":%.6g,\"hist_every\":%d,\"error_every\":%d,"
+                 "\"trace_every\":%d", c->cfg.turn, c->cfg.turn_seconds, c->cfg.hist_every, c->cfg.error_every,
+                 c->cfg.trace_every);
+}
+
+void fp_cmp_arm_fail(fp_compare *c, fp_compare_result *res, int i, const char *msg)
+{
+    arm_state *a = &c->arms[i];
+    fp_compare_arm_result *ar = &res->arms[i];
+    fp_cmp_flush_steps(c, a);   /* the turn's earlier steps keep their rows (a store error shows in its status) */
+    a->active = 0;
+    ar->status = FP_RUN_FAILED;
+    snprintf(ar->message, sizeof ar->message, "%s", msg);
+    res->nfailed++;
+    if (c->store && a->run > 0)
+        fp_store_end_run(c->store, a->run, FP_RUN_FAILED, ar->message);
+    if (c->cfg.progress) {
+        fp_compare_progress p = {.arm = i, .policy = a->policy, .step = ar->steps_done, .steps = c->cfg.base.steps,
+                                 .loss = ar->last_loss, .speedup = NAN, .val_loss = NAN, .val_top1 = NAN,
+                                 .val_top5 = NAN, .failed = 1, .message = ar->message};
+        c->cfg.progress(&p, c->cfg.progress_user);
+    }
+}
+
+/* Records the session and one run per arm, the reference first so the others can name it. */
+static int begin_store(fp_compare *c, fp_compare_result *res)
+{
+    const fp_compare_config *cf = &c->cfg;
+    int rc = fp_store_open(&c->store, cf->base.db);
+    if (rc)
+        return rc;
+    char extra[1024], sname[256];
+    extra_json(extra, sizeof extra, c);
+    fp_arm_config sa = c->acfg;
+    sa.policy = cf->precision;
+    char *sjson = fp_train_config_json(&cf->base, &sa, c->data, c->device, "compare", extra);
+    char *optjson = fp_train_optimizer_json(&c->acfg);
+    if (!sjson || !optjson) {
+        free(sjson);
+        free(optjson);
+        return fp_fail(FP_ENOMEM, "out of memory");
+    }
+    size_t len = (size_t)snprintf(sname, sizeof sname, "%s", c->acfg.model);
+    for (int i = 0; i < c->narms && len < sizeof sname; i++)
+        len += (size_t)snprintf(sname + len, sizeof sname - len, "%s%s", i ? " vs " : " ", c->arms[i].policy);
+    fp_session_info_t si = {cf->base.session_name ? cf->base.session_name : sname, sjson};
+    rc = fp_store_begin_session(c->store, &si, &c->session);
+    res->session_id = c->session;
+    for (int k = 0; k < c->narms && rc == FP_OK; k++) {
+        int i = k == 0 ? c->ref : (k <= c->ref ? k - 1 : k);   /* reference first, then list order */
+        arm_state *a = &c->arms[i];
+        fp_arm_config ac = c->acfg;
+        ac.policy = a->policy;
+        char *rjson = fp_train_config_json(&cf->base, &ac, c->data, c->device, "compare", extra);
+        if (!rjson) {
+            rc = fp_fail(FP_ENOMEM, "out of memory");
+            break;
+        }
+        fp_run_info_t ri = {.session = c->session, .arm = a->policy, .model = ac.model, .policy = a->policy,
+                            .ref_run = i == c->ref ? 0 : c->arms[c->ref].run, .device = c->device,
+                            .blas = fp_train_blas_name(), .batch_size = cf->base.batch, .image_size = ac.image_size,
+                            .dataset = c->data, .seed = (int64_t)ac.seed, .optimizer = fp_optim_name(ac.optim.kind),
+                            .optimizer_config = optjson, .config_json = rjson};
+        rc = fp_store_begin_run(c->store, &ri, &a->run);
+        res->arms[i].run_id = a->run;
+        free(rjson);
+    }
+    free(sjson);
+    free(optjson);
+    for (int i = 0; i < c->narms && rc == FP_OK; i++) {
+        if (c->arms[i].arm)
+            rc = fp_train_record_layers(c->store, c->arms[i].run, fp_arm_model(c->arms[i].arm), cf->base.batch);
+        else if (res->arms[i].status == FP_RUN_FAILED)
+            rc = fp_store_end_run(c->store, c->arms[i].run, FP_RUN_FAILED, res->arms[i].message);
+    }
+    return rc;
+}
+
+void fp_compare_close(fp_compare *c)
+{
+    if (!c)
+        return;
+    fp_cmp_gpu_probes_end(c);   /* the sampler and the tracer stop writing before the store closes */
+    if (c->store)
+        fp_store_close(c->store, FP_RUN_INTERRUPTED, "the comparison was closed before it ended");
+    fp_loader_stop(c->ld);
+    for (int i = 0; i < c->narms; i++) {
+        arm_state *a = &c->arms[i];
+        if (a->arm)
+            fp_model_set_probe(fp_arm_model(a->arm), NULL);
+        fp_probe_free(a->probe);
+        fp_cpu_timer_free(a->timer);
+        fp_rapl_close(a->rapl);
+        fp_perf_close(a->perf);
+        fp_hist_probe_free(a->hist);
+        fp_prec_err_free(a->perr);
+        free(a->old_params);
+        free(a->scratch);
+        free(a->per_layer);
+        fp_nvtx_free(a->nvtx);
+        for (size_t k = 0; k < a->cap_pend; k++)
+            free(a->pend[k].times);
+        free(a->pend);
+        fp_arm_free(a->arm);
+    }
+    fp_cupti_close(c->cupti);   /* after the arms: their probes name it */
+    fp_nvml_close(c->nvml);
+    fp_dataset_close(c->ds);
+    for (size_t i = 0; i < c->ring_cap; i++) {
+        free(c->ring[i].images);
+        free(c->ring[i].labels);
+    }
+    free(c->ring);
+    free(c);
+}
+
+static void result_init(fp_compare_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->status = FP_RUN_FAILED;
+    for (int i = 0; i < FP_COMPARE_MAX_ARMS; i++) {
+        fp_compare_arm_result *ar = &res->arms[i];
+        ar->status = FP_RUN_RUNNING;
+        ar->last_loss = NAN;
+        ar->mean_step_ms = ar->val_loss = ar->val_top1 = ar->val_top5 = NAN;
+    }
+}
+
+int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_result *res)
+{
+    *out = NULL;
+    result_init(res);
+    fp_compare *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(res->message, sizeof res->message, "out of memory");
+        return fp_fail(FP_ENOMEM, "out of memory");
+    }
+    c->cfg = *cfg;
+    c->acfg = cfg->base.arm;
+    c->session = 0;
+    c->data = cfg->base.data && *cfg->base.data ? cfg->base.data : "synthetic";
+    if (cfg->base.device)
+        snprintf(c->device, sizeof c->device, "%s", cfg->base.device);
+    else
+        fp_train_cpu_name(c->device, sizeof c->device);
+    if (c->cfg.turn_seconds <= 0)
+        c->cfg.turn_seconds = 1.0;
+
+    /* ---- 1. choices: nothing is recorded when one is bad ---- */
+    const char *names[FP_COMPARE_MAX_ARMS];
+    int rc = fp_compare_parse_policies(cfg->precision, names, FP_COMPARE_MAX_ARMS, &c->narms);
+    if (rc == FP_OK)
+        rc = fp_train_check_choices(&cfg->base, &c->acfg, 0);
+    if (rc == FP_OK && cfg->turn < 0)
+        rc = fp_fail(FP_EINVAL, "--turn must be >= 1 (0: automatic)");
+    int usage = rc != FP_OK;
+    if (rc == FP_OK)
+        rc = fp_train_open_data(&cfg->base, &c->acfg, &c->ds, &usage);
+    if (usage) {
+        res->usage_error = 1;
+        snprintf(res->message, sizeof res->message, "%s", fp_error_message());
+        fp_compare_close(c);
+        return rc;
+    }
+    res->narms = c->narms;
+    c->ref = 0;
+    for (int i = c->narms - 1; i >= 0; i--)
+        if (strcmp(names[i], "fp32") == 0)
+            c->ref = i;
+    res->ref = c->ref;
+    for (int i = 0; i < c->narms; i++) {
+        c->arms[i].policy = names[i];
+        c->arms[i].last_report = -1;
+        c->arms[i].last_eval = -1;
+        snprintf(res->arms[i].policy, sizeof res->arms[i].policy, "%s", names[i]);
+    }
+
+    /* ---- 2. arms (same seed / weights) and the loader; failures are recorded ---- */
+    int setup_rc = rc, created = 0;
+#ifdef HAVE_CUDA
+    if (rc == FP_OK && c->acfg.backend == fp_backend_cuda()) {
+        /* the GPU probes: CUPTI before any context exists (its device buffers are set at open) and so
+         * before warm-up; NVML for the device the runtime uses by default (device 0). Unavailable ones
+         * are recorded as such once the runs exist; out of memory fails the setup. */
+        if (cfg->trace_every > 0)
+            rc = fp_cupti_open(&c->cupti, NULL, 0, cfg->trace_every);
+        if (rc == FP_OK) {   /* NVML on the GPU the CUDA runtime uses (device 0), found by its PCI bus id */
+            fp_gpu_info_t gi;
+            fp_gpu_detect(&gi);
+            rc = fp_nvml_open_bus(&c->nvml, NULL, gi.pci_bus_id, 0);
+        }
+        setup_rc = rc;
+    }
+    if (c->acfg.backend == fp_backend_cuda() && !c->acfg.arena_bytes)   /* the GPU shared out evenly */
+        c->acfg.arena_bytes = fp_backend_cuda_arena_share(c->narms);
+#endif
+    if (rc == FP_OK) {
+        c->data = fp_dataset_spec(c->ds);
+        for (int i = 0; i < c->narms; i++) {
+            fp_arm_config ac = c->acfg;
+            ac.policy = names[i];
+            int arc = fp_arm_create(&c->arms[i].arm, &ac);
+            if (arc == FP_OK) {
+                c->arms[i].active = 1;
+                created++;
+                continue;
+            }
+            res->arms[i].status = FP_RUN_FAILED;
+            snprintf(res->arms[i].message, sizeof res->arms[i].message, "%s", fp_error_message());
+            res->nfailed++;
+            setup_rc = arc;
+        }
+        if (created > 0) {
+            setup_rc = FP_OK;
+            fp_loader_opts lo;
+            fp_loader_opts_default(&lo);
+            lo.split = FP_SPLIT_TRAIN;
+            lo.batch = cfg->base.batch;
+            lo.threads = cfg->base.loader_threads;
+            setup_rc = fp_loader_start(&c->ld, c->ds, &lo);
+        }
+    }
+    if (setup_rc)
+        snprintf(res->message, sizeof res->message, "%s", fp_error_message());
+
+    /* ---- 3. the session and its runs ---- */
+    if (cfg->base.db) {
+        int src = begin_store(c, res);
+        if (src) {
+            snprintf(res->message, sizeof res->message, "%s", fp_error_message());
+            fp_store_close(c->store, FP_RUN_FAILED, res->message);
+            c->store = NULL;
+            fp_compare_close(c);
+            return fp_fail(src, "%s", res->message);
+        }
+    }
+    if (setup_rc) {
+        for (int i = 0; i < c->narms; i++)
+            if (res->arms[i].status != FP_RUN_FAILED) {
+                res->arms[i].status = FP_RUN_FAILED;
+                snprintf(res->arms[i].message, sizeof res->arms[i].message, "%s", res->message);
+            }
+        if (c->store) {
+            fp_store_close(c->store, FP_RUN_FAILED, res->message);
+            c->store = NULL;
+        }
+        fp_compare_close(c);
+        return fp_fail(setup_rc, "%s", res->message);
+    }
+    c->batch_floats = (size_t)cfg->base.batch * (size_t)c->acfg.image_size * (size_t)c->acfg.image_size * 3;
+    for (int k = 0; k < c->narms; k++) {   /* the reference first: the others' precision error rides on its probes */
+        int i = k == 0 ? c->ref : k <= c->ref ? k - 1 : k;
+        if (!c->arms[i].arm)
+            continue;
+        if ((rc = fp_cmp_attach_probes(c, i))) {   /* out of memory: the arm cannot be measured, so it fails */
+            char msg[512];
+            snprintf(msg, sizeof msg, "probes: %s", fp_error_message());
+            fp_cmp_arm_fail(c, res, i, msg);
+        }
+    }
+    fp_cmp_gpu_probes_begin(c);
+    *out = c;
+    return FP_OK;
+}
+
+/* Room for n batches in the turn's ring. */
+static int ring_reserve(fp_compare *c, size_t n)
+{
+    if (n <= c->ring_cap)
+        return FP_OK;
+    fp_batch *r = realloc(c->ring, n * sizeof *r);
+    if (!r)
+        return fp_fail(FP_ENOMEM, "out of memory for the turn's batches");
+    c->ring = r;
+    for (; c->ring_cap < n; c->ring_cap++) {
+        fp_batch *b = &c->ring[c->ring_cap];
+        memset(b, 0, sizeof *b);
+        b->images = malloc(c->batch_floats * sizeof *b->images);
+        b->labels = malloc((size_t)c->cfg.base.batch * sizeof *b->labels);
+        if (!b->images || !b->labels) {
+            free(b->images);
+            free(b->labels);
+            return fp_fail(FP_ENOMEM, "out of memory for the turn's batches");
+        }
+    }
+    return FP_OK;
+}
+
+/* The next training batch of the loader, copied into dst. */
+static int next_batch(fp_compare *c, fp_batch *dst)
+{
+    fp_batch b;
+    int rc;
+    while ((rc = fp_loader_next(c->ld, &b)) == FP_DATA_END_OF_EPOCH)
+        ;
+    if (rc < 0)
+        return rc;
+    float *im = dst->images;
+    int32_t *lb = dst->labels;
+    memcpy(im, b.images, (size_t)b.n * (size_t)b.size * (size_t)b.size * 3 * sizeof *im);
+    memcpy(lb, b.labels, (size_t)b.n * sizeof *lb);
+    *dst = b;
+    dst->images = im;
+    dst->labels = lb;
+    return FP_OK;
+}
+
+/* Steps per turn: fixed, or about turn_seconds of the slowest arm's last step (the first turn, one step,
+ * is the warm-up; the second is sized from it, later ones from the last timed step). */
+static int turn_steps(const fp_compare *c, int first)
+{
+    if (c->cfg.turn > 0)
+        return c->cfg.turn;
+    if (first)
+        return 1;
+    int64_t slow = 0;
+    int all_gpu = 1;
+    for (int i = 0; i < c->narms; i++) {
+        if (c->arms[i].active && c->arms[i].last_ns > slow)
+            slow = c->arms[i].last_ns;
+        if (c->arms[i].active && !c->arms[i].gpu)
+            all_gpu = 0;
+    }
+    if (slow <= 0)
+        return 1;
+    double k = c->cfg.turn_seconds * 1e9 / (double)slow;
+    /* the ring holds a turn: at most 1 GiB of batches */
+    double kmem = (double)(INT64_C(1) << 30) / ((double)c->batch_floats * sizeof(float));
+    if (k > kmem)
+        k = kmem;
+    double kmax = all_gpu ? FP_COMPARE_AUTO_TURN_MAX_GPU : FP_COMPARE_AUTO_TURN_MAX;
+    if (k > kmax)
+        k = kmax;
+    return k < 1 ? 1 : (int)llround(k);
+}
+
+static double speedup_so_far(const fp_compare *c, int i)
+{
+    const arm_state *a = &c->arms[i], *r = &c->arms[c->ref];
+    if (a->timed_steps == 0 || r->timed_steps == 0)
+        return NAN;
+    return (r->timed_ns / (double)r->timed_steps) / (a->timed_ns / (double)a->timed_steps);
+}
+
+static double eta_s(const fp_compare *c, double elapsed)
+{
+    int64_t done = 0, left = 0;
+    for (int i = 0; i < c->narms; i++) {
+        if (!c->arms[i].arm)
+            continue;
+        int64_t t = fp_arm_iteration(c->arms[i].arm);
+        done += c->arms[i].steps_here;
+        if (c->arms[i].active && t < c->cfg.base.steps)
+            left += c->cfg.base.steps - t;
+    }
+    return done ? elapsed / (double)done * (double)left : NAN;
+}
+
+static int evaluate(fp_compare *c, fp_compare_result *res, int i, int64_t step, double t0)
+{
+    arm_state *a = &c->arms[i];
+    fp_compare_arm_result *ar = &res->arms[i];
+    int rc = fp_cmp_flush_steps(c, a);   /* a GPU arm's steps so far get their energy; the evaluation's is left out */
+    if (rc)
+        return rc;
+    rc = fp_train_record_eval(c->store, a->run, a->arm, c->ds, &c->cfg.base, step, &ar->val_loss, &ar->val_top1,
+                                  &ar->val_top5);
+    if (rc)
+        return rc;
+    a->last_eval = step;
+    if (fp_cmp_defers_steps(c, a))
+        a->turn_e0 = fp_cmp_synced_energy_j(c, a);
+    if (c->cfg.progress) {
+        fp_compare_progress p = {.arm = i, .policy = a->policy, .step = step, .steps = c->cfg.base.steps,
+                                 .loss = ar->last_loss, .speedup = speedup_so_far(c, i), .elapsed_s = mono_s() - t0,
+                                 .eta_s = NAN, .skipped = ar->skipped, .is_eval = 1, .val_loss = ar->val_loss,
+                                 .val_top1 = ar->val_top1, .val_top5 = ar->val_top5};
+        c->cfg.progress(&p, c->cfg.progress_user);
+    }
+    return FP_OK;
+}
+
+static int eval_wanted(const fp_compare *c)
+{
+    return c->cfg.base.eval_batches >= 0 && fp_dataset_size(c->ds, FP_SPLIT_VAL) > 0;
+}
+
+/* One step of arm i on batch b, recorded; the arm is marked failed when it cannot go on.
+ * Returns an error only when the store failed (the whole comparison stops). */
+static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch *b, double t0)
+{
+    arm_state *a = &c->arms[i];
+    fp_compare_arm_result *ar = &res->arms[i];
+    fp_arm_step_result r;
+    fp_model *m = fp_arm_model(a->arm);
+    int64_t step_no = fp_arm_iteration(a->arm) + 1;
+    int rc;
+    if (c->ride && i == c->ref)
+        fp_cmp_ride_arm(c, res, step_no, b->n);
+    if (a->perr && !c->ride && c->arms[c->ref].active && fp_probe_every(step_no, c->cfg.error_every) &&   /* untimed */
+        (rc = fp_prec_err_compare(a->perr, fp_arm_model(c->arms[c->ref].arm), b->images, b->n, step_no))) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "precision error at step %" PRId64 ": %s", step_no, fp_error_message());
+        fp_cmp_arm_fail(c, res, i, msg);
+        return FP_OK;
+    }
+    const fp_grad_scaler *sc = fp_arm_scaler(a->arm);
+    fp_probe_step_begin(a->probe, step_no, sc->mode == FP_SCALE_NONE ? 1.0f : sc->scale);
+    int sampled = a->hist && fp_probe_every(step_no, c->cfg.hist_every);
+    /* the parameters before the step, unless the pass rides on it (host mirror: a device model downloads) */
+    const float *p0 = sampled && !a->steppable ? fp_model_params(m) : NULL;
+    rc = sampled && !a->steppable && !p0 ? FP_EINTERNAL : FP_OK;
+    if (p0)
+        fp_probe_copy_params(a->old_params, p0, fp_model_num_params(m));
+    if (!rc && sampled && a->steppable)
+        rc = fp_arm_set_update_hook(a->arm, fp_cmp_params_while_stepping, a);
+    int64_t w0 = wall_ns();
+    rc = rc ? rc : fp_arm_step(a->arm, b, &r);
+    int64_t w1 = wall_ns();
+    if (c->ride && i == c->ref)
+        fp_cmp_ride_failures(c, res);
+    double lost_all = NAN;   /* the parameter roles and the lost updates, one pass */
+    if (!rc && sampled && a->steppable && !r.skipped && !r.diverged) {   /* the hook ran (arm.h) */
+        lost_all = a->lost_all;
+    } else if (!rc && sampled) {   /* after the step; riding on it but it did not update: nothing moved */
+        const float *g = fp_model_grads(m);
+        if (!g || !fp_model_params(m))   /* a device model whose download failed: the message says why */
+            rc = FP_EINTERNAL;
+        else
+            lost_all = fp_probe_sample_params(a->probe, m, a->steppable ? fp_model_params(m) : a->old_params, g,
+                                              a->per_layer);
+    }
+    fp_probe_step_end(a->probe);
+    if (rc) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "step %" PRId64 ": %s", fp_arm_iteration(a->arm) + 1, fp_error_message());
+        fp_cmp_arm_fail(c, res, i, msg);
+        return FP_OK;
+    }
+    ar->steps_done = step_no;
+    ar->last_loss = r.loss;
+    ar->skipped += r.skipped;
+    a->steps_here++;
+    a->step_ms_sum += r.total_ns / 1e6;
+    a->last_ns = r.total_ns;
+    a->images_since += r.n;
+    a->ns_since += r.total_ns;
+    if (a->steps_here > PROGRESS_WARMUP && !r.skipped) {
+        a->timed_steps++;
+        a->timed_ns += (double)r.total_ns;
+    }
+    char detail[400];
+    fp_train_step_extra x = {NULL, 0, a->rapl ? fp_rapl_step_j(a->rapl) : NAN,
+                             r.skipped ? fp_cmp_skip_detail(a, &r, detail, sizeof detail) : NULL, -1, -1};
+    x.ntimes = fp_cpu_timer_rows(a->timer, &x.times);
+    fp_perf_step(a->perf, &x.cycles, &x.instructions);
+    /* a GPU arm's row waits for the turn's energy; without memory to keep it, it goes now, unmeasured */
+    if (c->store && (!fp_cmp_defers_steps(c, a) || fp_cmp_defer_step(a, &r, w0, w1, &x) != FP_OK) &&
+        (rc = fp_train_record_step_ex(c->store, a->run, a->arm, &r, w0, w1, &x)))
+        return rc;
+    if (sampled && !r.skipped && !r.diverged)
+        fp_cmp_lost_updates_event(c, a, step_no, lost_all);
+    if (a->hist && (rc = fp_hist_probe_status(a->hist)))
+        return rc;
+    if (r.diverged) {
+        fp_cmp_arm_fail(c, res, i, fp_train_diverged_message(a->arm, &r));
+        return FP_OK;
+    }
+    double now = mono_s();
+    const fp_compare_config *cf = &c->cfg;
+    if (cf->progress && (cf->progress_interval_s <= 0 || a->last_report < 0 ||
+                         now - a->last_report >= cf->progress_interval_s || step_no == cf->base.steps)) {
+        fp_compare_progress p = {.arm = i, .policy = a->policy, .step = step_no, .steps = cf->base.steps,
+                                 .loss = r.loss, .lr = r.lr, .scale = r.next_scale,
+                                 .images_per_s = a->ns_since > 0 ? a->images_since / (a->ns_since * 1e-9) : NAN,
+                                 .speedup = speedup_so_far(c, i), .elapsed_s = now - t0, .eta_s = eta_s(c, now - t0),
+                                 .skipped = ar->skipped, .val_loss = NAN, .val_top1 = NAN, .val_top5 = NAN};
+        cf->progress(&p, cf->progress_user);
+        a->last_report = now;
+        a->images_since = 0;
+        a->ns_since = 0;
+    }
+    if (cf->base.eval_every > 0 && step_no % cf->base.eval_every == 0 && step_no < cf->base.steps && eval_wanted(c) &&
+        (rc = evaluate(c, res, i, step_no, t0))) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "evaluation at step %" PRId64 ": %s", step_no, fp_error_message());
+        fp_cmp_arm_fail(c, res, i, msg);
+    }
+    return c->store ? fp_store_writer_status(c->store) : FP_OK;
+}
+
+int fp_compare_run(fp_compare *c, fp_compare_result *res)
+{
+    if (c->ran)
+        return fp_fail(FP_EINVAL, "fp_compare_run called twice");
+    c->ran = 1;
+    const int64_t steps = c->cfg.base.steps;
+    double t0 = mono_s();
+    int rc = FP_OK, interrupted = 0, first = 1;
+    int64_t t = 0;   /* steps every active arm has been offered */
+    while (t < steps && !interrupted) {
+        int any = 0;
+        for (int i = 0; i < c->narms; i++)
+            any |= c->arms[i].active;
+        if (!any)
+            break;
+        if (stop_requested(c)) {
+            interrupted = 1;
+            break;
+        }
+        int k = turn_steps(c, first);
+        first = 0;
+        if ((int64_t)k > steps - t)
+            k = (int)(steps - t);
+        res->turn = k;
+        if ((rc = ring_reserve(c, (size_t)k)))
+            break;
+        for (int j = 0; j < k && rc == FP_OK; j++)
+            rc = next_batch(c, &c->ring[j]);
+        if (rc) {   /* the data failed: every arm stops with its message */
+            char msg[512];
+            snprintf(msg, sizeof msg, "data: %s", fp_error_message());
+            for (int i = 0; i < c->narms; i++)
+                if (c->arms[i].active)
+                    fp_cmp_arm_fail(c, res, i, msg);
+            rc = FP_OK;
+            break;
+        }
+        for (int i = 0; i < c->narms && !interrupted && rc == FP_OK; i++) {
+            if (!c->arms[i].active)
+                continue;
+            fp_cmp_turn_begin(c, i);
+            for (int j = 0; j < k && c->arms[i].active && rc == FP_OK; j++) {
+                if (stop_requested(c)) {
+                    interrupted = 1;
+                    break;
+                }
+                rc = arm_step(c, res, i, &c->ring[j], t0);
+            }
+            int frc = fp_cmp_flush_steps(c, &c->arms[i]);   /* the turn's end: its energy, after a sync */
+            if (rc == FP_OK)
+                rc = frc;
+        }
+        t += k;
+    }
+    fp_cmp_gpu_probes_end(c);
+    if (rc) {   /* the store failed: nothing more can be recorded */
+        snprintf(res->message, sizeof res->message, "%s", fp_error_message());
+        for (int i = 0; i < c->narms; i++)
+            if (res->arms[i].status == FP_RUN_RUNNING) {
+                res->arms[i].status = FP_RUN_FAILED;
+                snprintf(res->arms[i].message, sizeof res->arms[i].message, "%s", res->message);
+            }
+    } else if (interrupted) {
+        if (fp_store_signalled())
+            snprintf(res->message, sizeof res->message, "interrupted by signal %d", fp_store_signalled());
+        else
+            snprintf(res->message, sizeof res->message, "stopped from the dashboard");
+        for (int i = 0; i < c->narms; i++) {
+            fp_compare_arm_result *ar = &res->arms[i];
+            if (res->arms[i].status != FP_RUN_RUNNING)
+                continue;
+            ar->status = FP_RUN_INTERRUPTED;
+            snprintf(ar->message, sizeof ar->message, "%.200s after step %" PRId64, res->message, ar->steps_done);
+            if (c->store)
+                fp_store_event(c->store, c->arms[i].run, 0, ar->steps_done, -1, FP_EVENT_INFO, ar->message);
+        }
+    } else {
+        for (int i = 0; i < c->narms && rc == FP_OK; i++) {
+            arm_state *a = &c->arms[i];
+            if (!a->active)
+                continue;
+            int64_t done = fp_arm_iteration(a->arm);
+            if (eval_wanted(c) && a->last_eval != done && (rc = evaluate(c, res, i, done, t0))) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "final evaluation: %s", fp_error_message());
+                fp_cmp_arm_fail(c, res, i, msg);
+                rc = c->store ? fp_store_writer_status(c->store) : FP_OK;
+                continue;
+            }
+            res->arms[i].status = FP_RUN_FINISHED;
+            if (c->store)
+                fp_store_end_run(c->store, a->run, FP_RUN_FINISHED, NULL);
+        }
+        if (rc)
+            snprintf(res->message, sizeof res->message, "%s", fp_error_message());
+    }
+    for (int i = 0; i < c->narms; i++) {
+        arm_state *a = &c->arms[i];
+        res->arms[i].mean_step_ms = a->steps_here ? a->step_ms_sum / (double)a->steps_here : NAN;
+    }
+    res->status = rc ? FP_RUN_FAILED : interrupted ? FP_RUN_INTERRUPTED
+                                                   : res->nfailed == c->narms ? FP_RUN_FAILED : FP_RUN_FINISHED;
+    if (!rc && res->status == FP_RUN_FAILED)
+        snprintf(res->message, sizeof res->message, "every arm failed");
+    if (c->store) {
+        int crc = fp_store_close(c->store, res->status == FP_RUN_FAILED ? FP_RUN_FAILED : res->status,
+                                 res->message[0] ? res->message : NULL);
+        c->store = NULL;
+        if (crc && !rc) {
+            rc = crc;
+            snprintf(res->message, sizeof res->message, "%s", fp_error_message());
+            res->status = FP_RUN_FAILED;
+        }
+    }
+    if (rc)
+        return fp_fail(rc, "%s", res->message);
+    if (res->status == FP_RUN_FAILED)
+        return fp_fail(FP_EINVAL, "%s", res->message);
+    return FP_OK;
+}
+
+int fp_compare_train(const fp_compare_config *cfg, fp_compare_result *res)
+{
+    fp_compare *c;
+    int rc = fp_compare_open(&c, cfg, res);
+    if (rc)
+        return rc;
+    rc = fp_compare_run(c, res);
+    fp_compare_close(c);
+    return rc;
+}

@@ -1,0 +1,30 @@
+# trainer/run/compare.mk — the side-by-side comparison (issue 5): the lockstep loop in the core library,
+# `fp16probe compare` / `fp16probe <model>` with its summary table, their tests and the timing of the
+# embedded default. Appends to fp16probe_SOURCES and uses reports/ (summary): included after both.
+lib_libfp_a_SOURCES += trainer/run/compare.h trainer/run/compare_internal.h trainer/run/compare.c trainer/run/compare_probes.c
+fp16probe_SOURCES += cli/cmd_compare.c
+
+check_PROGRAMS += tests/test_compare
+TESTS += tests/test_compare tests/test_compare_cli.sh
+tests_test_compare_SOURCES = tests/test_compare.c $(STORE_TEST_UTIL)
+tests_test_compare_LDADD = tests/libtap.a $(REPORT_LDADD)
+dist_check_SCRIPTS += tests/test_compare_cli.sh
+
+# The GPU probes in a short CUDA comparison (kernel rows, device samples, step energy); skips without a GPU.
+check_PROGRAMS += tests/gpu/test_gpu_probes
+TESTS += tests/gpu/test_gpu_probes
+tests_gpu_test_gpu_probes_SOURCES = tests/gpu/test_gpu_probes.c $(STORE_TEST_UTIL)
+tests_gpu_test_gpu_probes_LDADD = $(TEST_LDADD)
+
+# NVML as the comparison uses it (energy counter, the sampler re-targeted per turn) against a stand-in
+# libnvidia-ml built here as a shared object and loaded by its path.
+check_PROGRAMS += tests/test_compare_nvml
+TESTS += tests/test_compare_nvml
+tests_test_compare_nvml_SOURCES = tests/test_compare_nvml.c $(STORE_TEST_UTIL)
+tests_test_compare_nvml_CPPFLAGS = $(AM_CPPFLAGS) -DFAKE_NVML='"$(abs_builddir)/tests/libfake_nvml.so"'
+tests_test_compare_nvml_LDADD = $(TEST_LDADD)
+EXTRA_tests_test_compare_nvml_DEPENDENCIES = tests/libfake_nvml.so
+tests/libfake_nvml.so: tests/test_compare_fake_nvml.c
+	$(AM_V_CC)$(MKDIR_P) tests && $(CC) -shared -fPIC -O1 -o $@ $(srcdir)/tests/test_compare_fake_nvml.c
+CLEANFILES += tests/libfake_nvml.so
+EXTRA_DIST += tests/test_compare_fake_nvml.c

@@ -1,0 +1,110 @@
+/* compare_internal.h — private to the comparison (compare.c: opening, the turns, the steps, the
+ * results; compare_probes.c: the probes of each arm, the riding precision error and parameter pass,
+ * GPU energy per turn and the deferred step rows). Promises: nothing here is part of compare.h. */
+#ifndef FP_COMPARE_INTERNAL_H
+#define FP_COMPARE_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include "trainer/analysis/analysis.h"
+#include "probe/probe.h"
+#include "store.h"
+#include "trainer/run/compare.h"
+
+/* A step whose row waits for the end of its turn (a GPU arm: the turn's energy is known only then). */
+typedef struct {
+    fp_arm_step_result r;
+    int64_t w0, w1;
+    int has_detail;
+    char detail[400];
+    fp_layer_time_t *times;
+    size_t ntimes, cap_times;
+    int64_t cycles, instructions;
+} pending_step;
+
+typedef struct {
+    const char *policy;
+    fp_arm *arm;
+    int64_t run;
+    int active;                 /* still training */
+    int64_t images_since;       /* since the last progress report */
+    int64_t ns_since;
+    double last_report;         /* mono seconds; < 0: never */
+    int64_t timed_steps;        /* steps counted in timed_ns (after the first few) */
+    double timed_ns;
+    int64_t steps_here;
+    double step_ms_sum;
+    int64_t last_eval;
+    int64_t last_ns;            /* compute time of the last step */
+    /* probes: per-layer times every step, energy where RAPL is readable, histograms, rounding error */
+    fp_probe *probe;
+    fp_cpu_timer *timer;
+    fp_rapl *rapl;
+    fp_perf *perf;              /* CPU cycles and instructions, where perf_event_open is permitted */
+    fp_hist_probe *hist;
+    fp_prec_err *perr;          /* low-precision arms, when the reference is fp32 and --error-every */
+    int perr_armed;             /* riding on the reference's current step */
+    char perr_fail[512];        /* the ride failed for this arm: why, "" if not (it fails after the reference's step) */
+    float *old_params;          /* the parameters before a sampled step (updates, lost updates), unless steppable */
+    int steppable;              /* the parameter pass rides on the optimizer step (fp_arm_set_update_hook) */
+    double lost_all;            /* the lost-update fraction of the pass riding on the last step */
+    float *scratch;             /* a skipped step's gradients, scaled back */
+    double *per_layer;          /* lost-update fraction per layer */
+    /* GPU probes (an arm on a device backend) */
+    int gpu;                    /* the arm runs on a device backend */
+    fp_nvtx *nvtx;              /* NVTX ranges, when built with NVTX3 */
+    double turn_e0;             /* NVML energy (J) at the start of the arm's turn, after a sync; NaN: none */
+    pending_step *pend;         /* the turn's step rows, written at its end with energy / steps */
+    size_t npend, cap_pend;
+    uint64_t cupti_dropped, cupti_kernels;   /* this run's share of the tracer's counts */
+} arm_state;
+
+struct fp_compare {
+    fp_compare_config cfg;
+    fp_arm_config acfg;         /* the shared arm configuration (policy set per arm) */
+    int narms, ref;
+    int ride;                   /* the precision error rides on the reference's step (a host reference) */
+    arm_state arms[FP_COMPARE_MAX_ARMS];
+    fp_dataset *ds;
+    fp_loader *ld;
+    fp_store_t *store;
+    int64_t session;
+    const char *data;
+    char device[300];
+    /* the turn's batches (copies: the loader's buffer is only valid until its next batch) */
+    fp_batch *ring;
+    size_t ring_cap;            /* batches allocated */
+    size_t batch_floats;
+    atomic_int stop;
+    int ran;
+    /* GPU probes, one each for the session (arms on the CUDA backend only) */
+    fp_nvml *nvml;              /* energy at turn boundaries, the device_samples sampler */
+    fp_cupti *cupti;            /* kernel rows every trace_every steps, re-targeted at each turn */
+    uint64_t cupti_dropped_mark, cupti_kernels_mark;   /* the tracer's counts when last shared out */
+};
+
+/* NVML's sampler period for device_samples. */
+enum { NVML_SAMPLE_MS = 100 };
+
+/* compare_probes.c: an arm's probe set; the riding precision error (armed before the reference's step,
+ * failures applied after it) and the parameter pass riding on the optimizer; skipped-step detail and
+ * lost-update events; the GPU probes for the session and each turn; deferred step rows (a GPU arm's
+ * rows wait for its turn's energy). */
+int fp_cmp_attach_probes(fp_compare *c, int i);
+void fp_cmp_ride_arm(fp_compare *c, fp_compare_result *res, int64_t step_no, int n);
+void fp_cmp_ride_failures(fp_compare *c, fp_compare_result *res);
+int fp_cmp_params_while_stepping(void *ctx, fp_arm *arm, fp_optim *opt);
+const char *fp_cmp_skip_detail(arm_state *a, const fp_arm_step_result *r, char *text, size_t cap);
+void fp_cmp_lost_updates_event(fp_compare *c, arm_state *a, int64_t step, double all);
+void fp_cmp_gpu_probes_begin(fp_compare *c);
+void fp_cmp_gpu_probes_end(fp_compare *c);
+void fp_cmp_turn_begin(fp_compare *c, int i);
+int fp_cmp_defers_steps(const fp_compare *c, const arm_state *a);
+double fp_cmp_synced_energy_j(fp_compare *c, arm_state *a);
+int fp_cmp_defer_step(arm_state *a, const fp_arm_step_result *r, int64_t w0, int64_t w1,
+                      const fp_train_step_extra *x);
+int fp_cmp_flush_steps(fp_compare *c, arm_state *a);
+/* compare.c: marks arm i failed with msg (its run closed as failed); the others carry on. */
+void fp_cmp_arm_fail(fp_compare *c, fp_compare_result *res, int i, const char *msg);
+
+#endif

@@ -1,0 +1,13 @@
+# trainer/run/train.mk — the training loop: the arm (one model under one precision policy with its optimizer,
+# lr schedule, scaler and memory accounting), one-file checkpoints, the loop that records a run into the
+# store, and `fp16probe train`; their tests.
+lib_libfp_a_SOURCES += trainer/run/arm.h trainer/run/arm.c trainer/run/checkpoint.h trainer/run/checkpoint.c \
+	trainer/run/train.h trainer/run/train.c
+fp16probe_SOURCES += cli/cmd_train.c cli/train_options.h cli/train_options.c
+
+check_PROGRAMS += tests/test_arm tests/test_checkpoint
+TESTS += tests/test_arm tests/test_checkpoint tests/test_train_cli.sh
+tests_test_arm_LDADD = $(TEST_LDADD)
+tests_test_checkpoint_LDADD = $(TEST_LDADD)
+dist_check_SCRIPTS += tests/test_train_cli.sh
+EXTRA_DIST += bench/train_demo.sh
