@@ -6,7 +6,7 @@ FP_CUDNN_SOURCES = trainer/cuda/cudnn_ops.h trainer/cuda/cudnn_internal.h traine
 if HAVE_CUDA
 lib_libfp_a_SOURCES += $(FP_CUDNN_SOURCES)
 endif
-EXTRA_DIST += $(FP_CUDNN_SOURCES) tests/gpu/check tests/gpu/bare-root tools/gpu-bundle
+EXTRA_DIST += $(FP_CUDNN_SOURCES) tests/gpu/check tests/gpu/bare-root tools/gpu-bundle tools/gpu-build-from-kit
 
 # Each op against the CPU reference kernels (skips with its reason without CUDA or a GPU).
 check_PROGRAMS += tests/gpu/test_cudnn_ops
