@@ -289,6 +289,17 @@ def make_scaler(device):
     return torch.cuda.amp.GradScaler()
 
 
+def backward_and_update(loss, opt, scaler):
+    """backward and the optimizer step, through GradScaler when there is one (PyTorch's AMP recipe)"""
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    else:
+        loss.backward()
+        opt.step()
+
+
 def agree_line(policy, ours, theirs, tol=None):
     tol = TOLERANCE[policy] if tol is None else tol
     rel = abs(ours - theirs) / max(abs(theirs), 1e-30)
@@ -446,13 +457,7 @@ def cmd_loss(a):
             break
         for g in opt.param_groups:
             g["lr"] = lrs[step - 1]
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
+        backward_and_update(loss, opt, scaler)
     if a.fp16probe_loss is not None:
         sys.exit(0 if agree_line(a.policy, a.fp16probe_loss, loss1, a.tol) else 1)
 
@@ -484,13 +489,7 @@ def time_policy(a, policy):
                 loss = loss_fn(model(x), y)
         else:
             loss = loss_fn(model(x), y)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
+        backward_and_update(loss, opt, scaler)
 
     times = []
     for i in range(a.warmup + a.steps):

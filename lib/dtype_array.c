@@ -25,31 +25,33 @@ typedef struct {
 
 #define ROUND_CHUNK 2048
 
+/* One thread's conversions (their NULL checks and messages, lib/numfmt.h). */
+static int narrow_serial(uint16_t *dst, const float *src, size_t n, fp_dtype d)
+{
+    return d == FP_DT_BF16 ? fp_f32_to_bf16_array(dst, src, n) : fp_f32_to_f16_array(dst, src, n);
+}
+
+static int widen_serial(float *dst, const uint16_t *src, size_t n, fp_dtype d)
+{
+    return d == FP_DT_BF16 ? fp_bf16_to_f32_array(dst, src, n) : fp_f16_to_f32_array(dst, src, n);
+}
+
 static void round_serial(float *dst, const float *src, size_t n, fp_dtype d)
 {
     uint16_t tmp[ROUND_CHUNK];
-    switch (d) {
-    case FP_DT_TF32:
+    if (d == FP_DT_TF32) {
         fp_f32_to_tf32_array(dst, src, n);
         return;
-    case FP_DT_F16:
-        for (size_t i = 0; i < n; i += ROUND_CHUNK) {
-            size_t c = n - i < ROUND_CHUNK ? n - i : ROUND_CHUNK;
-            fp_f32_to_f16_array(tmp, src + i, c);
-            fp_f16_to_f32_array(dst + i, tmp, c);
-        }
-        return;
-    case FP_DT_BF16:
-        for (size_t i = 0; i < n; i += ROUND_CHUNK) {
-            size_t c = n - i < ROUND_CHUNK ? n - i : ROUND_CHUNK;
-            fp_f32_to_bf16_array(tmp, src + i, c);
-            fp_bf16_to_f32_array(dst + i, tmp, c);
-        }
-        return;
-    case FP_DT_F32:
+    }
+    if (d != FP_DT_F16 && d != FP_DT_BF16) {   /* fp32: a copy */
         if (dst != src && n)
             memmove(dst, src, n * sizeof(float));
         return;
+    }
+    for (size_t i = 0; i < n; i += ROUND_CHUNK) {   /* through the 16-bit format, a chunk at a time */
+        size_t c = n - i < ROUND_CHUNK ? n - i : ROUND_CHUNK;
+        narrow_serial(tmp, src + i, c, d);
+        widen_serial(dst + i, tmp, c, d);
     }
 }
 
@@ -88,17 +90,6 @@ void fp_round_add(float *dst, const float *src, size_t n, fp_dtype d)
 {
     array_job j = {.f = dst, .cf = src, .d = d};
     fp_parallel_for(n, ARRAY_ALIGN, ARRAY_PAR_MIN, round_add_range, &j);
-}
-
-/* One thread's conversions (their NULL checks and messages, lib/numfmt.h). */
-static int narrow_serial(uint16_t *dst, const float *src, size_t n, fp_dtype d)
-{
-    return d == FP_DT_BF16 ? fp_f32_to_bf16_array(dst, src, n) : fp_f32_to_f16_array(dst, src, n);
-}
-
-static int widen_serial(float *dst, const uint16_t *src, size_t n, fp_dtype d)
-{
-    return d == FP_DT_BF16 ? fp_bf16_to_f32_array(dst, src, n) : fp_f16_to_f32_array(dst, src, n);
 }
 
 static void narrow_range(void *ctx, size_t b, size_t e)
