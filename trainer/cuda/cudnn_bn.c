@@ -52,19 +52,38 @@ static int is_not_supported(cudnnStatus_t s)
 
 /* The Ex forward / backward (bnOps BN: no fused activation, no z): *ran is 1 when cuDNN did it, 0 when the
  * caller must use the legacy call (the Ex calls are refused, want reserve space, or no workspace fits). */
-static int ex_workspace(fp_cudnn *d, size_t ws, size_t reserve, const char *op, int *ok)
+
+/* After the workspace-size query s: *ok when the Ex call can run with ws bytes of the context's workspace. */
+static void ex_ready(fp_cudnn *d, cudnnStatus_t s, cudnnBatchNormMode_t mode, size_t ws, const char *op, int *ok)
 {
+    size_t reserve = 0;
     *ok = 0;
-    if (reserve != 0) {   /* plain BN keeps nothing but the saved statistics; anything else: legacy */
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(d->dnn, mode, CUDNN_BATCHNORM_OPS_BN, NULL, d->td[0],
+                                                                 &reserve);
+    if (s != CUDNN_STATUS_SUCCESS || reserve != 0) {   /* plain BN keeps nothing but the saved statistics */
         d->bn_ex_off = 1;
-        return FP_OK;
+        return;
     }
     if (ws > d->ws_bytes && fpc_workspace_ensure(d, ws, op) != FP_OK) {
         fp_error_clear();   /* no room for it: the legacy call needs none */
-        return FP_OK;
+        return;
     }
     *ok = 1;
-    return FP_OK;
+}
+
+/* The Ex call's status s: done (*ran), refused (Ex off for the context, legacy call), or an error. */
+static int ex_result(fp_cudnn *d, cudnnStatus_t s, const char *op, int *ran)
+{
+    if (s == CUDNN_STATUS_SUCCESS) {
+        *ran = 1;
+        return FP_OK;
+    }
+    if (is_not_supported(s)) {
+        d->bn_ex_off = 1;
+        return FP_OK;
+    }
+    return fpc_fail_cudnn(d, s, op);
 }
 
 static int bn_forward_ex(fp_cudnn *d, cudnnBatchNormMode_t mode, const fp_dtensor *x, const fp_dtensor *y,
@@ -74,33 +93,19 @@ static int bn_forward_ex(fp_cudnn *d, cudnnBatchNormMode_t mode, const fp_dtenso
     *ran = 0;
     if (d->bn_ex_off)
         return FP_OK;
-    size_t ws = 0, reserve = 0;
+    size_t ws = 0;
+    int ok;
     cudnnStatus_t s = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
         d->dnn, mode, CUDNN_BATCHNORM_OPS_BN, d->td[0], NULL, d->td[1], d->td[2], NULL, &ws);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(d->dnn, mode, CUDNN_BATCHNORM_OPS_BN, NULL, d->td[0],
-                                                                 &reserve);
-    if (s != CUDNN_STATUS_SUCCESS) {
-        d->bn_ex_off = 1;
+    ex_ready(d, s, mode, ws, op, &ok);
+    if (!ok)
         return FP_OK;
-    }
-    int ok, rc = ex_workspace(d, ws, reserve, op, &ok);
-    if (rc != FP_OK || !ok)
-        return rc;
     const float one = 1.0f, zero = 0.0f;
     s = cudnnBatchNormalizationForwardTrainingEx(d->dnn, mode, CUDNN_BATCHNORM_OPS_BN, &one, &zero, d->td[0], x->data,
                                                  NULL, NULL, d->td[1], y->data, d->td[2], gamma, beta,
                                                  (double)p->momentum, running_mean, running_var, (double)p->eps,
                                                  save_mean, save_invstd, NULL, ws ? d->ws : NULL, ws, NULL, 0);
-    if (s == CUDNN_STATUS_SUCCESS) {
-        *ran = 1;
-        return FP_OK;
-    }
-    if (is_not_supported(s)) {
-        d->bn_ex_off = 1;
-        return FP_OK;
-    }
-    return fpc_fail_cudnn(d, s, op);
+    return ex_result(d, s, op, ran);
 }
 
 static int bn_backward_ex(fp_cudnn *d, cudnnBatchNormMode_t mode, const fp_dtensor *dx, float *dgamma, float *dbeta,
@@ -110,33 +115,19 @@ static int bn_backward_ex(fp_cudnn *d, cudnnBatchNormMode_t mode, const fp_dtens
     *ran = 0;
     if (d->bn_ex_off)
         return FP_OK;
-    size_t ws = 0, reserve = 0;
+    size_t ws = 0;
+    int ok;
     cudnnStatus_t s = cudnnGetBatchNormalizationBackwardExWorkspaceSize(
         d->dnn, mode, CUDNN_BATCHNORM_OPS_BN, d->td[0], NULL, d->td[1], NULL, d->td[3], d->td[2], NULL, &ws);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(d->dnn, mode, CUDNN_BATCHNORM_OPS_BN, NULL, d->td[0],
-                                                                 &reserve);
-    if (s != CUDNN_STATUS_SUCCESS) {
-        d->bn_ex_off = 1;
+    ex_ready(d, s, mode, ws, op, &ok);
+    if (!ok)
         return FP_OK;
-    }
-    int ok, rc = ex_workspace(d, ws, reserve, op, &ok);
-    if (rc != FP_OK || !ok)
-        return rc;
     const float one = 1.0f;   /* beta = 1 everywhere: dx, dgamma, dbeta accumulate (layers.h) */
     s = cudnnBatchNormalizationBackwardEx(d->dnn, mode, CUDNN_BATCHNORM_OPS_BN, &one, &one, &one, &one, d->td[0],
                                           x->data, NULL, NULL, d->td[1], dy->data, NULL, NULL, d->td[3], dx->data,
                                           d->td[2], gamma, NULL, dgamma, dbeta, (double)p->eps, save_mean,
                                           save_invstd, NULL, ws ? d->ws : NULL, ws, NULL, 0);
-    if (s == CUDNN_STATUS_SUCCESS) {
-        *ran = 1;
-        return FP_OK;
-    }
-    if (is_not_supported(s)) {
-        d->bn_ex_off = 1;
-        return FP_OK;
-    }
-    return fpc_fail_cudnn(d, s, op);
+    return ex_result(d, s, op, ran);
 }
 
 int fp_cudnn_bn_forward_train(fp_cudnn *d, const fp_dtensor *y, float *save_mean, float *save_invstd,
