@@ -1,6 +1,6 @@
-# lib/core.mk — the shared core: format facts, errors, atomic output files, CPU features, GPU
+# lib/core.mk — the shared core: format facts, errors, clocks, atomic output files, CPU features, GPU
 # detection, the thread pool, CUDA conversion kernels.
-lib_libfp_a_SOURCES += lib/formats.c lib/formats.h lib/error.c lib/error.h \
+lib_libfp_a_SOURCES += lib/formats.c lib/formats.h lib/error.c lib/error.h lib/clock.c lib/clock.h \
 	lib/atomic_file.c lib/atomic_file.h lib/gpu_detect.c lib/gpu_detect.h lib/thread_pool.c lib/thread_pool.h \
 	lib/dtype.c lib/dtype_array.c lib/dtype.h
 if HAVE_CUDA
@@ -13,6 +13,9 @@ EXTRA_DIST += lib/cuda/convert.cu lib/cuda/convert.h
 check_PROGRAMS += tests/test_formats tests/test_error tests/test_atomic_file tests/test_gpu_detect
 TESTS += tests/test_formats tests/test_error tests/test_atomic_file tests/test_gpu_detect
 tests_test_gpu_detect_LDADD = $(TEST_LDADD)
+check_PROGRAMS += tests/test_clock
+TESTS += tests/test_clock
+tests_test_clock_LDADD = $(TEST_LDADD)
 check_PROGRAMS += tests/test_thread_pool
 TESTS += tests/test_thread_pool
 tests_test_thread_pool_LDADD = $(TEST_LDADD)

@@ -540,3 +540,58 @@ int fp_json_parse(fp_json_doc **out, const char *text, size_t len, char *err, si
     *out = doc;
     return FP_OK;
 }
+
+/* ---- writing JSON strings ---- */
+
+void fp_json_escape(fp_json_sink put, void *ctx, const char *s)
+{
+    put(ctx, "\"", 1);
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    while (*p) {
+        const unsigned char *run = p;   /* bytes copied as they are */
+        while (*p >= 0x20 && *p < 0x7F && *p != '"' && *p != '\\')
+            p++;
+        if (p > run)
+            put(ctx, (const char *)run, (size_t)(p - run));
+        unsigned char c = *p;
+        if (!c)
+            break;
+        char esc[8];
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            put(ctx, esc, 2);
+            p++;
+        } else if (c < 0x20 || c == 0x7F) {
+            switch (c) {
+            case '\n': put(ctx, "\\n", 2); break;
+            case '\r': put(ctx, "\\r", 2); break;
+            case '\t': put(ctx, "\\t", 2); break;
+            default:
+                snprintf(esc, sizeof esc, "\\u%04x", c);
+                put(ctx, esc, 6);
+            }
+            p++;
+        } else {   /* a well-formed UTF-8 sequence is copied, anything else is U+FFFD */
+            size_t n = fp_utf8_seq_len(p, 4);
+            if (n) {
+                put(ctx, (const char *)p, n);
+                p += n;
+            } else {
+                put(ctx, "\\ufffd", 6);
+                p++;
+            }
+        }
+    }
+    put(ctx, "\"", 1);
+}
+
+static void file_sink(void *f, const char *bytes, size_t n)
+{
+    fwrite(bytes, 1, n, f);
+}
+
+void fp_json_string(FILE *f, const char *s)
+{
+    fp_json_escape(file_sink, f, s);
+}

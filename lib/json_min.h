@@ -1,12 +1,14 @@
-/* json_min.h — a minimal, strict JSON parser: just enough for safetensors headers.
- * Accepts objects, arrays, strings (every escape, \u surrogate pairs, UTF-8 checked) and integers
- * that fit int64; rejects everything else (fractions, exponents, true/false/null, duplicate keys,
- * NUL in strings, nesting deeper than FP_JSON_MAX_DEPTH, trailing garbage) with a message. */
+/* json_min.h — a minimal, strict JSON parser: just enough for safetensors headers, and the one JSON
+ * string escaper every writer uses. The parser accepts objects, arrays, strings (every escape, \u
+ * surrogate pairs, UTF-8 checked) and integers that fit int64; rejects everything else (fractions,
+ * exponents, true/false/null, duplicate keys, NUL in strings, nesting deeper than FP_JSON_MAX_DEPTH,
+ * trailing garbage) with a message. The escaper always writes a valid JSON string literal. */
 #ifndef FP_JSON_MIN_H
 #define FP_JSON_MIN_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define FP_JSON_MAX_DEPTH 32
 
@@ -45,5 +47,19 @@ int fp_json_utf8_valid(const char *s, size_t len);
 
 /* A name for a type: "object", "array", "string", "integer". */
 const char *fp_json_type_name(fp_json_type t);
+
+
+/* ---- writing JSON strings ---- */
+
+/* Where fp_json_escape puts its output: append bytes[0..n) (not NUL-terminated) to ctx. */
+typedef void (*fp_json_sink)(void *ctx, const char *bytes, size_t n);
+
+/* s as a JSON string literal, quotes included, through put(ctx, ...): '"' and '\\' backslashed;
+ * \n \r \t as such; every other control character and DEL as \u00xx; well-formed UTF-8 copied;
+ * each byte of ill-formed UTF-8 as \ufffd. NULL is written as "" (write null yourself if you want it). */
+void fp_json_escape(fp_json_sink put, void *ctx, const char *s);
+
+/* fp_json_escape onto a stdio stream. */
+void fp_json_string(FILE *f, const char *s);
 
 #endif

@@ -768,23 +768,9 @@ static void sb_str(sbuf *b, const char *s)
     sb_put(b, s, strlen(s));
 }
 
-static void sb_json_string(sbuf *b, const char *s)
+static void sb_sink(void *b, const char *s, size_t k)
 {
-    sb_put(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        char esc[8];
-        if (c == '"')
-            sb_put(b, "\\\"", 2);
-        else if (c == '\\')
-            sb_put(b, "\\\\", 2);
-        else if (c < 0x20) {
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-            sb_put(b, esc, 6);
-        } else
-            sb_put(b, s, 1);
-    }
-    sb_put(b, "\"", 1);
+    sb_put(b, s, k);
 }
 
 static _Thread_local const fp_st_writer *sort_writer;
@@ -856,9 +842,9 @@ int fp_st_writer_write(fp_st_writer *w, const char *path)
         for (size_t k = 0; k < w->mn; k++) {
             if (k)
                 sb_put(&h, ",", 1);
-            sb_json_string(&h, w->mkey[k]);
+            fp_json_escape(sb_sink, &h, w->mkey[k]);
             sb_put(&h, ":", 1);
-            sb_json_string(&h, w->mval[k]);
+            fp_json_escape(sb_sink, &h, w->mval[k]);
         }
         sb_put(&h, "}", 1);
         first = 0;
@@ -874,7 +860,7 @@ int fp_st_writer_write(fp_st_writer *w, const char *path)
         if (!first)
             sb_put(&h, ",", 1);
         first = 0;
-        sb_json_string(&h, e->name);
+        fp_json_escape(sb_sink, &h, e->name);
         sb_str(&h, ":{\"dtype\":\"");
         sb_str(&h, dtypes[e->dtype].name);
         sb_str(&h, "\",\"shape\":[");

@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include "json_min.h"
 #include "store_reader.h"
 #include "summary.h"
 
@@ -39,8 +40,6 @@ typedef struct {
 int fp_trace_chrome(FILE *f, fp_reader_t *r, const fp_summary_t *s, const fp_trace_opts_t *o);
 /* Load the session and write the trace to path atomically. */
 int fp_trace_chrome_write(fp_reader_t *r, const fp_trace_opts_t *o, const char *path);
-/* A JSON string literal (quotes included) with every character JSON requires escaped; invalid UTF-8
- * bytes become U+FFFD. */
-void fp_json_string(FILE *f, const char *s);
+/* JSON string literals: fp_json_string / fp_json_escape in lib/json_min.h (included above). */
 
 #endif

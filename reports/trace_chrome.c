@@ -16,41 +16,6 @@
 #include "report.h"
 #include "store.h"
 
-void fp_json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    const unsigned char *p = (const unsigned char *)(s ? s : "");
-    while (*p) {
-        unsigned char c = *p;
-        if (c == '"' || c == '\\') {
-            fputc('\\', f);
-            fputc(c, f);
-            p++;
-        } else if (c < 0x20 || c == 0x7F) {
-            switch (c) {
-            case '\n': fputs("\\n", f); break;
-            case '\r': fputs("\\r", f); break;
-            case '\t': fputs("\\t", f); break;
-            default: fprintf(f, "\\u%04x", c);
-            }
-            p++;
-        } else if (c < 0x80) {
-            fputc(c, f);
-            p++;
-        } else {   /* copy a valid UTF-8 sequence, else U+FFFD */
-            size_t n = fp_utf8_seq_len(p, 4);
-            if (n) {
-                fwrite(p, 1, n, f);
-                p += n;
-            } else {
-                fputs("\\ufffd", f);
-                p++;
-            }
-        }
-    }
-    fputc('"', f);
-}
-
 typedef struct {
     FILE *f;
     int first;
