@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "clock.h"
 #include "error.h"
 #include "trainer/cpu/gemm.h"
 #include "trainer/layers.h"
@@ -49,13 +49,6 @@ static const conv_shape shapes[] = {
     {"l4_3x3_512to512_2", 2, 512, 512, 3, 1, 1, 2, 1},
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static float *rand_array(size_t n)
 {
     float *a = malloc(n * sizeof(float));
@@ -72,12 +65,12 @@ static float *rand_array(size_t n)
     do {                                                              \
         double best_ = 1e30;                                          \
         for (int rep_ = 0; rep_ <= REPS; rep_++) {                    \
-            double t0_ = now_s();                                     \
+            double t0_ = fp_clock_mono_s();                                     \
             if ((call) != FP_OK) {                                    \
                 fprintf(stderr, "bench_conv: %s\n", fp_error_message()); \
                 return 1;                                             \
             }                                                         \
-            double t_ = (now_s() - t0_) * 1e3;                        \
+            double t_ = (fp_clock_mono_s() - t0_) * 1e3;                        \
             if (rep_ > 0 && t_ < best_)                               \
                 best_ = t_;                                           \
         }                                                             \

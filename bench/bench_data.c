@@ -2,16 +2,9 @@
  * training split with flip augmentation): images/s with 1 and 2 loader threads, best of 3 runs.
  * Prints figures only, never fails on time: `bench: data_synthetic_64px=X unit=images/s` (2 threads). */
 #include "trainer/data/data.h"
+#include "clock.h"
 #include "error.h"
 #include <stdio.h>
-#include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Images per second delivered by a loader with `threads` workers, best of 3 runs of 40 batches. */
 static double run(const fp_dataset *ds, int threads)
@@ -28,7 +21,7 @@ static double run(const fp_dataset *ds, int threads)
             fprintf(stderr, "bench_data: %s\n", fp_error_message());
             return -1.0;
         }
-        double t0 = now_s();
+        double t0 = fp_clock_mono_s();
         long images = 0;
         for (int i = 0; i < 40; i++) {
             fp_batch b;
@@ -40,7 +33,7 @@ static double run(const fp_dataset *ds, int threads)
             }
             images += rc == FP_OK ? b.n : 0;
         }
-        double rate = (double)images / (now_s() - t0);
+        double rate = (double)images / (fp_clock_mono_s() - t0);
         fp_loader_stop(ld);
         if (rate > best)
             best = rate;

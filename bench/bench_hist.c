@@ -7,6 +7,7 @@
  * `bench: hist_scaled=X unit=GB/s`, `bench: hist_f16_activations=X unit=Gvalues/s` and
  * `bench: hist_f16_gradients=X unit=Gvalues/s`. */
 #include "hist.h"
+#include "clock.h"
 #include "error.h"
 #include "numfmt.h"
 #include "testutil.h"
@@ -16,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* Internal hook of lib/hist.c (not in hist.h): 0 scalar, 1 AVX2, 2 AVX-512, -1 best. */
 
@@ -27,13 +27,6 @@
 #define SCALE_LOG2 16
 
 static fp_hist_t results[4];                 /* last histogram of each run, compared at the end */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
@@ -51,11 +44,11 @@ static double run(const float *x, size_t n, int kernel, const char *name, fp_his
     fp_hist_t h;
     for (int rep = 0; rep < REPS; rep++) {
         fp_hist_init(&h);
-        double t0 = now_s();
+        double t0 = fp_clock_mono_s();
         int rc = kernel == PUBLIC_API   ? fp_hist_add(&h, x, n)
                  : kernel == SCALED_API ? fp_hist_add_scaled(&h, x, n, SCALE_LOG2)
                                         : fp_hist_add_kernel(&h, x, n, kernel);
-        double t = now_s() - t0;
+        double t = fp_clock_mono_s() - t0;
         if (rc == FP_EUNAVAIL)
             return -1.0;
         if (rc != FP_OK) {
@@ -115,7 +108,7 @@ static void bench_f16(const char *what)
         for (int path = 0; path < 2; path++) {              /* alternating: fast, reference */
             fp_hist_t sum;
             fp_hist_init(&sum);
-            double t0 = now_s();
+            double t0 = fp_clock_mono_s();
             size_t o = 0;
             for (int l = 0; l < nl; l++) {
                 fp_hist_t h;
@@ -124,7 +117,7 @@ static void bench_f16(const char *what)
                 fp_hist_merge(&sum, &h);
                 o += cnt[l];
             }
-            double t = now_s() - t0, gv = (double)tot / t / 1e9;
+            double t = fp_clock_mono_s() - t0, gv = (double)tot / t / 1e9;
             if (gv > best[path])
                 best[path] = gv;
             last[path] = sum;

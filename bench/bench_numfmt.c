@@ -2,13 +2,13 @@
  * Prints `bench: <op>_<isa>=X unit=GB/s` (GB/s of input bytes, 1e9, best of several runs) for the
  * scalar path and every vector path this CPU has, then `<op>_speedup` (best path / scalar). */
 #include "numfmt.h"
+#include "clock.h"
 #include "error.h"
 #include "testutil.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define INPUT_BYTES ((size_t)64 << 20)
 #define REPS 7
@@ -16,13 +16,6 @@
 
 static uint64_t rng_state = 0xB7E151628AED2A6Bull;
 static uint64_t rng(void) { return tu_xorshift64s(&rng_state); }
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void *xalloc(size_t bytes)
 {
@@ -55,12 +48,12 @@ static double measure(const op_t *op)
     size_t n = INPUT_BYTES / op->in_size;
     double best = 1e30;
     for (int r = 0; r < REPS; r++) {
-        double t0 = now();
+        double t0 = fp_clock_mono_s();
         if (op->run(op->dst, op->src, n) != FP_OK) {
             fprintf(stderr, "bench_numfmt: %s: %s\n", op->name, fp_error_message());
             exit(1);
         }
-        double t = now() - t0;
+        double t = fp_clock_mono_s() - t0;
         if (t < best)
             best = t;
     }

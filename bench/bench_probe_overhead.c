@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "clock.h"
 #include "error.h"
 #include "trainer/analysis/analysis.h"
 #include "probe/probe.h"
@@ -43,13 +43,6 @@ enum { OFF, TIMERS, FULL, NCFG };
 static const int ORDERS[6][NCFG] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
 enum { REF, LOW, NARM };   /* the fp32 arm, the fp16 arm */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -71,9 +64,9 @@ typedef struct {
 static int ride(void *ctx, fp_arm *a, const fp_batch *batch)
 {
     bench_t *b = ctx;
-    double r0 = now_s();
+    double r0 = fp_clock_mono_s();
     int rc = fp_prec_err_ride(b->pe, fp_arm_model(a), batch->images, batch->n);
-    b->ride_s = now_s() - r0;
+    b->ride_s = fp_clock_mono_s() - r0;
     return rc;
 }
 
@@ -112,9 +105,9 @@ static int arm_step(bench_t *b, int cfg, int k, int64_t step)
 static int pair_step_at(bench_t *b, int cfg, int64_t step, double t[NARM])
 {
     for (int k = 0; k < NARM; k++) {
-        double t0 = now_s();
+        double t0 = fp_clock_mono_s();
         int rc = arm_step(b, cfg, k, step);
-        t[k] = now_s() - t0;
+        t[k] = fp_clock_mono_s() - t0;
         if (rc)
             return rc;
     }
@@ -142,7 +135,7 @@ static double hook_cost(fp_probe *p, const fp_model *m)
     static double v[HOOK_REPS];
     int L = fp_model_layer_count(m);
     for (int r = 0; r < HOOK_REPS; r++) {
-        double t0 = now_s();
+        double t0 = fp_clock_mono_s();
         fp_probe_step_begin(p, 1, 1.0f);   /* step 1: nothing samples at it */
         for (int l = 0; l < L; l++) {
             fp_probe_layer_begin(p, l, FP_PHASE_FORWARD);
@@ -158,7 +151,7 @@ static double hook_cost(fp_probe *p, const fp_model *m)
             fp_probe_layer_end(p, l, FP_PHASE_BACKWARD_DATA);
         }
         fp_probe_step_end(p);
-        v[r] = now_s() - t0;
+        v[r] = fp_clock_mono_s() - t0;
     }
     return median(v, HOOK_REPS);
 }

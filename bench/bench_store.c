@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "bench/common.h"
+#include "clock.h"
 #include "error.h"
 #include "store.h"
 #include "store_reader.h"
@@ -73,13 +74,13 @@ static double median_ms(int reps, int (*fn)(fp_reader_t *, int64_t), fp_reader_t
 {
     double *t = malloc((size_t)reps * sizeof *t);
     for (int i = 0; i < reps; i++) {
-        double t0 = bench_now_s();
+        double t0 = fp_clock_mono_s();
         if (fn(r, run) != FP_OK) {
             die("query");
             free(t);
             return NAN;
         }
-        t[i] = (bench_now_s() - t0) * 1e3;
+        t[i] = (fp_clock_mono_s() - t0) * 1e3;
     }
     qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
     double m = t[reps / 2];
@@ -138,16 +139,16 @@ int main(void)
         return die("open");
     int64_t name = intern_names(s);
     fp_kernel_rec_t k[CHUNK];
-    double t0 = bench_now_s(), produce = 0;
+    double t0 = fp_clock_mono_s(), produce = 0;
     for (int64_t i = 0; i < N; i += CHUNK) {
         fill_kernels(k, CHUNK, run, i, name);
         if (fp_store_kernels(s, k, CHUNK) != FP_OK)
             return die("kernels");
     }
-    produce = bench_now_s() - t0;
+    produce = fp_clock_mono_s() - t0;
     if (fp_store_flush(s) != FP_OK)
         return die("flush");
-    double total = bench_now_s() - t0;
+    double total = fp_clock_mono_s() - t0;
     fp_store_stats_t st;
     fp_store_get_stats(s, &st);
     fp_store_close(s, FP_RUN_FINISHED, NULL);
@@ -159,7 +160,7 @@ int main(void)
     printf("bench: store_kernel_insert=%.0f unit=rows/s\n", N / total);
 
     /* (b) the big file */
-    t0 = bench_now_s();
+    t0 = fp_clock_mono_s();
     if (fp_store_open(&s, path) != FP_OK || begin(s, &run) != FP_OK)
         return die("open");
     name = intern_names(s);
@@ -183,7 +184,7 @@ int main(void)
         return die("close");
     printf("file: 1 run x %d steps, %d kernel rows, %d layer-time rows (%d layers x 3 phases, last %d steps):"
            " written in %.1f s\n", STEPS, STEPS * KERNELS_PER_STEP, TIMED_STEPS * LAYERS * 3, LAYERS, TIMED_STEPS,
-           bench_now_s() - t0);
+           fp_clock_mono_s() - t0);
     fp_reader_t *r;
     if (fp_reader_open(&r, path) != FP_OK)
         return die("reader");
@@ -191,11 +192,11 @@ int main(void)
     double m_layers = median_ms(101, q_layer_summary, r, run);
     double m_kern = median_ms(101, q_kernel_summary, r, run);
     double m_runs = median_ms(51, q_runs, r, run);
-    t0 = bench_now_s();
+    t0 = fp_clock_mono_s();
     fp_kernel_sum_t *ks;
     size_t nk;
     int rc = fp_reader_kernel_summary(r, run, 0, INT64_MAX, &ks, &nk);
-    double all_kern = (bench_now_s() - t0) * 1e3;
+    double all_kern = (fp_clock_mono_s() - t0) * 1e3;
     free(ks);
     fp_reader_close(r);
     bench_remove_db(path);

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "clock.h"
 #include "error.h"
 #include "trainer/cpu/gemm.h"
 #include "trainer/model.h"
@@ -14,13 +14,6 @@
 #define SIZE 64
 #define WARMUP 2
 #define STEPS 5
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -60,18 +53,18 @@ int main(void)
     for (int it = 0; it < WARMUP + STEPS; it++)
         for (int p = 0; p < NPOL; p++) {
             fp_model_zero_grad(m[p]);
-            double t0 = now_s();
+            double t0 = fp_clock_mono_s();
             const float *logits;
             if (fp_model_forward(m[p], &logits, x, BATCH, FP_MODE_TRAIN)) {
                 fprintf(stderr, "bench_train_step: %s\n", fp_error_message());
                 return 1;
             }
-            double t1 = now_s();
+            double t1 = fp_clock_mono_s();
             if (fp_model_train_step(m[p], &loss[p], NULL, NULL, x, labels, BATCH)) {   /* forward again + backward */
                 fprintf(stderr, "bench_train_step: %s\n", fp_error_message());
                 return 1;
             }
-            double t2 = now_s();
+            double t2 = fp_clock_mono_s();
             if (it >= WARMUP) {
                 t[p][it - WARMUP] = (t2 - t1) * 1e3;
                 fwd[p][it - WARMUP] = (t1 - t0) * 1e3;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "bench/common.h"
+#include "clock.h"
 #include "error.h"
 #include "store.h"
 #include "tui/tui_internal.h"
@@ -20,7 +21,7 @@
 
 static double now_ms(void)
 {
-    return bench_now_s() * 1e3;
+    return fp_clock_mono_s() * 1e3;
 }
 
 static int die(const char *what)

@@ -1,17 +1,9 @@
-/* bench/common.c — the benchmarks' shared clock, median comparator and scratch-database helpers
- * (see common.h). No state; safe to link into any benchmark. */
+/* bench/common.c — the benchmarks' shared median comparator and scratch-database helpers
+ * (see common.h; the clock is lib/clock.h). No state; safe to link into any benchmark. */
 #include "bench/common.h"
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
-
-double bench_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int bench_cmp_double(const void *a, const void *b)
 {

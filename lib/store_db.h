@@ -46,9 +46,6 @@ int fp_store_sqlite_fail(sqlite3 *db, int rc, const char *path, const char *doin
 /* Run SQL that returns no rows (several statements allowed). */
 int fp_store_exec(sqlite3 *db, const char *path, const char *sql, const char *doing);
 
-/* Wall clock in ns since the Unix epoch; monotonic clock in ns. */
-int64_t fp_store_now_ns(void);
-int64_t fp_store_mono_ns(void);
 /* This machine's host name (static storage). */
 const char *fp_store_hostname(void);
 /* 1 when a writer recorded as (pid, host) has certainly gone: same host and no such process. */

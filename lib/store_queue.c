@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "clock.h"
 #include "error.h"
 
 int fp_queue_init(fp_queue_t *q, size_t initial_cap, size_t max_cap)
@@ -99,7 +100,7 @@ size_t fp_queue_pop(fp_queue_t *q, fp_rec_t *out, size_t max, int64_t deadline_m
 {
     pthread_mutex_lock(&q->mu);
     if (q->count == 0 && !q->stop && deadline_mono_ns > 0) {
-        struct timespec ts = {(time_t)(deadline_mono_ns / 1000000000LL), (long)(deadline_mono_ns % 1000000000LL)};
+        struct timespec ts = fp_clock_timespec(deadline_mono_ns);
         q->writer_waiting = idle ? 2 : 1;
         while (q->count == 0 && !q->stop)
             if (pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "clock.h"
 #include "error.h"
 #include "store.h"
 #include "store_db.h"
@@ -233,7 +234,7 @@ static int fill_run(fp_reader_t *r, sqlite3_stmt *st, fp_run_row_t *row, int wit
             snprintf(row->failure, sizeof row->failure, "writer process %lld is gone",
                      (long long)sqlite3_column_int64(st, 18));
             row->stale = 1;
-        } else if (row->heartbeat >= 0 && fp_store_now_ns() - row->heartbeat > FP_STORE_STALE_NS) {
+        } else if (row->heartbeat >= 0 && fp_clock_wall_ns() - row->heartbeat > FP_STORE_STALE_NS) {
             row->stale = 1;
         }
     }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "clock.h"
 #include "error.h"
 #include "store.h"
 #include "store_db.h"
@@ -82,7 +83,7 @@ int fp_reader_tui_run_status(fp_reader_t *r, int64_t run, fp_run_status_t *out)
                 snprintf(out->failure, sizeof out->failure, "writer process %lld is gone",
                          (long long)sqlite3_column_int64(st, 3));
                 out->stale = 1;
-            } else if (hb >= 0 && fp_store_now_ns() - hb > FP_STORE_STALE_NS) {
+            } else if (hb >= 0 && fp_clock_wall_ns() - hb > FP_STORE_STALE_NS) {
                 out->stale = 1;
             }
         }

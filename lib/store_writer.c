@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "config.h"
+#include "clock.h"
 #include "error.h"
 #include "store_db.h"
 #include "store_queue.h"
@@ -339,7 +340,7 @@ static int apply_session(fp_store_t *s, struct fp_sync_req *req)
     sqlite3_stmt *st = s->st[ST_SESSION];
     bind_text(st, 1, in->name);
     bind_text(st, 2, fp_store_hostname());
-    sqlite3_bind_int64(st, 3, fp_store_now_ns());
+    sqlite3_bind_int64(st, 3, fp_clock_wall_ns());
     bind_text(st, 4, in->config_json);
     bind_text(st, 5, PACKAGE_VERSION);
     int rc = run_stmt(st);
@@ -354,7 +355,7 @@ static int apply_run(fp_store_t *s, struct fp_sync_req *req)
 {
     const fp_run_info_t *in = req->info;
     sqlite3_stmt *st = s->st[ST_RUN];
-    int64_t now = fp_store_now_ns();
+    int64_t now = fp_clock_wall_ns();
     sqlite3_bind_int64(st, 1, in->session);
     bind_text(st, 2, in->arm);
     bind_text(st, 3, in->model);
@@ -388,7 +389,7 @@ static int apply_run(fp_store_t *s, struct fp_sync_req *req)
 /* Mark this store's running runs and open sessions as ended (FINISH request, or after a failure). */
 static int finish_all(fp_store_t *s, int status, const char *msg)
 {
-    int64_t now = fp_store_now_ns();
+    int64_t now = fp_clock_wall_ns();
     uint64_t dropped;
     pthread_mutex_lock(&s->q.mu);
     dropped = s->q.dropped;
@@ -431,7 +432,7 @@ static int apply(fp_store_t *s, fp_rec_t *r)
         bind_text(st, 2, r->u.owned);
         return run_stmt(st);
     }
-    case FP_REC_END_RUN: return end_run(s, r->a, r->i32, r->u.owned, fp_store_now_ns());
+    case FP_REC_END_RUN: return end_run(s, r->a, r->i32, r->u.owned, fp_clock_wall_ns());
     case FP_REC_SYNC: {
         struct fp_sync_req *req = r->u.sync;
         switch (req->kind) {
@@ -458,7 +459,7 @@ static const char *rec_what(const fp_rec_t *r)
 
 static int heartbeat(fp_store_t *s, int64_t now_mono)
 {
-    int64_t now = fp_store_now_ns();
+    int64_t now = fp_clock_wall_ns();
     int rc = SQLITE_OK;
     for (size_t i = 0; rc == SQLITE_OK && i < s->nruns; i++) {
         sqlite3_bind_int64(s->st[ST_HEARTBEAT], 1, s->runs[i]);
@@ -528,7 +529,7 @@ static void *writer_main(void *arg)
                 usleep(10000);
             break;
         }
-        int64_t now = fp_store_mono_ns();
+        int64_t now = fp_clock_mono_ns();
         int64_t deadline = in_group ? 0 : in_txn ? txn_start + COMMIT_NS : now + HEARTBEAT_NS;
         size_t n = fp_queue_pop(&s->q, batch, POP_BATCH, deadline, !in_txn);
         for (size_t i = 0; i < n; i++) {
@@ -538,7 +539,7 @@ static void *writer_main(void *arg)
                 if (!in_txn) {
                     rc = run_stmt(s->st[ST_BEGIN]);
                     in_txn = rc == SQLITE_OK;
-                    txn_start = fp_store_mono_ns();
+                    txn_start = fp_clock_mono_ns();
                     rows = 0;
                 }
                 if (rc == SQLITE_OK)
@@ -561,7 +562,7 @@ static void *writer_main(void *arg)
                 break;
             continue;
         }
-        now = fp_store_mono_ns();
+        now = fp_clock_mono_ns();
         int stopping = fp_queue_stopped(&s->q);
         if (in_txn && !in_group &&
             (n == 0 || npending > 0 || stopping || rows >= TXN_MAX_ROWS || now - txn_start >= COMMIT_NS)) {
@@ -892,7 +893,7 @@ int fp_store_event(fp_store_t *s, int64_t run, int64_t time_ns, int64_t step, in
                    const char *text)
 {
     fp_rec_t r = {.kind = FP_REC_EVENT, .i32 = layer, .j32 = (int32_t)kind, .a = run, .b = step,
-                  .c = time_ns > 0 ? time_ns : fp_store_now_ns()};
+                  .c = time_ns > 0 ? time_ns : fp_clock_wall_ns()};
     r.u.owned = dup_or_null(text);
     if (text && !r.u.owned)
         return fp_fail(FP_ENOMEM, "store: out of memory queueing an event");

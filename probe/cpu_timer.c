@@ -3,7 +3,7 @@
  * number of layer calls accumulated; no allocation per step. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "clock.h"
 #include "error.h"
 #include "probe/probe.h"
 
@@ -20,13 +20,6 @@ struct fp_cpu_timer {
     size_t nrows;
     int64_t step_t0, step_ns;
 };
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 int fp_cpu_timer_create(fp_cpu_timer **out, int nlayers)
 {
@@ -62,7 +55,7 @@ static unsigned timer_step_begin(void *self, int64_t step, float loss_scale)
     (void)loss_scale;
     fp_cpu_timer *t = self;
     memset(t->acc, 0, (size_t)t->nlayers * FP_PHASE_COUNT * sizeof *t->acc);
-    t->step_t0 = now_ns();
+    t->step_t0 = fp_clock_mono_ns();
     return 0;
 }
 
@@ -70,7 +63,7 @@ static void timer_step_end(void *self, int64_t step)
 {
     (void)step;
     fp_cpu_timer *t = self;
-    t->step_ns = now_ns() - t->step_t0;
+    t->step_ns = fp_clock_mono_ns() - t->step_t0;
     size_t n = 0;
     for (int l = 0; l < t->nlayers; l++)
         for (int ph = 0; ph < FP_PHASE_COUNT; ph++) {
@@ -86,7 +79,7 @@ static void timer_layer_begin(void *self, int layer, fp_phase phase)
 {
     fp_cpu_timer *t = self;
     if (layer >= 0 && layer < t->nlayers && (unsigned)phase < FP_PHASE_COUNT)
-        t->t0[(size_t)layer * FP_PHASE_COUNT + phase] = now_ns();
+        t->t0[(size_t)layer * FP_PHASE_COUNT + phase] = fp_clock_mono_ns();
 }
 
 static void timer_layer_end(void *self, int layer, fp_phase phase)
@@ -95,7 +88,7 @@ static void timer_layer_end(void *self, int layer, fp_phase phase)
     if (layer < 0 || layer >= t->nlayers || (unsigned)phase >= FP_PHASE_COUNT)
         return;
     size_t k = (size_t)layer * FP_PHASE_COUNT + phase;
-    t->acc[k].ns += now_ns() - t->t0[k];
+    t->acc[k].ns += fp_clock_mono_ns() - t->t0[k];
     t->acc[k].calls++;
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "clock.h"
 #include "error.h"
 #include "probe/probe.h"
 
@@ -172,17 +173,10 @@ double fp_nvml_energy_j(fp_nvml *nv)
     return (double)mj * 1e-3;
 }
 
-static int64_t wall_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int fp_nvml_sample(fp_nvml *nv, fp_device_sample_t *s)
 {
     memset(s, 0, sizeof *s);
-    s->timestamp = wall_ns();
+    s->timestamp = fp_clock_wall_ns();
     s->device_id = nv ? nv->device : 0;
     s->power_w = s->energy_j = s->temperature_c = NAN;
     s->mem_used = s->sm_clock_mhz = s->mem_clock_mhz = -1;
@@ -217,11 +211,7 @@ static void *sampler_main(void *arg)
                 fp_store_device_sample(nv->store, &s);
             __atomic_add_fetch(&nv->samples, 1, __ATOMIC_RELAXED);
         }
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += (long)nv->interval_ms * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
+        struct timespec until = fp_clock_timespec(fp_clock_wall_ns() + nv->interval_ms * FP_NS_PER_MS);
         pthread_mutex_lock(&nv->mu);
         while (!nv->stop && pthread_cond_timedwait(&nv->cv, &nv->mu, &until) == 0)
             ;

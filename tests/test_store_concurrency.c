@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+#include "clock.h"
 #include "error.h"
 #include "store.h"
 #include "store_reader.h"
@@ -24,13 +24,6 @@ typedef struct {
     char first_error[400];
 } poll_result_t;
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void note_error(poll_result_t *res, const char *msg)
 {
     if (res->errors++ == 0)
@@ -44,8 +37,8 @@ static void reader_process(const char *path, int fd)
     sqlite3 *raw = NULL;
     if (fp_reader_open(&r, path) != FP_OK)
         note_error(&res, fp_error_message());
-    int64_t until = mono_ms() + 20000, seen = 0;
-    while (r && seen < TOTAL && mono_ms() < until) {
+    int64_t until = fp_clock_mono_ms() + 20000, seen = 0;
+    while (r && seen < TOTAL && fp_clock_mono_ms() < until) {
         fp_run_row_t *runs;
         size_t n;
         if (fp_reader_runs(r, 0, &runs, &n) != FP_OK) {

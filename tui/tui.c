@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <time.h>
 #include <unistd.h>
 #include <curses.h>
+#include "clock.h"
 #include "error.h"
 #include "store.h"
 #include "tui_internal.h"
@@ -22,13 +22,6 @@ static void on_winch(int sig)
 {
     (void)sig;
     winch_flag = 1;
-}
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 typedef struct {
@@ -230,7 +223,7 @@ int fp_tui_run(const fp_tui_options *o)
     fp_layout_t l;
     int whole = -1;
     int need_layout = 1, stopped = 0;
-    int64_t next_poll = m.loading ? mono_ms() : mono_ms() + refresh;
+    int64_t next_poll = m.loading ? fp_clock_mono_ms() : fp_clock_mono_ms() + refresh;
     for (;;) {
         if (winch_flag) {
             winch_flag = 0;
@@ -254,7 +247,7 @@ int fp_tui_run(const fp_tui_options *o)
         }
         fp_tui_render(&g, &m, &ui, &l, chart, ascii);
         blit(&t, &g);
-        int64_t now = mono_ms();
+        int64_t now = fp_clock_mono_ms();
         int wait = next_poll > now ? (int)(next_poll - now) : 0;
         wtimeout(t.input, wait);
         int ch = wgetch(t.input);
@@ -281,14 +274,14 @@ int fp_tui_run(const fp_tui_options *o)
         }
         if (ch == ERR && errno == EINTR)
             continue;
-        if (mono_ms() >= next_poll || ch != ERR) {
+        if (fp_clock_mono_ms() >= next_poll || ch != ERR) {
             if ((rc = fp_tui_model_update(&m, ui.role)) != FP_OK)
                 break;
-            if (mono_ms() >= next_poll)
-                next_poll = mono_ms() + refresh;
+            if (fp_clock_mono_ms() >= next_poll)
+                next_poll = fp_clock_mono_ms() + refresh;
         }
         if (m.loading)
-            next_poll = mono_ms();   /* a long history: read on at once, a bounded piece per frame */
+            next_poll = fp_clock_mono_ms();   /* a long history: read on at once, a bounded piece per frame */
     }
     drop_windows(&t);
     delwin(t.input);

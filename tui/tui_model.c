@@ -9,17 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "clock.h"
 #include "error.h"
 #include "store.h"
 #include "tui_internal.h"
-
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* ---------------------------------------------------------------- downsampled series */
 
@@ -321,7 +314,7 @@ static int update_arm(fp_tui_model_t *m, int i, int role, int hist_moved, double
         return rc;
     int moved = 0;
     while (a->status.last_step > a->last_step) {   /* only the new steps, in chunks, within the budget */
-        if (moved && mono_ms() >= deadline)
+        if (moved && fp_clock_mono_s() * 1e3 >= deadline)
             break;   /* the rest next frame (one chunk per arm per frame at least: progress) */
         fp_step_row_t *rows;
         size_t n;
@@ -373,7 +366,7 @@ static int update_arm(fp_tui_model_t *m, int i, int role, int hist_moved, double
 
 int fp_tui_model_update(fp_tui_model_t *m, int role)
 {
-    double t0 = mono_ms();
+    double t0 = fp_clock_mono_s() * 1e3;
     m->loading = 0;
     fp_tui_marks_t mk;
     int rc = fp_reader_tui_marks(m->reader, &mk);
