@@ -175,6 +175,16 @@ typedef struct fp_backend_ops {
     int (*unscale_check)(fp_backend *be, int *found_inf, fp_tensor g, float inv_scale);
 } fp_backend_ops;
 
+/* A backend declares the functions it puts in the table with the table's own types, so that each op's
+ * signature is written once, above: `extern FP_BACKEND_OP_TYPE(conv_forward) my_conv_forward;`.
+ * FP_BACKEND_LAYER_OPS(X) expands X(op) for each layer op (conv, batchnorm, pools, linear). __typeof__:
+ * GCC and Clang (the build is gnu11; C23's typeof). */
+#define FP_BACKEND_OP_TYPE(op) __typeof__(*((fp_backend_ops *)0)->op)
+#define FP_BACKEND_LAYER_OPS(X)                                                                            \
+    X(conv_forward) X(conv_backward_data) X(conv_backward_weights) X(bn_forward_train) X(bn_forward_eval) \
+    X(bn_backward) X(maxpool_forward) X(maxpool_backward) X(avgpool_forward) X(avgpool_backward)         \
+    X(linear_forward) X(linear_backward_data) X(linear_backward_weights)
+
 /* The CPU backend (trainer/cpu/backend_cpu*.c): host memory, the fp32 kernels of layers.h, 16-bit
  * tensors widened into fp32 staging around each kernel and narrowed after. */
 const fp_backend_ops *fp_backend_cpu(void);

@@ -49,40 +49,12 @@ float *fp_bcpu_wstage(fp_backend *be, size_t floats);
 /* y = round_d(a + b) on 16-bit storage (through fp32 in chunks; y may alias a or b). */
 void fp_bcpu_add16(uint16_t *y, const uint16_t *a, const uint16_t *b, size_t n, fp_dtype d);
 
-/* The element-wise ops (backend_cpu_elementwise.c). */
-int fp_bcpu_cast(fp_backend *be, fp_tensor dst, fp_tensor src);
-int fp_bcpu_round(fp_backend *be, fp_tensor dst, fp_tensor src, fp_dtype to);
-int fp_bcpu_relu_forward(fp_backend *be, fp_tensor y, fp_tensor x);
-int fp_bcpu_relu_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor y, int accumulate);
-int fp_bcpu_add(fp_backend *be, fp_tensor y, fp_tensor a, fp_tensor b);
-int fp_bcpu_accumulate(fp_backend *be, fp_tensor dst, fp_tensor src);
-int fp_bcpu_softmax_xent(fp_backend *be, float *loss, fp_tensor dlogits, int *correct1, int *correct5,
-                         fp_tensor logits, const int *labels, float dscale);
-int fp_bcpu_unscale_check(fp_backend *be, int *found_inf, fp_tensor g, float inv_scale);
-
-/* The layer ops (backend_cpu_layers.c). */
-int fp_bcpu_conv_forward(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor w, const fp_conv_params *p,
-                         fp_dtype compute);
-int fp_bcpu_conv_backward_data(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor w, const fp_conv_params *p,
-                               fp_dtype compute, int accumulate);
-int fp_bcpu_conv_backward_weights(fp_backend *be, fp_tensor dw, fp_tensor dy, fp_tensor x, const fp_conv_params *p,
-                                  fp_dtype compute);
-int fp_bcpu_bn_forward_train(fp_backend *be, fp_tensor y, fp_tensor save, fp_tensor running_mean,
-                             fp_tensor running_var, fp_tensor x, fp_tensor gamma, fp_tensor beta,
-                             const fp_bn_params *p);
-int fp_bcpu_bn_forward_eval(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor gamma, fp_tensor beta,
-                            fp_tensor running_mean, fp_tensor running_var, const fp_bn_params *p);
-int fp_bcpu_bn_backward(fp_backend *be, fp_tensor dx, fp_tensor dgamma, fp_tensor dbeta, fp_tensor dy, fp_tensor x,
-                        fp_tensor gamma, fp_tensor save, int accumulate);
-int fp_bcpu_maxpool_forward(fp_backend *be, fp_tensor y, int *argmax, fp_tensor x, const fp_pool_params *p);
-int fp_bcpu_maxpool_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, const int *argmax, const fp_pool_params *p,
-                             int accumulate);
-int fp_bcpu_avgpool_forward(fp_backend *be, fp_tensor y, fp_tensor x);
-int fp_bcpu_avgpool_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, int accumulate);
-int fp_bcpu_linear_forward(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor w, fp_tensor b, fp_dtype compute);
-int fp_bcpu_linear_backward_data(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor w, fp_dtype compute,
-                                 int accumulate);
-int fp_bcpu_linear_backward_weights(fp_backend *be, fp_tensor dw, fp_tensor db, fp_tensor dy, fp_tensor x,
-                                    fp_tensor w, fp_dtype compute);
+/* The table's ops that are functions of their own, with the table's types (backend.h): fp_bcpu_<op>,
+ * the element-wise ones in backend_cpu_elementwise.c, the layer ops in backend_cpu_layers.c. */
+#define FP_BCPU_OP(op) extern FP_BACKEND_OP_TYPE(op) fp_bcpu_##op;
+FP_BCPU_OP(cast) FP_BCPU_OP(round) FP_BCPU_OP(relu_forward) FP_BCPU_OP(relu_backward) FP_BCPU_OP(add)
+FP_BCPU_OP(accumulate) FP_BCPU_OP(softmax_xent) FP_BCPU_OP(unscale_check)
+FP_BACKEND_LAYER_OPS(FP_BCPU_OP)
+#undef FP_BCPU_OP
 
 #endif

@@ -38,14 +38,7 @@ extern "C" int fp_cuda_unscale_and_check(const fp_cuda_segment *segs, size_t nse
     fp_seg_group g;
     size_t i = 0;
     while (rc == FP_OK && i < nseg) {
-        g.count = 0;
-        size_t most = 0;
-        for (; i < nseg && g.count < FP_SEG_GROUP; i++) {
-            if (!segs[i].n)
-                continue;
-            g.s[g.count++] = segs[i];
-            most = segs[i].n > most ? segs[i].n : most;
-        }
+        size_t most = fp_seg_group_next(&g, segs, nseg, &i);
         if (!g.count)
             break;
         unscale_kernel<<<fp_cuda_grid(most, 1024), FP_CUDA_THREADS, 0, st>>>(g, inv_scale, d_found);

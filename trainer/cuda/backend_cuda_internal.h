@@ -45,29 +45,9 @@ int fp_bcu_land_grad(fp_backend *be, const fp_tensor *dst, const fp_dtensor *tmp
 fp_cudnn *fp_bcu_ctx(fp_backend *be, fp_dtype compute, int *rc);
 static inline fp_dtensor fp_bcu_dt(const fp_tensor *t) { fp_dtensor d = {t->p, t->dt, t->d}; return d; }
 
-/* layer ops (backend_cuda_layers.c) */
-int fp_bcu_conv_forward(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor w, const fp_conv_params *p,
-                        fp_dtype compute);
-int fp_bcu_conv_backward_data(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor w, const fp_conv_params *p,
-                              fp_dtype compute, int accumulate);
-int fp_bcu_conv_backward_weights(fp_backend *be, fp_tensor dw, fp_tensor dy, fp_tensor x, const fp_conv_params *p,
-                                 fp_dtype compute);
-int fp_bcu_bn_forward_train(fp_backend *be, fp_tensor y, fp_tensor save, fp_tensor running_mean,
-                            fp_tensor running_var, fp_tensor x, fp_tensor gamma, fp_tensor beta,
-                            const fp_bn_params *p);
-int fp_bcu_bn_forward_eval(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor gamma, fp_tensor beta,
-                           fp_tensor running_mean, fp_tensor running_var, const fp_bn_params *p);
-int fp_bcu_bn_backward(fp_backend *be, fp_tensor dx, fp_tensor dgamma, fp_tensor dbeta, fp_tensor dy, fp_tensor x,
-                       fp_tensor gamma, fp_tensor save, int accumulate);
-int fp_bcu_maxpool_forward(fp_backend *be, fp_tensor y, int *argmax, fp_tensor x, const fp_pool_params *p);
-int fp_bcu_maxpool_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, const int *argmax, const fp_pool_params *p,
-                            int accumulate);
-int fp_bcu_avgpool_forward(fp_backend *be, fp_tensor y, fp_tensor x);
-int fp_bcu_avgpool_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, int accumulate);
-int fp_bcu_linear_forward(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor w, fp_tensor b, fp_dtype compute);
-int fp_bcu_linear_backward_data(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor w, fp_dtype compute,
-                                int accumulate);
-int fp_bcu_linear_backward_weights(fp_backend *be, fp_tensor dw, fp_tensor db, fp_tensor dy, fp_tensor x,
-                                   fp_tensor w, fp_dtype compute);
+/* The layer ops (backend_cuda_layers.c), with the table's types (backend.h): fp_bcu_<op>. */
+#define FP_BCU_OP(op) extern FP_BACKEND_OP_TYPE(op) fp_bcu_##op;
+FP_BACKEND_LAYER_OPS(FP_BCU_OP)
+#undef FP_BCU_OP
 
 #endif

@@ -12,13 +12,58 @@
 /* The storage format convolutions and matmuls run in for a compute format. */
 static fp_dtype run_dt(fp_dtype compute) { return fp_bcu_is16(compute) ? compute : FP_DT_F32; }
 
-/* A staged tensor (contents undefined) of dims d in dtype dt. */
-static fp_dtensor staged(fp_backend *be, fp_dims d, fp_dtype dt, int slot, int *rc)
+/* *d: the cuDNN context for a compute format; fp_bcu_ctx's error when there is none. */
+static int ctx_for(fp_backend *be, fp_dtype compute, fp_cudnn **d)
 {
-    fp_tensor t = fp_tensor_of(NULL, dt, d);
-    fp_dtensor o = {fp_bcu_stage(be, slot, fp_tensor_count(&t) * (size_t)fp_dtype_bytes(dt)), dt, d};
-    *rc = o.data ? FP_OK : FP_ENOMEM;
-    return o;
+    int rc;
+    *d = fp_bcu_ctx(be, compute, &rc);
+    return *d ? FP_OK : rc;
+}
+
+/* *o: t in storage dtype dt (t itself, or staged in slot), rounded to TF32 when tf32 (fp_bcu_as). */
+static int operand(fp_backend *be, fp_dtensor *o, const fp_tensor *t, fp_dtype dt, int tf32, int slot)
+{
+    int rc;
+    *o = fp_bcu_as(be, t, dt, tf32, slot, &rc);
+    return rc;
+}
+
+/* A conv / linear op's context and operands, each in the run format rd. */
+typedef struct {
+    fp_cudnn *d;
+    fp_dtype rd;
+    fp_dtensor a, b, w, bias;   /* slots A, B, W, B2; {0} where not asked for */
+} run_args;
+
+/* Fills *r for compute, staging in this order: a and b (activations or gradients, rounded to TF32 under TF32
+ * compute; b may be NULL), w (a weight, may be NULL) and bias (as w; NULL or skipped: none). A weight is
+ * rounded to TF32 only when 16-bit: an fp32 weight comes rounded to compute (the model's weight copy). */
+static int stage_args(fp_backend *be, fp_dtype compute, run_args *r, const fp_tensor *a, const fp_tensor *b,
+                      const fp_tensor *w, const fp_tensor *bias)
+{
+    int tf = compute == FP_DT_TF32;
+    *r = (run_args){.rd = run_dt(compute)};
+    TRY(ctx_for(be, compute, &r->d));
+    TRY(operand(be, &r->a, a, r->rd, tf, FP_BCU_A));
+    if (b)
+        TRY(operand(be, &r->b, b, r->rd, tf, FP_BCU_B));
+    if (w)
+        TRY(operand(be, &r->w, w, r->rd, tf && fp_bcu_is16(w->dt), FP_BCU_W));
+    if (bias && bias->p)
+        TRY(operand(be, &r->bias, bias, r->rd, tf && fp_bcu_is16(bias->dt), FP_BCU_B2));
+    return FP_OK;
+}
+
+/* *ys: where a forward computes y in dtype dt: y itself when y is in dt, else staged (contents undefined). */
+static int out_for(fp_backend *be, fp_dtensor *ys, const fp_tensor *y, fp_dtype dt)
+{
+    *ys = fp_bcu_dt(y);
+    if (y->dt == dt)
+        return FP_OK;
+    fp_tensor t = fp_tensor_of(NULL, dt, y->d);
+    ys->data = fp_bcu_stage(be, FP_BCU_OUT, fp_tensor_count(&t) * (size_t)fp_dtype_bytes(dt));
+    ys->dtype = dt;
+    return ys->data ? FP_OK : FP_ENOMEM;
 }
 
 /* Writes a forward result computed in ys (staged or y itself) to y. */
@@ -38,6 +83,50 @@ static int zero_t(fp_backend *be, const fp_tensor *t)
                       : FP_EINTERNAL;
 }
 
+/* Whether the input gradient dx, computed in dtype rd, is written by cuDNN / cuBLAS (beta = 1) into dx itself. */
+static int grad_direct(const fp_tensor *dx, fp_dtype rd) { return dx->p && dx->dt == FP_DT_F32 && rd == FP_DT_F32; }
+
+/* *g: where a backward writes the input gradient dx (dims d: dx's own or its flattened view) computed in rd:
+ * dx itself (zeroed first unless accumulate) when grad_direct, else a zeroed staging that grad_end lands in
+ * dx with backend.h's accumulate rule (nothing for a skipped dx). */
+static int grad_begin(fp_backend *be, fp_dtensor *g, const fp_tensor *dx, fp_dims d, fp_dtype rd, int accumulate)
+{
+    int rc;
+    if (grad_direct(dx, rd)) {
+        if (!accumulate)
+            TRY(zero_t(be, dx));
+        *g = fp_bcu_dt(dx);
+        g->dims = d;
+        return FP_OK;
+    }
+    *g = fp_bcu_zeroed(be, d, rd, FP_BCU_OUT, &rc);
+    return rc;
+}
+
+static int grad_end(fp_backend *be, const fp_tensor *dx, const fp_dtensor *g, int accumulate)
+{
+    if (!dx->p || grad_direct(dx, g->dtype))
+        return FP_OK;
+    return fp_bcu_land_grad(be, dx, g, accumulate);
+}
+
+/* *g: where a backward ACCUMULATES the fp32 weight gradient dw computed in rd: dw itself (beta = 1) when rd is
+ * fp32, else a zeroed staging in slot: wgrad_end adds that gradient of the 16-bit copy, rounded (cuDNN's /
+ * cuBLAS's 16-bit output), to dw in fp32. */
+static int wgrad_begin(fp_backend *be, fp_dtensor *g, const fp_tensor *dw, fp_dtype rd, int slot)
+{
+    int rc = FP_OK;
+    *g = rd == FP_DT_F32 ? fp_bcu_dt(dw) : fp_bcu_zeroed(be, dw->d, rd, slot, &rc);
+    return rc;
+}
+
+static int wgrad_end(fp_backend *be, const fp_tensor *dw, const fp_dtensor *g, fp_dtype rd)
+{
+    if (rd == FP_DT_F32)
+        return FP_OK;
+    return fp_cbk_add(dw->p, FP_DT_F32, dw->p, FP_DT_F32, g->data, rd, fp_tensor_count(dw), 0, be->stream);
+}
+
 static fp_dims flat(fp_dims d)
 {
     fp_dims f = {d.n, 1, 1, d.h * d.w * d.c};
@@ -50,18 +139,11 @@ int fp_bcu_conv_forward(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor w, c
                         fp_dtype compute)
 {
     TRY(fp_backend_conv_check("conv_forward", &x, &y, &w, p, FP_BACKEND_ANY, compute));
-    int rc, tf = compute == FP_DT_TF32;
-    fp_dtype rd = run_dt(compute);
-    fp_cudnn *d = fp_bcu_ctx(be, compute, &rc);
-    if (!d)
-        return rc;
-    fp_dtensor xs = fp_bcu_as(be, &x, rd, tf, FP_BCU_A, &rc);
-    TRY(rc);
-    fp_dtensor ws = fp_bcu_as(be, &w, rd, tf && fp_bcu_is16(w.dt), FP_BCU_W, &rc);
-    TRY(rc);
-    fp_dtensor ys = y.dt == rd ? fp_bcu_dt(&y) : staged(be, y.d, rd, FP_BCU_OUT, &rc);
-    TRY(rc);
-    TRY(fp_cudnn_conv_forward(d, &ys, &xs, &ws, p));
+    run_args r;
+    fp_dtensor ys;
+    TRY(stage_args(be, compute, &r, &x, NULL, &w, NULL));
+    TRY(out_for(be, &ys, &y, r.rd));
+    TRY(fp_cudnn_conv_forward(r.d, &ys, &r.a, &r.w, p));
     return finish_out(be, &y, &ys);
 }
 
@@ -69,52 +151,27 @@ int fp_bcu_conv_backward_data(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_ten
                               fp_dtype compute, int accumulate)
 {
     TRY(fp_backend_conv_check("conv_backward_data", &dx, &dy, &w, p, FP_BACKEND_ANY, compute));
-    int rc, tf = compute == FP_DT_TF32;
-    fp_dtype rd = run_dt(compute);
-    fp_cudnn *d = fp_bcu_ctx(be, compute, &rc);
-    if (!d)
-        return rc;
-    fp_dtensor dys = fp_bcu_as(be, &dy, rd, tf, FP_BCU_A, &rc);
-    TRY(rc);
-    fp_dtensor ws = fp_bcu_as(be, &w, rd, tf && fp_bcu_is16(w.dt), FP_BCU_W, &rc);
-    TRY(rc);
-    if (dx.dt == FP_DT_F32 && rd == FP_DT_F32) {   /* cuDNN's beta = 1 straight into dx */
-        if (!accumulate)
-            TRY(zero_t(be, &dx));
-        fp_dtensor dxs = fp_bcu_dt(&dx);
-        return fp_cudnn_conv_backward_data(d, &dxs, &dys, &ws, p);
-    }
-    fp_dtensor tmp = fp_bcu_zeroed(be, dx.d, rd, FP_BCU_OUT, &rc);
-    TRY(rc);
-    TRY(fp_cudnn_conv_backward_data(d, &tmp, &dys, &ws, p));
-    return fp_bcu_land_grad(be, &dx, &tmp, accumulate);
+    run_args r;
+    fp_dtensor g;
+    TRY(stage_args(be, compute, &r, &dy, NULL, &w, NULL));
+    TRY(grad_begin(be, &g, &dx, dx.d, r.rd, accumulate));
+    TRY(fp_cudnn_conv_backward_data(r.d, &g, &r.a, &r.w, p));
+    return grad_end(be, &dx, &g, accumulate);
 }
 
 int fp_bcu_conv_backward_weights(fp_backend *be, fp_tensor dw, fp_tensor dy, fp_tensor x, const fp_conv_params *p,
                                  fp_dtype compute)
 {
     TRY(fp_backend_conv_check("conv_backward_weights", &x, &dy, &dw, p, FP_BACKEND_F32, compute));
-    int rc, tf = compute == FP_DT_TF32;
-    fp_dtype rd = run_dt(compute);
-    fp_cudnn *d = fp_bcu_ctx(be, compute, &rc);
-    if (!d)
-        return rc;
-    fp_dtensor dys = fp_bcu_as(be, &dy, rd, tf, FP_BCU_A, &rc);
-    TRY(rc);
-    fp_dtensor xs = fp_bcu_as(be, &x, rd, tf, FP_BCU_B, &rc);
-    TRY(rc);
-    if (rd == FP_DT_F32) {
-        fp_dtensor dws = fp_bcu_dt(&dw);
-        return fp_cudnn_conv_backward_filter(d, &dws, &dys, &xs, p);
-    }
-    /* the gradient of the 16-bit weight copy, rounded (cuDNN's 16-bit output), lands in fp32 */
-    fp_dtensor tmp = fp_bcu_zeroed(be, dw.d, rd, FP_BCU_OUT, &rc);
-    TRY(rc);
-    TRY(fp_cudnn_conv_backward_filter(d, &tmp, &dys, &xs, p));
-    return fp_cbk_add(dw.p, FP_DT_F32, dw.p, FP_DT_F32, tmp.data, rd, fp_tensor_count(&dw), 0, be->stream);
+    run_args r;
+    fp_dtensor g;
+    TRY(stage_args(be, compute, &r, &dy, &x, NULL, NULL));
+    TRY(wgrad_begin(be, &g, &dw, r.rd, FP_BCU_OUT));
+    TRY(fp_cudnn_conv_backward_filter(r.d, &g, &r.a, &r.b, p));
+    return wgrad_end(be, &dw, &g, r.rd);
 }
 
-/* ---------------------------------------------------------------- batchnorm */
+/* ---------------------------------------------------------------- batchnorm (in x's format, fp32 math) */
 
 int fp_bcu_bn_forward_train(fp_backend *be, fp_tensor y, fp_tensor save, fp_tensor running_mean,
                             fp_tensor running_var, fp_tensor x, fp_tensor gamma, fp_tensor beta,
@@ -123,13 +180,10 @@ int fp_bcu_bn_forward_train(fp_backend *be, fp_tensor y, fp_tensor save, fp_tens
     const char *op = "bn_forward_train";
     TRY(fp_backend_bn_check(op, &y, &x, &gamma, &beta, &running_mean, &running_var, 1, p));
     TRY(fp_backend_vec_check(op, "save", &save, 2 * x.d.c, 1));
-    int rc;
-    fp_cudnn *d = fp_bcu_ctx(be, FP_DT_F32, &rc);
-    if (!d)
-        return rc;
-    fp_dtensor xs = fp_bcu_dt(&x);
-    fp_dtensor ys = y.dt == x.dt ? fp_bcu_dt(&y) : staged(be, y.d, x.dt, FP_BCU_OUT, &rc);
-    TRY(rc);
+    fp_cudnn *d;
+    fp_dtensor xs = fp_bcu_dt(&x), ys;
+    TRY(ctx_for(be, FP_DT_F32, &d));
+    TRY(out_for(be, &ys, &y, x.dt));
     float *sv = save.p;
     TRY(fp_cudnn_bn_forward_train(d, &ys, sv, sv ? sv + x.d.c : NULL, running_mean.p, running_var.p, &xs, gamma.p,
                                   beta.p, p));
@@ -140,13 +194,10 @@ int fp_bcu_bn_forward_eval(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor g
                            fp_tensor running_mean, fp_tensor running_var, const fp_bn_params *p)
 {
     TRY(fp_backend_bn_check("bn_forward_eval", &y, &x, &gamma, &beta, &running_mean, &running_var, 0, p));
-    int rc;
-    fp_cudnn *d = fp_bcu_ctx(be, FP_DT_F32, &rc);
-    if (!d)
-        return rc;
-    fp_dtensor xs = fp_bcu_dt(&x);
-    fp_dtensor ys = y.dt == x.dt ? fp_bcu_dt(&y) : staged(be, y.d, x.dt, FP_BCU_OUT, &rc);
-    TRY(rc);
+    fp_cudnn *d;
+    fp_dtensor xs = fp_bcu_dt(&x), ys;
+    TRY(ctx_for(be, FP_DT_F32, &d));
+    TRY(out_for(be, &ys, &y, x.dt));
     TRY(fp_cudnn_bn_forward_eval(d, &ys, &xs, gamma.p, beta.p, running_mean.p, running_var.p, p));
     return finish_out(be, &y, &ys);
 }
@@ -156,27 +207,17 @@ int fp_bcu_bn_backward(fp_backend *be, fp_tensor dx, fp_tensor dgamma, fp_tensor
 {
     const char *op = "bn_backward";
     TRY(fp_backend_bn_backward_check(op, &dx, &dgamma, &dbeta, &dy, &x, &gamma, &save));
-    int rc;
-    fp_cudnn *d = fp_bcu_ctx(be, FP_DT_F32, &rc);
-    if (!d)
-        return rc;
-    fp_dtensor xs = fp_bcu_dt(&x);
-    fp_dtensor dys = fp_bcu_as(be, &dy, x.dt, 0, FP_BCU_A, &rc);
-    TRY(rc);
+    fp_cudnn *d;
+    fp_dtensor xs = fp_bcu_dt(&x), dys, g;
+    TRY(ctx_for(be, FP_DT_F32, &d));
+    TRY(operand(be, &dys, &dy, x.dt, 0, FP_BCU_A));
     /* backward reads the saved inverse std (which holds the forward's eps); cuDNN still wants an eps >=
      * CUDNN_BN_MIN_EPSILON "as in forward": PyTorch's default stands in (not used with saved stats) */
     fp_bn_params bp = {0.1f, 1e-5f};
     const float *sv = save.p;
-    if (dx.p && dx.dt == FP_DT_F32 && x.dt == FP_DT_F32) {
-        if (!accumulate)
-            TRY(zero_t(be, &dx));
-        fp_dtensor dxs = fp_bcu_dt(&dx);
-        return fp_cudnn_bn_backward(d, &dxs, dgamma.p, dbeta.p, &dys, &xs, gamma.p, sv, sv + x.d.c, &bp);
-    }
-    fp_dtensor tmp = fp_bcu_zeroed(be, x.d, x.dt, FP_BCU_OUT, &rc);
-    TRY(rc);
-    TRY(fp_cudnn_bn_backward(d, &tmp, dgamma.p, dbeta.p, &dys, &xs, gamma.p, sv, sv + x.d.c, &bp));
-    return dx.p ? fp_bcu_land_grad(be, &dx, &tmp, accumulate) : FP_OK;
+    TRY(grad_begin(be, &g, &dx, x.d, x.dt, accumulate));   /* a checked dx has x's dims */
+    TRY(fp_cudnn_bn_backward(d, &g, dgamma.p, dbeta.p, &dys, &xs, gamma.p, sv, sv + x.d.c, &bp));
+    return grad_end(be, &dx, &g, accumulate);
 }
 
 /* ---------------------------------------------------------------- pools */
@@ -210,29 +251,17 @@ int fp_bcu_avgpool_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, int accu
                                    accumulate, be->stream);
 }
 
-/* ---------------------------------------------------------------- linear */
+/* ---------------------------------------------------------------- linear (x flattened per image) */
 
 int fp_bcu_linear_forward(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor w, fp_tensor b, fp_dtype compute)
 {
     TRY(fp_backend_linear_check("linear_forward", &x, &y, &w, &b, FP_BACKEND_ANY, compute));
-    int rc, tf = compute == FP_DT_TF32;
-    fp_dtype rd = run_dt(compute);
-    fp_cudnn *d = fp_bcu_ctx(be, compute, &rc);
-    if (!d)
-        return rc;
-    fp_dtensor xs = fp_bcu_as(be, &x, rd, tf, FP_BCU_A, &rc);
-    TRY(rc);
-    xs.dims = flat(x.d);
-    fp_dtensor ws = fp_bcu_as(be, &w, rd, tf && fp_bcu_is16(w.dt), FP_BCU_W, &rc);
-    TRY(rc);
-    fp_dtensor bs = {0};
-    if (b.p) {
-        bs = fp_bcu_as(be, &b, rd, tf && fp_bcu_is16(b.dt), FP_BCU_B2, &rc);
-        TRY(rc);
-    }
-    fp_dtensor ys = y.dt == rd ? fp_bcu_dt(&y) : staged(be, y.d, rd, FP_BCU_OUT, &rc);
-    TRY(rc);
-    TRY(fp_cudnn_linear_forward(d, &ys, &xs, &ws, b.p ? &bs : NULL));
+    run_args r;
+    fp_dtensor ys;
+    TRY(stage_args(be, compute, &r, &x, NULL, &w, &b));
+    r.a.dims = flat(x.d);
+    TRY(out_for(be, &ys, &y, r.rd));
+    TRY(fp_cudnn_linear_forward(r.d, &ys, &r.a, &r.w, b.p ? &r.bias : NULL));
     return finish_out(be, &y, &ys);
 }
 
@@ -241,27 +270,13 @@ int fp_bcu_linear_backward_data(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_t
 {
     fp_tensor nob = {0};
     TRY(fp_backend_linear_check("linear_backward_data", &dx, &dy, &w, &nob, FP_BACKEND_ANY, compute));
-    int rc, tf = compute == FP_DT_TF32;
-    fp_dtype rd = run_dt(compute);
-    fp_cudnn *d = fp_bcu_ctx(be, compute, &rc);
-    if (!d)
-        return rc;
-    fp_dtensor dys = fp_bcu_as(be, &dy, rd, tf, FP_BCU_A, &rc);
-    TRY(rc);
-    fp_dtensor ws = fp_bcu_as(be, &w, rd, tf && fp_bcu_is16(w.dt), FP_BCU_W, &rc);
-    TRY(rc);
+    run_args r;
+    fp_dtensor g;
+    TRY(stage_args(be, compute, &r, &dy, NULL, &w, NULL));
+    TRY(grad_begin(be, &g, &dx, flat(dx.d), r.rd, accumulate));
     /* x only carries the shape for dx alone: dx's own view stands in for it */
-    if (dx.dt == FP_DT_F32 && rd == FP_DT_F32) {
-        if (!accumulate)
-            TRY(zero_t(be, &dx));
-        fp_dtensor dxs = fp_bcu_dt(&dx);
-        dxs.dims = flat(dx.d);
-        return fp_cudnn_linear_backward(d, &dxs, NULL, NULL, &dys, &dxs, &ws);
-    }
-    fp_dtensor tmp = fp_bcu_zeroed(be, flat(dx.d), rd, FP_BCU_OUT, &rc);
-    TRY(rc);
-    TRY(fp_cudnn_linear_backward(d, &tmp, NULL, NULL, &dys, &tmp, &ws));
-    return fp_bcu_land_grad(be, &dx, &tmp, accumulate);
+    TRY(fp_cudnn_linear_backward(r.d, &g, NULL, NULL, &r.a, &g, &r.w));
+    return grad_end(be, &dx, &g, accumulate);
 }
 
 int fp_bcu_linear_backward_weights(fp_backend *be, fp_tensor dw, fp_tensor db, fp_tensor dy, fp_tensor x,
@@ -271,31 +286,14 @@ int fp_bcu_linear_backward_weights(fp_backend *be, fp_tensor dw, fp_tensor db, f
     TRY(fp_backend_linear_check(op, &x, &dy, &dw, &db, FP_BACKEND_F32, compute));
     TRY(fp_backend_check(op, "w", &w, FP_BACKEND_ANY, 0));
     TRY(fp_backend_same_dims(op, "w", &w, "dw", &dw));
-    int rc, tf = compute == FP_DT_TF32;
-    fp_dtype rd = run_dt(compute);
-    fp_cudnn *d = fp_bcu_ctx(be, compute, &rc);
-    if (!d)
-        return rc;
-    fp_dtensor dys = fp_bcu_as(be, &dy, rd, tf, FP_BCU_A, &rc);
-    TRY(rc);
-    fp_dtensor xs = fp_bcu_as(be, &x, rd, tf, FP_BCU_B, &rc);
-    TRY(rc);
-    xs.dims = flat(x.d);
-    fp_dtensor ws = fp_bcu_as(be, &w, rd, tf && fp_bcu_is16(w.dt), FP_BCU_W, &rc);
-    TRY(rc);
-    if (rd == FP_DT_F32) {
-        fp_dtensor dws = fp_bcu_dt(&dw), dbs = fp_bcu_dt(&db);
-        return fp_cudnn_linear_backward(d, NULL, &dws, db.p ? &dbs : NULL, &dys, &xs, &ws);
-    }
-    /* weight and bias gradients of the 16-bit copies, rounded (cuBLAS's 16-bit outputs), land in fp32 */
-    fp_dtensor tw = fp_bcu_zeroed(be, dw.d, rd, FP_BCU_OUT, &rc), tb = {0};
-    TRY(rc);
-    if (db.p) {
-        tb = fp_bcu_zeroed(be, db.d, rd, FP_BCU_OUT2, &rc);
-        TRY(rc);
-    }
-    TRY(fp_cudnn_linear_backward(d, NULL, &tw, db.p ? &tb : NULL, &dys, &xs, &ws));
-    TRY(fp_cbk_add(dw.p, FP_DT_F32, dw.p, FP_DT_F32, tw.data, rd, fp_tensor_count(&dw), 0, be->stream));
-    return db.p ? fp_cbk_add(db.p, FP_DT_F32, db.p, FP_DT_F32, tb.data, rd, fp_tensor_count(&db), 0, be->stream)
-                : FP_OK;
+    run_args r;
+    fp_dtensor gw, gb = {0};
+    TRY(stage_args(be, compute, &r, &dy, &x, &w, NULL));
+    r.b.dims = flat(x.d);
+    TRY(wgrad_begin(be, &gw, &dw, r.rd, FP_BCU_OUT));
+    if (db.p)
+        TRY(wgrad_begin(be, &gb, &db, r.rd, FP_BCU_OUT2));
+    TRY(fp_cudnn_linear_backward(r.d, NULL, &gw, db.p ? &gb : NULL, &r.a, &r.b, &r.w));
+    TRY(wgrad_end(be, &dw, &gw, r.rd));
+    return db.p ? wgrad_end(be, &db, &gb, r.rd) : FP_OK;
 }

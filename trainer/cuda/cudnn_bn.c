@@ -50,6 +50,21 @@ static int is_not_supported(cudnnStatus_t s)
     return CUDNN_STATUS_CATEGORY(s) == CUDNN_STATUS_NOT_SUPPORTED;
 }
 
+/* The legacy training call's status s in mode: 1 when persistent mode was refused (NOT_SUPPORTED: the
+ * context switches to SPATIAL for good) and the caller retries; else 0 with *rc FP_OK or the failure. */
+static int legacy_retry(fp_cudnn *d, cudnnBatchNormMode_t mode, cudnnStatus_t s, const char *op, int *rc)
+{
+    *rc = FP_OK;
+    if (s == CUDNN_STATUS_SUCCESS)
+        return 0;
+    if (mode == CUDNN_BATCHNORM_SPATIAL_PERSISTENT && is_not_supported(s)) {
+        d->bn_persistent_broken = 1;
+        return 1;
+    }
+    *rc = fpc_fail_cudnn(d, s, op);
+    return 0;
+}
+
 /* The Ex forward / backward (bnOps BN: no fused activation, no z): *ran is 1 when cuDNN did it, 0 when the
  * caller must use the legacy call (the Ex calls are refused, want reserve space, or no workspace fits). */
 
@@ -169,13 +184,8 @@ int fp_cudnn_bn_forward_train(fp_cudnn *d, const fp_dtensor *y, float *save_mean
         cudnnStatus_t s = cudnnBatchNormalizationForwardTraining(
             d->dnn, mode, &one, &zero, d->td[0], x->data, d->td[1], y->data, d->td[2], gamma, beta,
             (double)p->momentum, running_mean, running_var, (double)p->eps, save_mean, save_invstd);
-        if (s == CUDNN_STATUS_SUCCESS)
-            return FP_OK;
-        if (mode == CUDNN_BATCHNORM_SPATIAL_PERSISTENT && is_not_supported(s)) {
-            d->bn_persistent_broken = 1;
-            continue;
-        }
-        return fpc_fail_cudnn(d, s, op);
+        if (!legacy_retry(d, mode, s, op, &rc))
+            return rc;
     }
 }
 
@@ -236,12 +246,7 @@ int fp_cudnn_bn_backward(fp_cudnn *d, const fp_dtensor *dx, float *dgamma, float
         cudnnStatus_t s = cudnnBatchNormalizationBackward(d->dnn, mode, &one, &one, &one, &one, d->td[0], x->data,
                                                           d->td[1], dy->data, d->td[3], dx->data, d->td[2], gamma,
                                                           dgamma, dbeta, (double)p->eps, save_mean, save_invstd);
-        if (s == CUDNN_STATUS_SUCCESS)
-            return FP_OK;
-        if (mode == CUDNN_BATCHNORM_SPATIAL_PERSISTENT && is_not_supported(s)) {
-            d->bn_persistent_broken = 1;
-            continue;
-        }
-        return fpc_fail_cudnn(d, s, op);
+        if (!legacy_retry(d, mode, s, op, &rc))
+            return rc;
     }
 }

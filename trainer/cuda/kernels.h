@@ -120,6 +120,21 @@ struct fp_seg_group {
     int count;
 };
 
+/* Fills g with the next non-empty segments of segs (at most FP_SEG_GROUP) from *i on, advancing *i past
+ * them; returns the largest n among them (g->count 0: none left). */
+static inline size_t fp_seg_group_next(fp_seg_group *g, const fp_cuda_segment *segs, size_t nseg, size_t *i)
+{
+    size_t most = 0;
+    g->count = 0;
+    for (; *i < nseg && g->count < FP_SEG_GROUP; (*i)++) {
+        if (!segs[*i].n)
+            continue;
+        g->s[g->count++] = segs[*i];
+        most = segs[*i].n > most ? segs[*i].n : most;
+    }
+    return most;
+}
+
 /* Block-wide sums / maxima over FP_CUDA_THREADS threads; every thread gets the result. `sh` is
  * shared scratch of FP_CUDA_THREADS / 32 elements; the call contains __syncthreads. Sums add lanes
  * in a fixed tree, so a given launch configuration always adds in the same order. */

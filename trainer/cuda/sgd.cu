@@ -77,19 +77,11 @@ extern "C" int fp_cuda_sgd_step(const fp_cuda_segment *segs, size_t nseg, double
     int rc = FP_OK;
     size_t i = 0;
     while (rc == FP_OK && i < nseg) {
-        g.count = 0;
-        size_t most = 0;
-        for (; i < nseg && g.count < FP_SEG_GROUP; i++) {
-            if (!segs[i].n)
-                continue;
-            g.s[g.count] = segs[i];
-            if (momentum == 0)
-                g.s[g.count].momentum = NULL;   /* plain SGD keeps no state, as optim.c */
-            most = segs[i].n > most ? segs[i].n : most;
-            g.count++;
-        }
+        size_t most = fp_seg_group_next(&g, segs, nseg, &i);
         if (!g.count)
             break;
+        for (int k = 0; momentum == 0 && k < g.count; k++)
+            g.s[k].momentum = NULL;   /* plain SGD keeps no state, as optim.c */
         sgd_kernel<<<fp_cuda_grid(most, 1024), FP_CUDA_THREADS, 0, st>>>(g, a);
         rc = fp_cuda_check_launch("sgd step");
     }
