@@ -1,6 +1,7 @@
-/* main.c — the fp16probe command: global options (--help, --version) and dispatch to the
- * subcommand table of commands.c. Nothing else lives here. */
+/* main.c — the fp16probe command: global options (--help, --version), the process-wide signal
+ * dispositions, and dispatch to the subcommand table of commands.c. Nothing else lives here. */
 #include "config.h"
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +41,9 @@ static void list_commands(FILE *to)
 
 int main(int argc, char **argv)
 {
+    /* A write past `ulimit -f` fails with EFBIG (the store and the reports say "file size limit") instead of
+     * killing the process silently with runs left `running` and temporary files behind. */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -3,6 +3,7 @@
  * migration when writing. Promise: a refused file is never created or modified; errors name it. */
 #include "store_db.h"
 #include <errno.h>
+#include <sys/resource.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +30,31 @@ int fp_store_writer_gone(int64_t pid, const char *host)
     return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
+/* Why a write failed, as far as it can be told: SQLite does not always keep the system's errno (a write
+ * past `ulimit -f` fails with EFBIG, and by the time the error is recorded errno may be another call's), so
+ * the file size limit is also recognised by the database or its WAL having reached it. */
+static const char *io_cause(sqlite3 *db, const char *path)
+{
+    int e = db ? sqlite3_system_errno(db) : 0;
+    if (e == ENOSPC)
+        return "the disk is full";
+    if (e == EDQUOT)
+        return "the disk quota is exceeded";
+    struct rlimit rl;
+    if (e == EFBIG || (path && getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)) {
+        for (int i = 0; e != EFBIG && i < 2; i++) {
+            char side[PATH_MAX + 8];
+            struct stat st;
+            snprintf(side, sizeof side, "%s%s", path, i ? "-wal" : "");
+            if (stat(side, &st) == 0 && (rlim_t)st.st_size + 65536 >= rl.rlim_cur)
+                e = EFBIG;
+        }
+        if (e == EFBIG)
+            return "the file size limit (ulimit -f) was reached";
+    }
+    return "I/O error";
+}
+
 int fp_store_sqlite_fail(sqlite3 *db, int rc, const char *path, const char *doing)
 {
     int code = FP_EINTERNAL;
@@ -37,7 +63,10 @@ int fp_store_sqlite_fail(sqlite3 *db, int rc, const char *path, const char *doin
     case SQLITE_NOTADB: code = FP_EFORMAT; what = "not an fp16probe database (not an SQLite file)"; break;
     case SQLITE_CORRUPT: code = FP_EFORMAT; what = "the database is corrupt"; break;
     case SQLITE_FULL: code = FP_EIO; what = "the disk is full (or the file size limit was reached)"; break;
-    case SQLITE_IOERR: code = FP_EIO; what = "I/O error"; break;
+    case SQLITE_IOERR:   /* say what the system said when it is one a user can act on */
+        code = FP_EIO;
+        what = io_cause(db, path);
+        break;
     case SQLITE_READONLY: code = FP_EIO; what = "the file or its directory is read-only"; break;
     case SQLITE_CANTOPEN: code = FP_EIO; what = "cannot open the file"; break;
     case SQLITE_PERM: code = FP_EIO; what = "permission denied"; break;
