@@ -3,7 +3,8 @@
 # fp16probe_SOURCES, so it must be included after cli/cli.mk).
 lib_libfp_a_SOURCES += lib/store.h lib/store_reader.h lib/store_db.h lib/store_queue.h \
 	lib/store_schema.c lib/store_open.c lib/store_queue.c lib/store_writer.c lib/store_signal.c \
-	lib/store_reader.c lib/store_csv.c lib/store_reader_report.c
+	lib/store_reader.c lib/store_csv.c lib/store_reader_report.c \
+	lib/store_columns.c lib/store_columns.h
 
 STORE_TEST_UTIL = tests/store_testutil.c tests/store_testutil.h
 STORE_TESTS = tests/test_store_open tests/test_store_writer tests/test_store_reader \

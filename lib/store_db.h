@@ -51,11 +51,12 @@ const char *fp_store_hostname(void);
 /* 1 when a writer recorded as (pid, host) has certainly gone: same host and no such process. */
 int fp_store_writer_gone(int64_t pid, const char *host);
 
-
 /* ---- reader internals shared with store_csv.c (store_reader.c) ---- */
 struct fp_reader;
 sqlite3 *fp_reader_db(struct fp_reader *r);
 int fp_reader_begin(struct fp_reader *r);           /* BEGIN a short read transaction */
+/* fp_store_sqlite_fail for the reader's connection and file. */
+int fp_reader_fail(struct fp_reader *r, int rc, const char *doing);
 int fp_reader_end(struct fp_reader *r, int rc);     /* COMMIT (or ROLLBACK when rc != FP_OK); returns rc */
 /* FP_OK when the run exists; else FP_EINVAL "FILE: no run ID" (inside a transaction). */
 int fp_reader_check_run(struct fp_reader *r, int64_t run);

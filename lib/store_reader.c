@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "clock.h"
 #include "error.h"
 #include "store.h"
+#include "store_columns.h"
 #include "store_db.h"
 
 enum { Q_STEPS_SINCE, Q_LAYER_TIMES, Q_LAYERS, Q_RUN_STEPS, Q_RUN_LAST, Q_COUNT };
@@ -97,7 +97,7 @@ sqlite3 *fp_reader_db(fp_reader_t *r)
     return r->db;
 }
 
-static int fail(fp_reader_t *r, int rc, const char *doing)
+int fp_reader_fail(fp_reader_t *r, int rc, const char *doing)
 {
     return fp_store_sqlite_fail(r->db, rc, r->path, doing);
 }
@@ -130,42 +130,12 @@ static int cached(fp_reader_t *r, int which, sqlite3_stmt **st)
     if (!r->q[which]) {
         int rc = sqlite3_prepare_v3(r->db, query_sql[which], -1, SQLITE_PREPARE_PERSISTENT, &r->q[which], NULL);
         if (rc != SQLITE_OK)
-            return fail(r, rc, "preparing a query");
+            return fp_reader_fail(r, rc, "preparing a query");
     }
     sqlite3_reset(r->q[which]);
     sqlite3_clear_bindings(r->q[which]);
     *st = r->q[which];
     return FP_OK;
-}
-
-/* Grow *arr to hold n + 1 elements of size sz. */
-static int reserve(void **arr, size_t *cap, size_t n, size_t sz)
-{
-    if (n < *cap)
-        return FP_OK;
-    size_t nc = *cap ? *cap * 2 : 64;
-    void *a = realloc(*arr, nc * sz);
-    if (!a)
-        return fp_fail(FP_ENOMEM, "reader: out of memory");
-    *arr = a;
-    *cap = nc;
-    return FP_OK;
-}
-
-static void col_text(sqlite3_stmt *st, int i, char *dst, size_t cap)
-{
-    const unsigned char *t = sqlite3_column_text(st, i);
-    snprintf(dst, cap, "%s", t ? (const char *)t : "");
-}
-
-static int64_t col_i64_na(sqlite3_stmt *st, int i)
-{
-    return sqlite3_column_type(st, i) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, i);
-}
-
-static double col_dbl_na(sqlite3_stmt *st, int i)
-{
-    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
 }
 
 /* ---------------------------------------------------------------- sessions and runs */
@@ -183,18 +153,18 @@ int fp_reader_sessions(fp_reader_t *r, fp_session_row_t **rows, size_t *n)
                                  " (SELECT count(*) FROM runs WHERE session = s.id) FROM sessions s ORDER BY s.id",
                                  -1, &st, NULL);
     while ((src == SQLITE_OK || src == SQLITE_ROW) && (src = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((rc = reserve((void **)rows, &cap, *n, sizeof **rows)) != FP_OK)
+        if ((rc = fp_rows_reserve((void **)rows, &cap, *n, sizeof **rows)) != FP_OK)
             break;
         fp_session_row_t *s = &(*rows)[(*n)++];
         s->id = sqlite3_column_int64(st, 0);
-        col_text(st, 1, s->name, sizeof s->name);
-        col_text(st, 2, s->host, sizeof s->host);
-        s->start = col_i64_na(st, 3);
-        s->end = col_i64_na(st, 4);
+        fp_col_text(st, 1, s->name, sizeof s->name);
+        fp_col_text(st, 2, s->host, sizeof s->host);
+        s->start = fp_col_i64(st, 3);
+        s->end = fp_col_i64(st, 4);
         s->runs = sqlite3_column_int64(st, 5);
     }
     if (rc == FP_OK && src != SQLITE_DONE)
-        rc = fail(r, src, "listing sessions");
+        rc = fp_reader_fail(r, src, "listing sessions");
     sqlite3_finalize(st);
     rc = fp_reader_end(r, rc);
     if (rc != FP_OK) {
@@ -214,30 +184,23 @@ static int fill_run(fp_reader_t *r, sqlite3_stmt *st, fp_run_row_t *row, int wit
     memset(row, 0, sizeof *row);
     row->id = sqlite3_column_int64(st, 0);
     row->session = sqlite3_column_int64(st, 1);
-    row->ref_run = col_i64_na(st, 2);
+    row->ref_run = fp_col_i64(st, 2);
     char *texts[] = {row->arm, row->model, row->policy, row->device, row->host, row->dataset, row->optimizer};
     size_t caps[] = {sizeof row->arm, sizeof row->model, sizeof row->policy, sizeof row->device,
                      sizeof row->host, sizeof row->dataset, sizeof row->optimizer};
     for (int i = 0; i < 7; i++)
-        col_text(st, 3 + i, texts[i], caps[i]);
-    row->batch_size = col_i64_na(st, 10);
-    row->image_size = col_i64_na(st, 11);
+        fp_col_text(st, 3 + i, texts[i], caps[i]);
+    row->batch_size = fp_col_i64(st, 10);
+    row->image_size = fp_col_i64(st, 11);
     row->seed = sqlite3_column_int64(st, 12);
-    row->start = col_i64_na(st, 13);
-    row->end = col_i64_na(st, 14);
-    row->heartbeat = col_i64_na(st, 15);
-    col_text(st, 16, row->status, sizeof row->status);
-    col_text(st, 17, row->failure, sizeof row->failure);
-    if (strcmp(row->status, "running") == 0) {
-        if (fp_store_writer_gone(sqlite3_column_int64(st, 18), (const char *)sqlite3_column_text(st, 19))) {
-            snprintf(row->status, sizeof row->status, "interrupted");
-            snprintf(row->failure, sizeof row->failure, "writer process %lld is gone",
-                     (long long)sqlite3_column_int64(st, 18));
-            row->stale = 1;
-        } else if (row->heartbeat >= 0 && fp_clock_wall_ns() - row->heartbeat > FP_STORE_STALE_NS) {
-            row->stale = 1;
-        }
-    }
+    row->start = fp_col_i64(st, 13);
+    row->end = fp_col_i64(st, 14);
+    row->heartbeat = fp_col_i64(st, 15);
+    fp_col_text(st, 16, row->status, sizeof row->status);
+    fp_col_text(st, 17, row->failure, sizeof row->failure);
+    row->stale = fp_run_liveness(row->status, sizeof row->status, row->failure, sizeof row->failure,
+                                 sqlite3_column_int64(st, 18), (const char *)sqlite3_column_text(st, 19),
+                                 row->heartbeat);
     if (!with_steps) {   /* metadata only: no pass over the run's steps */
         row->steps = row->last_step = -1;
         row->last_loss = NAN;
@@ -250,17 +213,17 @@ static int fill_run(fp_reader_t *r, sqlite3_stmt *st, fp_run_row_t *row, int wit
     sqlite3_bind_int64(q, 1, row->id);
     int src = sqlite3_step(q);
     if (src != SQLITE_ROW)
-        return fail(r, src, "counting steps");
+        return fp_reader_fail(r, src, "counting steps");
     row->steps = sqlite3_column_int64(q, 0);
-    row->last_step = col_i64_na(q, 1);
+    row->last_step = fp_col_i64(q, 1);
     sqlite3_reset(q);
     if ((rc = cached(r, Q_RUN_LAST, &q)) != FP_OK)
         return rc;
     sqlite3_bind_int64(q, 1, row->id);
     src = sqlite3_step(q);
     if (src != SQLITE_ROW && src != SQLITE_DONE)
-        return fail(r, src, "reading the last loss");
-    row->last_loss = src == SQLITE_ROW ? col_dbl_na(q, 0) : NAN;
+        return fp_reader_fail(r, src, "reading the last loss");
+    row->last_loss = src == SQLITE_ROW ? fp_col_dbl(q, 0) : NAN;
     sqlite3_reset(q);
     return FP_OK;
 }
@@ -278,14 +241,14 @@ static int query_runs(fp_reader_t *r, const char *sql, int64_t arg, int with_ste
     if (src == SQLITE_OK)
         sqlite3_bind_int64(st, 1, arg);
     while ((src == SQLITE_OK || src == SQLITE_ROW) && (src = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((rc = reserve((void **)rows, &cap, *n, sizeof **rows)) != FP_OK)
+        if ((rc = fp_rows_reserve((void **)rows, &cap, *n, sizeof **rows)) != FP_OK)
             break;
         if ((rc = fill_run(r, st, &(*rows)[*n], with_steps)) != FP_OK)
             break;
         (*n)++;
     }
     if (rc == FP_OK && src != SQLITE_DONE)
-        rc = fail(r, src, "listing runs");
+        rc = fp_reader_fail(r, src, "listing runs");
     sqlite3_finalize(st);
     rc = fp_reader_end(r, rc);
     if (rc != FP_OK) {
@@ -341,7 +304,7 @@ int fp_reader_check_run(fp_reader_t *r, int64_t run)
         return FP_OK;
     if (src == SQLITE_DONE)
         return fp_fail(FP_EINVAL, "%s: no run %lld", r->path, (long long)run);
-    return fail(r, src, "looking up a run");
+    return fp_reader_fail(r, src, "looking up a run");
 }
 
 /* ---------------------------------------------------------------- steps */
@@ -363,25 +326,25 @@ int fp_reader_steps_since(fp_reader_t *r, int64_t run, int64_t after_step, size_
     sqlite3_bind_int64(st, 3, limit ? (sqlite3_int64)limit : -1);
     int src;
     while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((rc = reserve((void **)rows, &cap, *n, sizeof **rows)) != FP_OK)
+        if ((rc = fp_rows_reserve((void **)rows, &cap, *n, sizeof **rows)) != FP_OK)
             break;
         fp_step_row_t *s = &(*rows)[(*n)++];
         s->step = sqlite3_column_int64(st, 0);
-        s->loss = col_dbl_na(st, 1);
-        s->loss_scale = col_dbl_na(st, 2);
-        s->lr = col_dbl_na(st, 3);
-        s->samples_per_s = col_dbl_na(st, 4);
-        s->energy_j = col_dbl_na(st, 5);
-        s->power_w = col_dbl_na(st, 6);
+        s->loss = fp_col_dbl(st, 1);
+        s->loss_scale = fp_col_dbl(st, 2);
+        s->lr = fp_col_dbl(st, 3);
+        s->samples_per_s = fp_col_dbl(st, 4);
+        s->energy_j = fp_col_dbl(st, 5);
+        s->power_w = fp_col_dbl(st, 6);
         s->skipped = sqlite3_column_int(st, 7);
-        s->start = col_i64_na(st, 8);
-        s->end = col_i64_na(st, 9);
-        s->wall_ns = col_i64_na(st, 10);
-        s->mem_current = col_i64_na(st, 11);
-        s->mem_peak = col_i64_na(st, 12);
+        s->start = fp_col_i64(st, 8);
+        s->end = fp_col_i64(st, 9);
+        s->wall_ns = fp_col_i64(st, 10);
+        s->mem_current = fp_col_i64(st, 11);
+        s->mem_peak = fp_col_i64(st, 12);
     }
     if (rc == FP_OK && src != SQLITE_DONE)
-        rc = fail(r, src, "reading steps");
+        rc = fp_reader_fail(r, src, "reading steps");
     sqlite3_reset(st);
     rc = fp_reader_end(r, rc);
     if (rc != FP_OK) {
@@ -486,7 +449,7 @@ int fp_reader_layer_summary(fp_reader_t *r, int64_t run, int64_t step_lo, int64_
         int layer = sqlite3_column_int(st, 0), phase = sqlite3_column_int(st, 1);
         if (layer < 0 || phase < 0 || phase >= FP_PHASE_COUNT)
             continue;
-        if ((rc = reserve((void **)&v, &cap, nv, sizeof *v)) != FP_OK)
+        if ((rc = fp_rows_reserve((void **)&v, &cap, nv, sizeof *v)) != FP_OK)
             break;
         v[nv].group = (int64_t)layer * FP_PHASE_COUNT + phase;
         v[nv++].value = sqlite3_column_int64(st, 2);
@@ -512,7 +475,7 @@ int fp_reader_layer_summary(fp_reader_t *r, int64_t run, int64_t step_lo, int64_
         }
     }
     if (rc == FP_OK && src != SQLITE_DONE)
-        rc = fail(r, src, "reading layer times");
+        rc = fp_reader_fail(r, src, "reading layer times");
     sqlite3_reset(st);
     size_t used = (size_t)(max_layer + 1) * FP_PHASE_COUNT;
     if (rc == FP_OK && used > 0) {
@@ -543,12 +506,12 @@ int fp_reader_layer_summary(fp_reader_t *r, int64_t run, int64_t step_lo, int64_
             int layer = sqlite3_column_int(st, 0);
             for (size_t i = 0; i < *n; i++)
                 if ((*rows)[i].layer == layer) {
-                    col_text(st, 1, (*rows)[i].name, sizeof (*rows)[i].name);
-                    col_text(st, 2, (*rows)[i].type, sizeof (*rows)[i].type);
+                    fp_col_text(st, 1, (*rows)[i].name, sizeof (*rows)[i].name);
+                    fp_col_text(st, 2, (*rows)[i].type, sizeof (*rows)[i].type);
                 }
         }
         if (src != SQLITE_DONE)
-            rc = fail(r, src, "reading layer names");
+            rc = fp_reader_fail(r, src, "reading layer names");
         sqlite3_reset(st);
     }
     free(v);
@@ -585,7 +548,7 @@ int fp_reader_histograms(fp_reader_t *r, int64_t run, int layer, int64_t step, f
     }
     size_t cap = 0;
     while ((src == SQLITE_OK || src == SQLITE_ROW) && (src = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((rc = reserve((void **)rows, &cap, *n, sizeof **rows)) != FP_OK)
+        if ((rc = fp_rows_reserve((void **)rows, &cap, *n, sizeof **rows)) != FP_OK)
             break;
         fp_hist_row_t *h = &(*rows)[*n];
         h->step = sqlite3_column_int64(st, 0);
@@ -601,7 +564,7 @@ int fp_reader_histograms(fp_reader_t *r, int64_t run, int layer, int64_t step, f
         (*n)++;
     }
     if (rc == FP_OK && src != SQLITE_DONE)
-        rc = fail(r, src, "reading histograms");
+        rc = fp_reader_fail(r, src, "reading histograms");
     sqlite3_finalize(st);
     rc = fp_reader_end(r, rc);
     if (rc != FP_OK) {
@@ -693,19 +656,19 @@ int fp_reader_kernel_summary(fp_reader_t *r, int64_t run, int64_t step_lo, int64
                 while (slot_id[h] != -1)
                     h = (h + 1) & (nslots - 1);
             }
-            if ((rc = reserve((void **)&name_of, &gcap, ngroups, sizeof *name_of)) != FP_OK)
+            if ((rc = fp_rows_reserve((void **)&name_of, &gcap, ngroups, sizeof *name_of)) != FP_OK)
                 break;
             slot_id[h] = id;
             slot_group[h] = (int64_t)ngroups;
             name_of[ngroups++] = id;
         }
-        if ((rc = reserve((void **)&v, &cap, nv, sizeof *v)) != FP_OK)
+        if ((rc = fp_rows_reserve((void **)&v, &cap, nv, sizeof *v)) != FP_OK)
             break;
         v[nv].group = slot_group[h];
         v[nv++].value = sqlite3_column_int64(st, 1);
     }
     if (rc == FP_OK && src != SQLITE_DONE)
-        rc = fail(r, src, "reading kernels");
+        rc = fp_reader_fail(r, src, "reading kernels");
     sqlite3_finalize(st);
     st = NULL;
     if (rc == FP_OK && ngroups > 0) {
@@ -719,7 +682,7 @@ int fp_reader_kernel_summary(fp_reader_t *r, int64_t run, int64_t step_lo, int64
     if (rc == FP_OK && ngroups > 0) {
         src = sqlite3_prepare_v2(r->db, "SELECT value FROM StringIds WHERE id = ?1", -1, &st, NULL);
         if (src != SQLITE_OK)
-            rc = fail(r, src, "reading kernel names");
+            rc = fp_reader_fail(r, src, "reading kernel names");
     }
     int64_t grand = 0;
     for (size_t g = 0; rc == FP_OK && g < ngroups; g++)
@@ -738,11 +701,11 @@ int fp_reader_kernel_summary(fp_reader_t *r, int64_t run, int64_t step_lo, int64
         sqlite3_bind_int64(st, 1, name_of[g]);
         src = sqlite3_step(st);
         if (src == SQLITE_ROW)
-            col_text(st, 0, o->name, sizeof o->name);
+            fp_col_text(st, 0, o->name, sizeof o->name);
         else if (src == SQLITE_DONE)
             snprintf(o->name, sizeof o->name, "(unnamed)");
         else
-            rc = fail(r, src, "reading kernel names");
+            rc = fp_reader_fail(r, src, "reading kernel names");
     }
     sqlite3_finalize(st);
     if (rc == FP_OK) {

@@ -7,26 +7,11 @@
 #include <string.h>
 #include "error.h"
 #include "store.h"
+#include "store_columns.h"
 #include "store_db.h"
 #include "store_reader.h"
 
 typedef int (*fill_fn)(sqlite3_stmt *st, void *elem, fp_reader_t *r);
-
-static void text_of(sqlite3_stmt *st, int i, char *dst, size_t cap)
-{
-    const unsigned char *t = sqlite3_column_text(st, i);
-    snprintf(dst, cap, "%s", t ? (const char *)t : "");
-}
-
-static int64_t i64_na(sqlite3_stmt *st, int i)
-{
-    return sqlite3_column_type(st, i) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, i);
-}
-
-static double dbl_na(sqlite3_stmt *st, int i)
-{
-    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
-}
 
 /* Run `sql` with int64 arguments ?1..?nargs in one read transaction; each row is filled into a new
  * element of size `elem` of *rows. When check_run, the run args[0] must exist. */
@@ -47,21 +32,13 @@ static int collect(fp_reader_t *r, const char *sql, const int64_t *args, int nar
     if (rc == FP_OK) {
         src = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
         if (src != SQLITE_OK)
-            rc = fp_store_sqlite_fail(db, src, fp_reader_path(r), doing);
+            rc = fp_reader_fail(r, src, doing);
     }
     for (int i = 0; rc == FP_OK && i < nargs; i++)
         sqlite3_bind_int64(st, i + 1, args[i]);
     while (rc == FP_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*n == cap) {
-            size_t nc = cap ? cap * 2 : 64;
-            void *a = realloc(*rows, nc * elem);
-            if (!a) {
-                rc = fp_fail(FP_ENOMEM, "reader: out of memory");
-                break;
-            }
-            *rows = a;
-            cap = nc;
-        }
+        if ((rc = fp_rows_reserve(rows, &cap, *n, elem)) != FP_OK)
+            break;
         void *e = (char *)*rows + *n * elem;
         memset(e, 0, elem);
         if ((rc = fill(st, e, r)) != FP_OK)
@@ -69,7 +46,7 @@ static int collect(fp_reader_t *r, const char *sql, const int64_t *args, int nar
         (*n)++;
     }
     if (rc == FP_OK && src != SQLITE_DONE)
-        rc = fp_store_sqlite_fail(db, src, fp_reader_path(r), doing);
+        rc = fp_reader_fail(r, src, doing);
     sqlite3_finalize(st);
     rc = fp_reader_end(r, rc);
     if (rc != FP_OK) {
@@ -86,14 +63,14 @@ static int fill_env(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 {
     (void)r;
     fp_run_env_t *e = elem;
-    text_of(st, 0, e->driver_version, sizeof e->driver_version);
-    text_of(st, 1, e->cuda_version, sizeof e->cuda_version);
-    text_of(st, 2, e->cudnn_version, sizeof e->cudnn_version);
-    text_of(st, 3, e->cupti_version, sizeof e->cupti_version);
-    text_of(st, 4, e->blas, sizeof e->blas);
-    text_of(st, 5, e->fp16probe_version, sizeof e->fp16probe_version);
-    text_of(st, 6, e->optimizer_config, sizeof e->optimizer_config);
-    text_of(st, 7, e->config, sizeof e->config);
+    fp_col_text(st, 0, e->driver_version, sizeof e->driver_version);
+    fp_col_text(st, 1, e->cuda_version, sizeof e->cuda_version);
+    fp_col_text(st, 2, e->cudnn_version, sizeof e->cudnn_version);
+    fp_col_text(st, 3, e->cupti_version, sizeof e->cupti_version);
+    fp_col_text(st, 4, e->blas, sizeof e->blas);
+    fp_col_text(st, 5, e->fp16probe_version, sizeof e->fp16probe_version);
+    fp_col_text(st, 6, e->optimizer_config, sizeof e->optimizer_config);
+    fp_col_text(st, 7, e->config, sizeof e->config);
     return FP_OK;
 }
 
@@ -147,13 +124,13 @@ static int fill_layer(sqlite3_stmt *st, void *elem, fp_reader_t *r)
     (void)r;
     fp_layer_row_t *l = elem;
     l->layer = sqlite3_column_int(st, 0);
-    text_of(st, 1, l->name, sizeof l->name);
-    text_of(st, 2, l->type, sizeof l->type);
-    text_of(st, 3, l->input_shape, sizeof l->input_shape);
-    text_of(st, 4, l->output_shape, sizeof l->output_shape);
-    l->params = i64_na(st, 5);
-    l->fwd_flops = i64_na(st, 6);
-    l->bwd_flops = i64_na(st, 7);
+    fp_col_text(st, 1, l->name, sizeof l->name);
+    fp_col_text(st, 2, l->type, sizeof l->type);
+    fp_col_text(st, 3, l->input_shape, sizeof l->input_shape);
+    fp_col_text(st, 4, l->output_shape, sizeof l->output_shape);
+    l->params = fp_col_i64(st, 5);
+    l->fwd_flops = fp_col_i64(st, 6);
+    l->bwd_flops = fp_col_i64(st, 7);
     return FP_OK;
 }
 
@@ -169,10 +146,10 @@ static int fill_eval(sqlite3_stmt *st, void *elem, fp_reader_t *r)
     (void)r;
     fp_eval_row_t *e = elem;
     e->step = sqlite3_column_int64(st, 0);
-    text_of(st, 1, e->split, sizeof e->split);
-    e->loss = dbl_na(st, 2);
-    e->top1 = dbl_na(st, 3);
-    e->top5 = dbl_na(st, 4);
+    fp_col_text(st, 1, e->split, sizeof e->split);
+    e->loss = fp_col_dbl(st, 2);
+    e->top1 = fp_col_dbl(st, 3);
+    e->top5 = fp_col_dbl(st, 4);
     return FP_OK;
 }
 
@@ -187,14 +164,10 @@ static int fill_event(sqlite3_stmt *st, void *elem, fp_reader_t *r)
     (void)r;
     fp_event_row_t *e = elem;
     e->start = sqlite3_column_int64(st, 0);
-    e->step = i64_na(st, 1);
-    const unsigned char *k = sqlite3_column_text(st, 2);
-    e->kind = FP_EVENT_INFO;
-    for (int i = FP_EVENT_LOSS_SCALE; i <= FP_EVENT_INFO && k; i++)
-        if (strcmp((const char *)k, fp_event_kind_name((fp_event_kind)i)) == 0)
-            e->kind = i;
-    e->layer = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 3);
-    text_of(st, 4, e->text, sizeof e->text);
+    e->step = fp_col_i64(st, 1);
+    e->kind = fp_col_event_kind(st, 2);
+    e->layer = fp_col_int(st, 3);
+    fp_col_text(st, 4, e->text, sizeof e->text);
     return FP_OK;
 }
 
@@ -247,7 +220,7 @@ static int fill_numerics(sqlite3_stmt *st, void *elem, fp_reader_t *r)
     x->zero = sqlite3_column_int64(st, 4);
     x->nan = sqlite3_column_int64(st, 5);
     x->inf = sqlite3_column_int64(st, 6);
-    x->amax = dbl_na(st, 7);
+    x->amax = fp_col_dbl(st, 7);
     for (int f = 0; f < 4; f++) {
         x->overflow[f] = sqlite3_column_int64(st, 8 + 4 * f);
         x->round_to_max[f] = sqlite3_column_int64(st, 9 + 4 * f);
@@ -276,10 +249,10 @@ static int fill_precision(sqlite3_stmt *st, void *elem, fp_reader_t *r)
     p->layer = sqlite3_column_int(st, 0);
     p->role = sqlite3_column_int(st, 1);
     p->samples = sqlite3_column_int64(st, 2);
-    p->mean_rel_l2 = dbl_na(st, 3);
-    p->max_rel_l2 = dbl_na(st, 4);
-    p->max_abs = dbl_na(st, 5);
-    p->min_cosine = dbl_na(st, 6);
+    p->mean_rel_l2 = fp_col_dbl(st, 3);
+    p->max_rel_l2 = fp_col_dbl(st, 4);
+    p->max_abs = fp_col_dbl(st, 5);
+    p->min_cosine = fp_col_dbl(st, 6);
     return FP_OK;
 }
 
@@ -296,8 +269,8 @@ static int fill_flag(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 {
     (void)r;
     fp_kernel_flag_t *k = elem;
-    text_of(st, 0, k->name, sizeof k->name);
-    k->tensor_core = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 1);
+    fp_col_text(st, 0, k->name, sizeof k->name);
+    k->tensor_core = fp_col_int(st, 1);
     k->kernel_class = sqlite3_column_int(st, 2);   /* NULL reads as 0: unknown */
     return FP_OK;
 }
@@ -331,8 +304,8 @@ static int fill_kernel(sqlite3_stmt *st, void *elem, fp_reader_t *r)
     k->step = sqlite3_column_int64(st, 0);
     k->start = sqlite3_column_int64(st, 1);
     k->end = sqlite3_column_int64(st, 2);
-    k->layer = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 3);
-    k->phase = sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 4);
+    k->layer = fp_col_int(st, 3);
+    k->phase = fp_col_int(st, 4);
     k->device_id = sqlite3_column_int(st, 5);
     k->stream_id = sqlite3_column_int(st, 6);
     k->correlation_id = (uint32_t)sqlite3_column_int64(st, 7);
@@ -340,8 +313,8 @@ static int fill_kernel(sqlite3_stmt *st, void *elem, fp_reader_t *r)
         k->grid[i] = (uint32_t)sqlite3_column_int64(st, 8 + i);
         k->block[i] = (uint32_t)sqlite3_column_int64(st, 11 + i);
     }
-    k->tensor_core = sqlite3_column_type(st, 14) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 14);
-    text_of(st, 15, k->name, sizeof k->name);
+    k->tensor_core = fp_col_int(st, 14);
+    fp_col_text(st, 15, k->name, sizeof k->name);
     k->kernel_class = sqlite3_column_int(st, 16);   /* NULL reads as 0: unknown */
     return FP_OK;
 }
@@ -366,7 +339,7 @@ static int fill_layer_time(sqlite3_stmt *st, void *elem, fp_reader_t *r)
     t->layer = sqlite3_column_int(st, 1);
     t->phase = sqlite3_column_int(st, 2);
     t->time_ns = sqlite3_column_int64(st, 3);
-    t->kernels = sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 4);
+    t->kernels = fp_col_int(st, 4);
     return FP_OK;
 }
 

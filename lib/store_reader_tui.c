@@ -6,15 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "clock.h"
 #include "error.h"
 #include "store.h"
+#include "store_columns.h"
 #include "store_db.h"
-
-static int fail(fp_reader_t *r, int rc, const char *doing)
-{
-    return fp_store_sqlite_fail(fp_reader_db(r), rc, fp_reader_path(r), doing);
-}
 
 static int64_t one_int(sqlite3 *db, const char *sql, int *src)
 {
@@ -48,7 +43,7 @@ int fp_reader_tui_marks(fp_reader_t *r, fp_tui_marks_t *m)
     if (src == SQLITE_OK)
         m->max_event_id = one_int(db, "SELECT max(id) FROM events", &src);
     if (src != SQLITE_OK)
-        rc = fail(r, src, "reading change marks");
+        rc = fp_reader_fail(r, src, "reading change marks");
     return fp_reader_end(r, rc);
 }
 
@@ -70,29 +65,19 @@ int fp_reader_tui_run_status(fp_reader_t *r, int64_t run, fp_run_status_t *out)
         src = sqlite3_step(st);
     }
     if (src == SQLITE_ROW) {
-        const unsigned char *t = sqlite3_column_text(st, 0);
-        snprintf(out->status, sizeof out->status, "%s", t ? (const char *)t : "");
-        out->end = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 1);
-        t = sqlite3_column_text(st, 2);
-        snprintf(out->failure, sizeof out->failure, "%s", t ? (const char *)t : "");
-        out->last_step = sqlite3_column_type(st, 6) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 6);
-        if (strcmp(out->status, "running") == 0) {
-            int64_t hb = sqlite3_column_type(st, 5) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 5);
-            if (fp_store_writer_gone(sqlite3_column_int64(st, 3), (const char *)sqlite3_column_text(st, 4))) {
-                snprintf(out->status, sizeof out->status, "interrupted");
-                snprintf(out->failure, sizeof out->failure, "writer process %lld is gone",
-                         (long long)sqlite3_column_int64(st, 3));
-                out->stale = 1;
-            } else if (hb >= 0 && fp_clock_wall_ns() - hb > FP_STORE_STALE_NS) {
-                out->stale = 1;
-            }
-        }
+        fp_col_text(st, 0, out->status, sizeof out->status);
+        out->end = fp_col_i64(st, 1);
+        fp_col_text(st, 2, out->failure, sizeof out->failure);
+        out->last_step = fp_col_i64(st, 6);
+        out->stale = fp_run_liveness(out->status, sizeof out->status, out->failure, sizeof out->failure,
+                                     sqlite3_column_int64(st, 3), (const char *)sqlite3_column_text(st, 4),
+                                     fp_col_i64(st, 5));
         src = SQLITE_DONE;
     } else if (src == SQLITE_DONE) {
         rc = fp_fail(FP_EINVAL, "%s: no run %lld", fp_reader_path(r), (long long)run);
     }
     if (rc == FP_OK && src != SQLITE_DONE)
-        rc = fail(r, src, "reading run status");
+        rc = fp_reader_fail(r, src, "reading run status");
     sqlite3_finalize(st);
     return fp_reader_end(r, rc);
 }
@@ -114,33 +99,19 @@ int fp_reader_tui_events_since(fp_reader_t *r, int64_t run, int64_t after_id, si
         sqlite3_bind_int64(st, 2, after_id);
         sqlite3_bind_int64(st, 3, limit ? (sqlite3_int64)limit : -1);
     }
-    static const char *const kinds[] = {"loss_scale", "skipped_step", "nan", "warning", "info"};
     while ((src == SQLITE_OK || src == SQLITE_ROW) && (src = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*n == cap) {
-            size_t nc = cap ? cap * 2 : 32;
-            fp_tui_event_t *a = realloc(*rows, nc * sizeof *a);
-            if (!a) {
-                rc = fp_fail(FP_ENOMEM, "reader: out of memory");
-                break;
-            }
-            *rows = a;
-            cap = nc;
-        }
+        if ((rc = fp_rows_reserve((void **)rows, &cap, *n, sizeof **rows)) != FP_OK)
+            break;
         fp_tui_event_t *e = &(*rows)[(*n)++];
         e->id = sqlite3_column_int64(st, 0);
         e->start = sqlite3_column_int64(st, 1);
-        e->step = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 2);
-        const unsigned char *k = sqlite3_column_text(st, 3);
-        e->kind = FP_EVENT_INFO;
-        for (int i = 0; k && i < 5; i++)
-            if (strcmp((const char *)k, kinds[i]) == 0)
-                e->kind = i;
-        e->layer = sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 4);
-        const unsigned char *t = sqlite3_column_text(st, 5);
-        snprintf(e->text, sizeof e->text, "%s", t ? (const char *)t : "");
+        e->step = fp_col_i64(st, 2);
+        e->kind = fp_col_event_kind(st, 3);
+        e->layer = fp_col_int(st, 4);
+        fp_col_text(st, 5, e->text, sizeof e->text);
     }
     if (rc == FP_OK && src != SQLITE_DONE)
-        rc = fail(r, src, "reading events");
+        rc = fp_reader_fail(r, src, "reading events");
     sqlite3_finalize(st);
     rc = fp_reader_end(r, rc);
     if (rc != FP_OK) {
@@ -182,7 +153,7 @@ int fp_reader_tui_hist_latest(fp_reader_t *r, int64_t run, int role, int nlayers
         }
     }
     if (rc == FP_OK && src != SQLITE_OK)
-        rc = fail(r, src, "reading histograms");
+        rc = fp_reader_fail(r, src, "reading histograms");
     sqlite3_finalize(st);
     return fp_reader_end(r, rc);
 }
@@ -219,7 +190,7 @@ int fp_reader_tui_precision_latest(fp_reader_t *r, int64_t run, int role, int nl
         }
     }
     if (rc == FP_OK && src != SQLITE_DONE)
-        rc = fail(r, src, "reading precision error");
+        rc = fp_reader_fail(r, src, "reading precision error");
     free(best);
     sqlite3_finalize(st);
     return fp_reader_end(r, rc);

@@ -1,0 +1,67 @@
+/* store_columns.c — the readers' column, row-array and run-liveness helpers (store_columns.h).
+ * Promise: NULL columns never read as 0; a failed reserve leaves the array as it was. */
+#include "store_columns.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "clock.h"
+#include "error.h"
+#include "store.h"
+#include "store_db.h"
+
+void fp_col_text(sqlite3_stmt *st, int i, char *dst, size_t cap)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    snprintf(dst, cap, "%s", t ? (const char *)t : "");
+}
+
+int64_t fp_col_i64(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, i);
+}
+
+int fp_col_int(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? -1 : sqlite3_column_int(st, i);
+}
+
+double fp_col_dbl(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+
+int fp_col_event_kind(sqlite3_stmt *st, int i)
+{
+    const unsigned char *k = sqlite3_column_text(st, i);
+    for (int kind = FP_EVENT_LOSS_SCALE; k && kind <= FP_EVENT_INFO; kind++)
+        if (strcmp((const char *)k, fp_event_kind_name((fp_event_kind)kind)) == 0)
+            return kind;
+    return FP_EVENT_INFO;
+}
+
+int fp_rows_reserve(void **arr, size_t *cap, size_t n, size_t sz)
+{
+    if (n < *cap)
+        return FP_OK;
+    size_t nc = *cap ? *cap * 2 : 64;
+    void *a = realloc(*arr, nc * sz);
+    if (!a)
+        return fp_fail(FP_ENOMEM, "reader: out of memory");
+    *arr = a;
+    *cap = nc;
+    return FP_OK;
+}
+
+int fp_run_liveness(char *status, size_t status_cap, char *failure, size_t failure_cap, int64_t pid,
+                    const char *host, int64_t heartbeat)
+{
+    if (strcmp(status, "running") != 0)
+        return 0;
+    if (fp_store_writer_gone(pid, host)) {
+        snprintf(status, status_cap, "interrupted");
+        snprintf(failure, failure_cap, "writer process %lld is gone", (long long)pid);
+        return 1;
+    }
+    return heartbeat >= 0 && fp_clock_wall_ns() - heartbeat > FP_STORE_STALE_NS;
+}

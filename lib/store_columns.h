@@ -1,0 +1,32 @@
+/* store_columns.h — internal to the run store's readers (store_reader*.c): one column of a result row
+ * with SQL NULL read as "not recorded" (-1, NaN or ""), room for one more row in a growing array, and a
+ * 'running' run's liveness as readers derive it. Not for use outside lib/store*.c. */
+#ifndef FP_STORE_COLUMNS_H
+#define FP_STORE_COLUMNS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sqlite3.h>
+
+/* Column i as text into dst[cap] (truncated, always NUL-terminated; NULL reads as ""). */
+void fp_col_text(sqlite3_stmt *st, int i, char *dst, size_t cap);
+/* Column i as an integer; NULL reads as -1 (every such column holds ids, counts or times >= 0). */
+int64_t fp_col_i64(sqlite3_stmt *st, int i);
+int fp_col_int(sqlite3_stmt *st, int i);
+/* Column i as a double; NULL reads as NaN. */
+double fp_col_dbl(sqlite3_stmt *st, int i);
+/* Column i, an event kind's name (fp_event_kind_name), as its fp_event_kind; unknown or NULL reads
+ * as FP_EVENT_INFO. */
+int fp_col_event_kind(sqlite3_stmt *st, int i);
+
+/* Grow *arr (of *cap elements of size sz) so that element n fits: doubles, 64 at first. FP_OK, or
+ * FP_ENOMEM with *arr and *cap untouched. */
+int fp_rows_reserve(void **arr, size_t *cap, size_t n, size_t sz);
+
+/* A run recorded as status[] 'running' whose writer (pid on host) has certainly gone becomes
+ * "interrupted", with failure[] "writer process PID is gone"; returns 1 (stale) then, or when its
+ * heartbeat (ns, -1 when none) is older than FP_STORE_STALE_NS; else 0 and nothing changes. */
+int fp_run_liveness(char *status, size_t status_cap, char *failure, size_t failure_cap, int64_t pid,
+                    const char *host, int64_t heartbeat);
+
+#endif
