@@ -271,14 +271,11 @@ int cmd_compare(int argc, char **argv)
 {
     fp_compare_config cfg;
     fp_compare_config_default(&cfg);
-    cfg.hist_every = FP_PROBE_DEFAULT_HIST_EVERY;
-    cfg.error_every = FP_PROBE_DEFAULT_PRECISION_EVERY;
-    cfg.trace_every = FP_PROBE_DEFAULT_TRACE_EVERY;
     fp_train_options o;
     fp_train_options_init(&o, "compare");
     o.model = CPU_MODEL;
     o.device = "auto";
-    int no_tui = 0, first = 1, set_hist = 0, set_error = 0, set_trace = 0;
+    int no_tui = 0, first = 1;
     if (argc > 0 && is_model(argv[0])) {   /* fp16probe <model> [options] */
         o.model = argv[0];
     }
@@ -297,11 +294,11 @@ int cmd_compare(int argc, char **argv)
         else if (OPT("--turn"))
             rc = m > 0 && fp_cli_parse_int("compare", "--turn", v, 1, 1 << 20, &cfg.turn);
         else if (OPT("--hist-every"))
-            rc = (set_hist = 1, m > 0 && fp_cli_parse_int("compare", "--hist-every", v, 0, 1 << 30, &cfg.hist_every));
+            rc = m > 0 && fp_cli_parse_int("compare", "--hist-every", v, 0, 1 << 30, &cfg.hist_every);
         else if (OPT("--error-every"))
-            rc = (set_error = 1, m > 0 && fp_cli_parse_int("compare", "--error-every", v, 0, 1 << 30, &cfg.error_every));
+            rc = m > 0 && fp_cli_parse_int("compare", "--error-every", v, 0, 1 << 30, &cfg.error_every);
         else if (OPT("--trace-every"))
-            rc = (set_trace = 1, m > 0 && fp_cli_parse_int("compare", "--trace-every", v, 0, 1 << 30, &cfg.trace_every));
+            rc = m > 0 && fp_cli_parse_int("compare", "--trace-every", v, 0, 1 << 30, &cfg.trace_every);
         else
             return cli_error(2, "compare: unexpected argument '%s' (see fp16probe compare --help)", a);
 #undef OPT
@@ -324,14 +321,6 @@ int cmd_compare(int argc, char **argv)
         o.eval_batches = CPU_EVAL_BATCHES;
     if (!o.set_lr && strcmp(o.optimizer, "sgd") == 0)
         o.lr = 0.1 * o.batch / 256.0;
-    /* A run shorter than a sampling period still samples once, at its last step (a short run's overhead
-     * stays about the default's: one sample per run). */
-    if (!set_hist && o.steps > 0 && o.steps < cfg.hist_every)
-        cfg.hist_every = (int)o.steps;
-    if (!set_error && o.steps > 0 && o.steps < cfg.error_every)
-        cfg.error_every = (int)o.steps;
-    if (!set_trace && o.steps > 0 && o.steps < cfg.trace_every)
-        cfg.trace_every = (int)o.steps;
     if (fp_train_options_apply(&o, &cfg.base))
         return 2;
 

@@ -42,6 +42,7 @@ struct fp_hist_probe {
     unsigned char *valid;      /* the last sampling step */
     int64_t step, last_step;
     int sampling;
+    int told, sample_next;     /* fp_hist_probe_sample_next: the caller decides (told), for the next step */
     int status;                /* the first error (atomic) */
 };
 
@@ -156,7 +157,7 @@ static unsigned hp_step_begin(void *self, int64_t step, float loss_scale)
     (void)loss_scale;
     fp_hist_probe *h = self;
     h->step = step;
-    h->sampling = fp_probe_every(step, h->every);
+    h->sampling = h->told ? h->sample_next : fp_probe_every(step, h->every);
     if (!h->sampling)
         return 0;
     memset(h->taken, 0, (size_t)h->nlayers * FP_ROLE_COUNT);
@@ -237,6 +238,12 @@ static void hp_step_end(void *self, int64_t step)
 static const fp_probe_ops hist_ops = {"hist", hp_step_begin, hp_step_end, NULL, NULL, hp_tensor};
 
 int fp_hist_probe_attach(fp_hist_probe *h, fp_probe *p) { return fp_probe_add16(p, &hist_ops, hp_tensor16, h); }
+
+void fp_hist_probe_sample_next(fp_hist_probe *h, int sample)
+{
+    h->told = 1;
+    h->sample_next = sample != 0;
+}
 
 const fp_hist_t *fp_hist_probe_get(const fp_hist_probe *h, int layer, fp_tensor_role role)
 {

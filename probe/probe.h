@@ -162,6 +162,9 @@ int fp_hist_probe_create(fp_hist_probe **out, int nlayers, int every, unsigned r
                          int64_t run);
 void fp_hist_probe_free(fp_hist_probe *h);
 int fp_hist_probe_attach(fp_hist_probe *h, fp_probe *p);
+/* The caller's decision (the trainer's step plan, trainer/run/step_plan.h): the next step samples when
+ * sample != 0. From the first call on the probe no longer applies its own period. */
+void fp_hist_probe_sample_next(fp_hist_probe *h, int sample);
 /* The histogram of (layer, role) at the last sampling step; NULL when none was taken. */
 const fp_hist_t *fp_hist_probe_get(const fp_hist_probe *h, int layer, fp_tensor_role role);
 int64_t fp_hist_probe_last_step(const fp_hist_probe *h);   /* -1 when none */

@@ -16,6 +16,7 @@
 #include "probe/probe.h"
 #include "store.h"
 #include "trainer/run/compare_internal.h"
+#include "trainer/run/step_plan.h"
 #include "trainer/backend.h"
 #include "trainer/model.h"
 #ifdef HAVE_CUDA
@@ -46,6 +47,7 @@ void fp_compare_config_default(fp_compare_config *cfg)
     fp_train_config_default(&cfg->base);
     cfg->precision = "fp32,fp16";
     cfg->turn_seconds = 1.0;
+    cfg->hist_every = cfg->error_every = cfg->trace_every = FP_AUTO;
     cfg->progress_interval_s = 5.0;
 }
 
@@ -260,6 +262,13 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
         fp_train_cpu_name(c->device, sizeof c->device);
     if (c->cfg.turn_seconds <= 0)
         c->cfg.turn_seconds = 1.0;
+    {   /* the periods as the step plan resolves them (the configuration JSON records these) */
+        fp_step_periods p = fp_step_periods_for(&c->cfg, c->cfg.base.steps);
+        c->cfg.hist_every = p.hist;
+        c->cfg.error_every = p.error;
+        c->cfg.trace_every = p.trace;
+        c->cfg.base.eval_every = p.eval;
+    }
 
     /* ---- 1. choices: nothing is recorded when one is bad ---- */
     const char *names[FP_COMPARE_MAX_ARMS];
@@ -286,7 +295,6 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
     for (int i = 0; i < c->narms; i++) {
         c->arms[i].policy = names[i];
         c->arms[i].last_report = -1;
-        c->arms[i].last_eval = -1;
         snprintf(res->arms[i].policy, sizeof res->arms[i].policy, "%s", names[i]);
     }
 
@@ -297,8 +305,8 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
         /* the GPU probes: CUPTI before any context exists (its device buffers are set at open) and so
          * before warm-up; NVML for the device the runtime uses by default (device 0). Unavailable ones
          * are recorded as such once the runs exist; out of memory fails the setup. */
-        if (cfg->trace_every > 0)
-            rc = fp_cupti_open(&c->cupti, NULL, 0, cfg->trace_every);
+        if (c->cfg.trace_every > 0)   /* CUPTI traces the plan's trace steps: the same period */
+            rc = fp_cupti_open(&c->cupti, NULL, 0, c->cfg.trace_every);
         if (rc == FP_OK) {   /* NVML on the GPU the CUDA runtime uses (device 0), found by its PCI bus id */
             fp_gpu_info_t gi;
             fp_gpu_detect(&gi);
@@ -482,7 +490,6 @@ static int evaluate(fp_compare *c, fp_compare_result *res, int i, int64_t step, 
                                   &ar->val_top5);
     if (rc)
         return rc;
-    a->last_eval = step;
     if (fp_cmp_defers_steps(c, a))
         a->turn_e0 = fp_cmp_synced_energy_j(c, a);
     if (c->cfg.progress) {
@@ -495,9 +502,10 @@ static int evaluate(fp_compare *c, fp_compare_result *res, int i, int64_t step, 
     return FP_OK;
 }
 
-static int eval_wanted(const fp_compare *c)
+/* The plan's evaluations need a validation split. */
+static int has_val(const fp_compare *c)
 {
-    return c->cfg.base.eval_batches >= 0 && fp_dataset_size(c->ds, FP_SPLIT_VAL) > 0;
+    return fp_dataset_size(c->ds, FP_SPLIT_VAL) > 0;
 }
 
 /* One step of arm i on batch b, recorded; the arm is marked failed when it cannot go on.
@@ -509,10 +517,11 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
     fp_arm_step_result r;
     fp_model *m = fp_arm_model(a->arm);
     int64_t step_no = fp_arm_iteration(a->arm) + 1;
+    const fp_step_plan plan = fp_step_plan_for(&c->cfg, step_no, c->cfg.base.steps);   /* what this step does */
     int rc;
-    if (c->ride && i == c->ref)
+    if (c->ride && i == c->ref && plan.error)
         fp_cmp_ride_arm(c, res, step_no, b->n);
-    if (a->perr && !c->ride && c->arms[c->ref].active && fp_probe_every(step_no, c->cfg.error_every) &&   /* untimed */
+    if (a->perr && !c->ride && c->arms[c->ref].active && plan.error &&   /* untimed */
         (rc = fp_prec_err_compare(a->perr, fp_arm_model(c->arms[c->ref].arm), b->images, b->n, step_no))) {
         char msg[512];
         snprintf(msg, sizeof msg, "precision error at step %" PRId64 ": %s", step_no, fp_error_message());
@@ -520,8 +529,10 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
         return FP_OK;
     }
     const fp_grad_scaler *sc = fp_arm_scaler(a->arm);
+    const int sampled = a->hist && plan.hist;
+    if (a->hist)
+        fp_hist_probe_sample_next(a->hist, sampled);
     fp_probe_step_begin(a->probe, step_no, sc->mode == FP_SCALE_NONE ? 1.0f : sc->scale);
-    int sampled = a->hist && fp_probe_every(step_no, c->cfg.hist_every);
     /* the parameters before the step, unless the pass rides on it (host mirror: a device model downloads) */
     const float *p0 = sampled && !a->steppable ? fp_model_params(m) : NULL;
     rc = sampled && !a->steppable && !p0 ? FP_EINTERNAL : FP_OK;
@@ -595,8 +606,8 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
         a->images_since = 0;
         a->ns_since = 0;
     }
-    if (cf->base.eval_every > 0 && step_no % cf->base.eval_every == 0 && step_no < cf->base.steps && eval_wanted(c) &&
-        (rc = evaluate(c, res, i, step_no, t0))) {
+    /* the last step's evaluation waits for every arm's last step (fp_compare_run) */
+    if (plan.eval && !plan.last && has_val(c) && (rc = evaluate(c, res, i, step_no, t0))) {
         char msg[512];
         snprintf(msg, sizeof msg, "evaluation at step %" PRId64 ": %s", step_no, fp_error_message());
         fp_cmp_arm_fail(c, res, i, msg);
@@ -681,12 +692,13 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
                 fp_store_event(c->store, c->arms[i].run, 0, ar->steps_done, -1, FP_EVENT_INFO, ar->message);
         }
     } else {
+        const fp_step_plan last = fp_step_plan_for(&c->cfg, steps, steps);   /* the final evaluation */
         for (int i = 0; i < c->narms && rc == FP_OK; i++) {
             arm_state *a = &c->arms[i];
             if (!a->active)
                 continue;
             int64_t done = fp_arm_iteration(a->arm);
-            if (eval_wanted(c) && a->last_eval != done && (rc = evaluate(c, res, i, done, t0))) {
+            if (last.eval && has_val(c) && (rc = evaluate(c, res, i, done, t0))) {
                 char msg[512];
                 snprintf(msg, sizeof msg, "final evaluation: %s", fp_error_message());
                 fp_cmp_arm_fail(c, res, i, msg);

@@ -53,13 +53,16 @@ typedef struct {
                                  * most FP_COMPARE_AUTO_TURN_MAX steps, FP_COMPARE_AUTO_TURN_MAX_GPU on a
                                  * GPU, the turn's batches at most 1 GiB, and 1 for the first turn) */
     double turn_seconds;        /* default 1 */
-    int hist_every, error_every, trace_every;   /* probe sampling periods in steps (0: off) */
+    /* Probe sampling periods in steps (0: off; FP_AUTO, the default: probe.h's default period, or once at
+     * the last step of a shorter run). Which step does what: trainer/run/step_plan.h. */
+    int hist_every, error_every, trace_every;
     fp_compare_progress_fn progress;
     void *progress_user;
     double progress_interval_s; /* per arm at most this often (and at its first and last step); <= 0: every step */
 } fp_compare_config;
 
-/* fp_train_config_default for base, "fp32,fp16", automatic turns of about 1 s, probes off, progress every 5 s. */
+/* fp_train_config_default for base, "fp32,fp16", automatic turns of about 1 s, probes at their automatic
+ * periods, progress every 5 s. */
 void fp_compare_config_default(fp_compare_config *cfg);
 
 typedef struct {

@@ -1,11 +1,13 @@
 # trainer/run/compare.mk — the side-by-side comparison (issue 5): the lockstep loop in the core library,
 # `fp16probe compare` / `fp16probe <model>` with its summary table, their tests and the timing of the
 # embedded default. Appends to fp16probe_SOURCES and uses reports/ (summary): included after both.
-lib_libfp_a_SOURCES += trainer/run/compare.h trainer/run/compare_internal.h trainer/run/compare.c trainer/run/compare_probes.c
+lib_libfp_a_SOURCES += trainer/run/compare.h trainer/run/compare_internal.h trainer/run/compare.c trainer/run/compare_probes.c \
+	trainer/run/step_plan.h trainer/run/step_plan.c
 fp16probe_SOURCES += cli/cmd_compare.c
 
-check_PROGRAMS += tests/test_compare
-TESTS += tests/test_compare tests/test_compare_cli.sh
+check_PROGRAMS += tests/test_compare tests/test_step_plan
+TESTS += tests/test_compare tests/test_compare_cli.sh tests/test_step_plan
+tests_test_step_plan_LDADD = $(TEST_LDADD)
 tests_test_compare_SOURCES = tests/test_compare.c $(STORE_TEST_UTIL)
 tests_test_compare_LDADD = tests/libtap.a $(REPORT_LDADD)
 dist_check_SCRIPTS += tests/test_compare_cli.sh

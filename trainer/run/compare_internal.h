@@ -34,7 +34,6 @@ typedef struct {
     double timed_ns;
     int64_t steps_here;
     double step_ms_sum;
-    int64_t last_eval;
     int64_t last_ns;            /* compute time of the last step */
     /* probes: per-layer times every step, energy where RAPL is readable, histograms, rounding error */
     fp_probe *probe;

@@ -126,12 +126,10 @@ static int ride_precision(void *ctx, fp_arm *ref, const fp_batch *b)
     return FP_OK;
 }
 
-/* Before the reference's step step_no on a batch of n: arms the ride of every active low-precision
- * arm when the step is sampled. Out of memory fails that arm. */
+/* Before the reference's step step_no on a batch of n, when its plan measures the rounding error: arms
+ * the ride of every active low-precision arm. Out of memory fails that arm. */
 void fp_cmp_ride_arm(fp_compare *c, fp_compare_result *res, int64_t step_no, int n)
 {
-    if (!fp_probe_every(step_no, c->cfg.error_every))
-        return;
     for (int i = 0; i < c->narms; i++) {
         arm_state *a = &c->arms[i];
         if (!a->perr || !a->active)
@@ -158,8 +156,9 @@ void fp_cmp_ride_failures(fp_compare *c, fp_compare_result *res)
     }
 }
 
-/* The arm's probe set: CPU timer (every step), RAPL (energy, NaN where unreadable), histograms every
- * hist_every steps, and for a low-precision arm against an fp32 reference the rounding-error backend. */
+/* The arm's probe set: CPU timer (every step), RAPL (energy, NaN where unreadable), histograms when the
+ * run samples them at all (which steps: the step plan), and for a low-precision arm against an fp32
+ * reference the rounding-error backend. */
 int fp_cmp_attach_probes(fp_compare *c, int i)
 {
     arm_state *a = &c->arms[i];

@@ -10,6 +10,9 @@
 #include "store.h"
 #include "trainer/run/arm.h"
 
+/* A period the library works out once the run's length is known (trainer/run/step_plan.h). */
+#define FP_AUTO (-1)
+
 typedef struct {
     int64_t step, steps;        /* steps done (1-based number of the step just finished), total */
     float loss;                 /* of that step */
@@ -30,7 +33,7 @@ typedef struct {
     int batch;                  /* >= 1 */
     int64_t steps;              /* total steps of the run (a resume continues up to it) */
     int loader_threads;         /* data-preparation threads (default 2) */
-    int eval_every;             /* 0: evaluate only at the end */
+    int eval_every;             /* in-run evaluations every N steps; 0: only at the end; FP_AUTO: step_plan.h */
     int64_t eval_batches;       /* validation batches per evaluation; 0: the whole split; < 0: never */
     const char *db;             /* store file; NULL: record nothing */
     const char *device;         /* the run's device text; NULL: "cpu: <model name of /proc/cpuinfo>" */
