@@ -2,7 +2,9 @@
 # tests and the store benchmark. The `ls` / `export` commands are in cli/store_cli.mk (it appends to
 # fp16probe_SOURCES, so it must be included after cli/cli.mk).
 lib_libfp_a_SOURCES += lib/store.h lib/store_reader.h lib/store_db.h lib/store_queue.h \
-	lib/store_schema.c lib/store_open.c lib/store_queue.c lib/store_writer.c lib/store_signal.c \
+	lib/store_schema.c lib/store_open.c lib/store_queue.c lib/store_signal.c \
+	lib/store_writer_internal.h lib/store_writer.c lib/store_statements.c lib/store_rows.c lib/store_records.c \
+	lib/store_lifecycle.c lib/store_intern.c \
 	lib/store_reader.c lib/store_csv.c lib/store_reader_report.c \
 	lib/store_columns.c lib/store_columns.h
 

@@ -14,7 +14,7 @@ typedef enum {
     FP_REC_EVAL, FP_REC_DEVICE, FP_REC_EVENT, FP_REC_STRING, FP_REC_END_RUN, FP_REC_SYNC
 } fp_rec_kind;
 
-struct fp_sync_req;   /* store_writer.c: a request a producer waits on */
+struct fp_sync_req;   /* store_writer_internal.h: a request a producer waits on */
 
 typedef struct {
     int64_t run, step;
