@@ -20,6 +20,7 @@
 #include "store_cli.h"
 #include "store_reader.h"
 #include "train_options.h"
+#include "trainer/run/environment.h"
 #include "trainer/run/compare.h"
 #include "tui/tui.h"
 
@@ -352,7 +353,7 @@ int cmd_compare(int argc, char **argv)
     cfg.progress_user = &pc;
     cfg.progress_interval_s = cfg.base.steps <= 20 ? 0 : 5.0;
 
-    fp_train_set_threads(o.threads);
+    fp_env_set_threads(o.threads);
     fp_store_install_signal_handlers();
     fp_compare_result res;
     int rc = run_comparison(&cfg, &res, &pc, !no_tui && isatty(STDOUT_FILENO) && isatty(STDIN_FILENO));

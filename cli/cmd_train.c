@@ -12,6 +12,7 @@
 #include "store.h"
 #include "store_cli.h"
 #include "train_options.h"
+#include "trainer/run/environment.h"
 #include "trainer/run/train.h"
 
 static void usage(FILE *to)
@@ -118,7 +119,7 @@ int cmd_train(int argc, char **argv)
 
     fp_train_options_pick_device(&o, &c);
     fp_train_options_device_note(&o);
-    fp_train_set_threads(o.threads);
+    fp_env_set_threads(o.threads);
     fp_store_install_signal_handlers();
 
     fp_train_result r;

@@ -258,3 +258,41 @@ int fp_checkpoint_restore(const fp_checkpoint *ck, fp_arm *arm, int64_t *data_ep
         *data_batch = bi;
     return FP_OK;
 }
+
+void fp_checkpoint_settings_fill(fp_checkpoint_settings *e, const fp_arm_config *a, const char *data, int batch,
+                                 int augment, int shuffle, const char *optjson)
+{
+    static const char *const keys[FP_CHECKPOINT_NSETTINGS] = {"data", "batch", "augment", "shuffle", "image_size",
+                                                              "num_classes", "seed", "base_width",
+                                                              "optimizer_config_run", "policy"};
+    for (int i = 0; i < FP_CHECKPOINT_NSETTINGS; i++)
+        e->kv[2 * i] = keys[i];
+    snprintf(e->val[0], sizeof e->val[0], "%s", data);
+    snprintf(e->val[1], sizeof e->val[1], "%d", batch);
+    snprintf(e->val[2], sizeof e->val[2], "%d", augment);
+    snprintf(e->val[3], sizeof e->val[3], "%d", shuffle);
+    snprintf(e->val[4], sizeof e->val[4], "%d", a->image_size);
+    snprintf(e->val[5], sizeof e->val[5], "%d", a->num_classes);
+    snprintf(e->val[6], sizeof e->val[6], "%" PRIu64, a->seed);
+    snprintf(e->val[7], sizeof e->val[7], "%d", a->base_width);
+    snprintf(e->val[8], sizeof e->val[8], "%s", optjson ? optjson : "");
+    snprintf(e->val[9], sizeof e->val[9], "%s", a->policy);
+    for (int i = 0; i < FP_CHECKPOINT_NSETTINGS; i++)
+        e->kv[2 * i + 1] = e->val[i];
+}
+
+int fp_checkpoint_settings_check(const fp_checkpoint *ck, const char *path, const fp_checkpoint_settings *e)
+{
+    static const char *const what[FP_CHECKPOINT_NSETTINGS] = {"--data", "--batch", "--augment", "--shuffle",
+                                                              "--image-size", "--classes", "--seed", "base width",
+                                                              "optimizer settings", "--precision"};
+    for (int i = 0; i < FP_CHECKPOINT_NSETTINGS; i++) {
+        const char *have = fp_checkpoint_meta(ck, e->kv[2 * i]);
+        if (!have)
+            return fp_fail(FP_EFORMAT, "%s: checkpoint metadata has no '%s'", path, e->kv[2 * i]);
+        if (strcmp(have, e->val[i]) != 0)
+            return fp_fail(FP_EINVAL, "%s: checkpoint was made with %s %s, this run has %s (resume with the same "
+                           "settings)", path, what[i], have, e->val[i]);
+    }
+    return FP_OK;
+}

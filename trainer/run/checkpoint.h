@@ -41,4 +41,18 @@ const char *fp_checkpoint_meta(const fp_checkpoint *ck, const char *key);
  * optimizer state and step, scaler, iteration. Returns the data position in *epoch / *batch. */
 int fp_checkpoint_restore(const fp_checkpoint *ck, fp_arm *arm, int64_t *data_epoch, int64_t *data_batch);
 
+/* The settings a resume must share with its checkpoint, kept as text in its __metadata__ (data, batch,
+ * augment, shuffle, image size, classes, seed, base width, the optimizer's JSON, policy): kv is ready for
+ * fp_checkpoint_state.extra (FP_CHECKPOINT_NSETTINGS pairs). */
+enum { FP_CHECKPOINT_NSETTINGS = 10 };
+typedef struct {
+    const char *kv[2 * FP_CHECKPOINT_NSETTINGS];
+    char val[FP_CHECKPOINT_NSETTINGS][384];
+} fp_checkpoint_settings;
+void fp_checkpoint_settings_fill(fp_checkpoint_settings *s, const fp_arm_config *a, const char *data, int batch,
+                                 int augment, int shuffle, const char *optimizer_json);
+/* FP_OK when ck (opened from path) was made with the same settings; otherwise FP_EINVAL naming the file, the
+ * option and both values (FP_EFORMAT when the checkpoint lacks one). */
+int fp_checkpoint_settings_check(const fp_checkpoint *ck, const char *path, const fp_checkpoint_settings *s);
+
 #endif

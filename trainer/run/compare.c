@@ -1,7 +1,7 @@
 /* compare.c — the lockstep loop of the side-by-side comparison (compare.h): one loader whose batches are
  * kept for a turn and fed to every arm in turn, evaluations on the same validation batches, one run per arm
- * in one session. Promise: recording goes through train.c's helpers, so a compared arm's rows are exactly
- * those `train` writes; failures stay with their arm; a stop ends after the current step. */
+ * in one session. Promise: recording goes through record.c, so a compared arm's rows are exactly those
+ * `train` writes; failures stay with their arm; a stop ends after the current step. */
 #include "config.h"
 #include <inttypes.h>
 #include <math.h>
@@ -9,13 +9,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "clock.h"
 #include "error.h"
 #include "formats.h"
 #include "trainer/analysis/analysis.h"
 #include "probe/probe.h"
 #include "store.h"
 #include "trainer/run/compare_internal.h"
+#include "trainer/run/config_json.h"
+#include "trainer/run/environment.h"
+#include "trainer/run/record.h"
 #include "trainer/run/step_plan.h"
 #include "trainer/backend.h"
 #include "trainer/model.h"
@@ -26,20 +29,6 @@
 
 /* Steps of an arm left out of the progress line's speedup (warm-up: the first plans memory). */
 enum { PROGRESS_WARMUP = 3 };
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int64_t wall_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 void fp_compare_config_default(fp_compare_config *cfg)
 {
@@ -150,8 +139,8 @@ static int begin_store(fp_compare *c, fp_compare_result *res)
     extra_json(extra, sizeof extra, c);
     fp_arm_config sa = c->acfg;
     sa.policy = cf->precision;
-    char *sjson = fp_train_config_json(&cf->base, &sa, c->data, c->device, "compare", extra);
-    char *optjson = fp_train_optimizer_json(&c->acfg);
+    char *sjson = fp_config_json(&cf->base, &sa, c->data, c->device, "compare", extra);
+    char *optjson = fp_config_optimizer_json(&c->acfg);
     if (!sjson || !optjson) {
         free(sjson);
         free(optjson);
@@ -168,14 +157,14 @@ static int begin_store(fp_compare *c, fp_compare_result *res)
         arm_state *a = &c->arms[i];
         fp_arm_config ac = c->acfg;
         ac.policy = a->policy;
-        char *rjson = fp_train_config_json(&cf->base, &ac, c->data, c->device, "compare", extra);
+        char *rjson = fp_config_json(&cf->base, &ac, c->data, c->device, "compare", extra);
         if (!rjson) {
             rc = fp_fail(FP_ENOMEM, "out of memory");
             break;
         }
         fp_run_info_t ri = {.session = c->session, .arm = a->policy, .model = ac.model, .policy = a->policy,
                             .ref_run = i == c->ref ? 0 : c->arms[c->ref].run, .device = c->device,
-                            .blas = fp_train_blas_name(), .batch_size = cf->base.batch, .image_size = ac.image_size,
+                            .blas = fp_env_blas_name(), .batch_size = cf->base.batch, .image_size = ac.image_size,
                             .dataset = c->data, .seed = (int64_t)ac.seed, .optimizer = fp_optim_name(ac.optim.kind),
                             .optimizer_config = optjson, .config_json = rjson};
         rc = fp_store_begin_run(c->store, &ri, &a->run);
@@ -186,7 +175,7 @@ static int begin_store(fp_compare *c, fp_compare_result *res)
     free(optjson);
     for (int i = 0; i < c->narms && rc == FP_OK; i++) {
         if (c->arms[i].arm)
-            rc = fp_train_record_layers(c->store, c->arms[i].run, fp_arm_model(c->arms[i].arm), cf->base.batch);
+            rc = fp_record_layers(c->store, c->arms[i].run, fp_arm_model(c->arms[i].arm), cf->base.batch);
         else if (res->arms[i].status == FP_RUN_FAILED)
             rc = fp_store_end_run(c->store, c->arms[i].run, FP_RUN_FAILED, res->arms[i].message);
     }
@@ -259,7 +248,7 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
     if (cfg->base.device)
         snprintf(c->device, sizeof c->device, "%s", cfg->base.device);
     else
-        fp_train_cpu_name(c->device, sizeof c->device);
+        fp_env_cpu_name(c->device, sizeof c->device);
     if (c->cfg.turn_seconds <= 0)
         c->cfg.turn_seconds = 1.0;
     {   /* the periods as the step plan resolves them (the configuration JSON records these) */
@@ -486,7 +475,7 @@ static int evaluate(fp_compare *c, fp_compare_result *res, int i, int64_t step, 
     int rc = fp_cmp_flush_steps(c, a);   /* a GPU arm's steps so far get their energy; the evaluation's is left out */
     if (rc)
         return rc;
-    rc = fp_train_record_eval(c->store, a->run, a->arm, c->ds, &c->cfg.base, step, &ar->val_loss, &ar->val_top1,
+    rc = fp_record_eval(c->store, a->run, a->arm, c->ds, &c->cfg.base, step, &ar->val_loss, &ar->val_top1,
                                   &ar->val_top5);
     if (rc)
         return rc;
@@ -494,7 +483,7 @@ static int evaluate(fp_compare *c, fp_compare_result *res, int i, int64_t step, 
         a->turn_e0 = fp_cmp_synced_energy_j(c, a);
     if (c->cfg.progress) {
         fp_compare_progress p = {.arm = i, .policy = a->policy, .step = step, .steps = c->cfg.base.steps,
-                                 .loss = ar->last_loss, .speedup = speedup_so_far(c, i), .elapsed_s = mono_s() - t0,
+                                 .loss = ar->last_loss, .speedup = speedup_so_far(c, i), .elapsed_s = fp_clock_mono_s() - t0,
                                  .eta_s = NAN, .skipped = ar->skipped, .is_eval = 1, .val_loss = ar->val_loss,
                                  .val_top1 = ar->val_top1, .val_top5 = ar->val_top5};
         c->cfg.progress(&p, c->cfg.progress_user);
@@ -540,9 +529,9 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
         fp_probe_copy_params(a->old_params, p0, fp_model_num_params(m));
     if (!rc && sampled && a->steppable)
         rc = fp_arm_set_update_hook(a->arm, fp_cmp_params_while_stepping, a);
-    int64_t w0 = wall_ns();
+    int64_t w0 = fp_clock_wall_ns();
     rc = rc ? rc : fp_arm_step(a->arm, b, &r);
-    int64_t w1 = wall_ns();
+    int64_t w1 = fp_clock_wall_ns();
     if (c->ride && i == c->ref)
         fp_cmp_ride_failures(c, res);
     double lost_all = NAN;   /* the parameter roles and the lost updates, one pass */
@@ -576,23 +565,23 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
         a->timed_ns += (double)r.total_ns;
     }
     char detail[400];
-    fp_train_step_extra x = {NULL, 0, a->rapl ? fp_rapl_step_j(a->rapl) : NAN,
+    fp_record_step_extra x = {NULL, 0, a->rapl ? fp_rapl_step_j(a->rapl) : NAN,
                              r.skipped ? fp_cmp_skip_detail(a, &r, detail, sizeof detail) : NULL, -1, -1};
     x.ntimes = fp_cpu_timer_rows(a->timer, &x.times);
     fp_perf_step(a->perf, &x.cycles, &x.instructions);
     /* a GPU arm's row waits for the turn's energy; without memory to keep it, it goes now, unmeasured */
     if (c->store && (!fp_cmp_defers_steps(c, a) || fp_cmp_defer_step(a, &r, w0, w1, &x) != FP_OK) &&
-        (rc = fp_train_record_step_ex(c->store, a->run, a->arm, &r, w0, w1, &x)))
+        (rc = fp_record_step(c->store, a->run, a->arm, &r, w0, w1, &x)))
         return rc;
     if (sampled && !r.skipped && !r.diverged)
         fp_cmp_lost_updates_event(c, a, step_no, lost_all);
     if (a->hist && (rc = fp_hist_probe_status(a->hist)))
         return rc;
     if (r.diverged) {
-        fp_cmp_arm_fail(c, res, i, fp_train_diverged_message(a->arm, &r));
+        fp_cmp_arm_fail(c, res, i, fp_record_diverged_message(a->arm, &r));
         return FP_OK;
     }
-    double now = mono_s();
+    double now = fp_clock_mono_s();
     const fp_compare_config *cf = &c->cfg;
     if (cf->progress && (cf->progress_interval_s <= 0 || a->last_report < 0 ||
                          now - a->last_report >= cf->progress_interval_s || step_no == cf->base.steps)) {
@@ -621,7 +610,7 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
         return fp_fail(FP_EINVAL, "fp_compare_run called twice");
     c->ran = 1;
     const int64_t steps = c->cfg.base.steps;
-    double t0 = mono_s();
+    double t0 = fp_clock_mono_s();
     int rc = FP_OK, interrupted = 0, first = 1;
     int64_t t = 0;   /* steps every active arm has been offered */
     while (t < steps && !interrupted) {

@@ -10,6 +10,7 @@
 #include "probe/probe.h"
 #include "store.h"
 #include "trainer/run/compare.h"
+#include "trainer/run/record.h"
 
 /* A step whose row waits for the end of its turn (a GPU arm: the turn's energy is known only then). */
 typedef struct {
@@ -101,7 +102,7 @@ void fp_cmp_turn_begin(fp_compare *c, int i);
 int fp_cmp_defers_steps(const fp_compare *c, const arm_state *a);
 double fp_cmp_synced_energy_j(fp_compare *c, arm_state *a);
 int fp_cmp_defer_step(arm_state *a, const fp_arm_step_result *r, int64_t w0, int64_t w1,
-                      const fp_train_step_extra *x);
+                      const fp_record_step_extra *x);
 int fp_cmp_flush_steps(fp_compare *c, arm_state *a);
 /* compare.c: marks arm i failed with msg (its run closed as failed); the others carry on. */
 void fp_cmp_arm_fail(fp_compare *c, fp_compare_result *res, int i, const char *msg);

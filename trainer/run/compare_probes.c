@@ -43,7 +43,7 @@ double fp_cmp_synced_energy_j(fp_compare *c, arm_state *a)
 
 /* Keeps a finished step for the end of the turn (the per-layer times copied: the timer reuses its rows).
  * FP_ENOMEM when it cannot (the caller then records the step now, its energy unmeasured). */
-int fp_cmp_defer_step(arm_state *a, const fp_arm_step_result *r, int64_t w0, int64_t w1, const fp_train_step_extra *x)
+int fp_cmp_defer_step(arm_state *a, const fp_arm_step_result *r, int64_t w0, int64_t w1, const fp_record_step_extra *x)
 {
     if (a->npend == a->cap_pend) {
         size_t nc = a->cap_pend ? 2 * a->cap_pend : 8;
@@ -89,9 +89,9 @@ int fp_cmp_flush_steps(fp_compare *c, arm_state *a)
     int rc = FP_OK;
     for (size_t k = 0; k < a->npend && rc == FP_OK; k++) {
         const pending_step *ps = &a->pend[k];
-        fp_train_step_extra x = {ps->times, ps->ntimes, per, ps->has_detail ? ps->detail : NULL, ps->cycles,
+        fp_record_step_extra x = {ps->times, ps->ntimes, per, ps->has_detail ? ps->detail : NULL, ps->cycles,
                                  ps->instructions};
-        rc = fp_train_record_step_ex(c->store, a->run, a->arm, &ps->r, ps->w0, ps->w1, &x);
+        rc = fp_record_step(c->store, a->run, a->arm, &ps->r, ps->w0, ps->w1, &x);
     }
     a->npend = 0;
     a->turn_e0 = e1;

@@ -1,6 +1,5 @@
 /* train.h — the training loop of `fp16probe train`: one arm, a threaded data loader, evaluation every
- * N steps, checkpoints, and the recording of the run (metadata, layers, steps, evaluations, events)
- * into the store. Promise: setup errors are found before anything is recorded; a failure after that
+ * N steps, checkpoints, the run recorded into the store (record.h). Promise: setup errors are found before anything is recorded; a failure after that
  * leaves exactly one failed run with its message; Ctrl-C ends the current step and marks the run
  * interrupted; nothing here prints (progress goes through a callback). */
 #ifndef FP_TRAIN_H
@@ -67,34 +66,6 @@ typedef struct {
  * code with fp_error_message() and res->message set when it failed. */
 int fp_train(const fp_train_config *cfg, fp_train_result *res);
 
-/* ---- recording helpers (also for the side-by-side comparison's arms) ---- */
-/* The model's layers as rows of `layers` for a run at this batch size: names, types, shapes in
- * PyTorch's order ("16x64x56x56"; "16x512" for vectors), params, FLOPs per step (batch included). */
-int fp_train_record_layers(fp_store_t *s, int64_t run, fp_model *m, int batch);
-/* One step row (loss, scale, skipped, lr, wall clock start / end, compute time, samples/s, the arm's
- * memory current / peak; energy NULL) and its events: skipped step naming the first layer with an
- * inf/NaN gradient, loss-scale change, a non-finite gradient applied without a scaler, NaN loss. */
-int fp_train_record_step(fp_store_t *s, int64_t run, fp_arm *arm, const fp_arm_step_result *r, int64_t start_ns,
-                         int64_t end_ns);
-/* What probes add to a step row: per-layer times (committed with the step), energy (NaN: not measured;
- * power is energy / step time), CPU cycles and instructions, and a detail appended to the skipped-step event (NULL: none). */
-typedef struct {
-    const fp_layer_time_t *times;
-    size_t ntimes;
-    double energy_j;
-    const char *skip_detail;
-    int64_t cycles, instructions;   /* perf_event; <= 0: not measured */
-} fp_train_step_extra;
-int fp_train_record_step_ex(fp_store_t *s, int64_t run, fp_arm *arm, const fp_arm_step_result *r, int64_t start_ns,
-                            int64_t end_ns, const fp_train_step_extra *x);
-/* "loss is NaN at step N and policy P has no loss scaler: ..." (thread-local buffer). */
-const char *fp_train_diverged_message(const fp_arm *arm, const fp_arm_step_result *r);
-
-/* Evaluation of the arm on c's validation batches (c->batch, c->loader_threads, c->eval_batches), recorded as
- * a "val" row at `step` when s is not NULL; loss / top-1 / top-5 come back as fractions. */
-int fp_train_record_eval(fp_store_t *s, int64_t run, fp_arm *arm, const fp_dataset *ds, const fp_train_config *c,
-                         int64_t step, double *loss, double *top1, double *top5);
-
 /* ---- setup helpers (also for the comparison) ---- */
 /* The choices of a run: model (FP_EINVAL listing the valid ones), the policy when check_policy, batch and
  * steps, optimizer and lr schedule settings. Nothing is touched. */
@@ -103,20 +74,5 @@ int fp_train_check_choices(const fp_train_config *c, const fp_arm_config *a, int
  * <= 0 becomes the dataset's. *usage = 1 when the spec itself is bad (unknown scheme: the message lists
  * the valid ones); otherwise a failure is the data's (missing / malformed files) or too few --classes. */
 int fp_train_open_data(const fp_train_config *c, fp_arm_config *a, fp_dataset **ds, int *usage);
-/* The optimizer settings as JSON ({"lr":0.1,"momentum":0.9,...,"schedule":"constant",...}); malloc'd,
- * NULL when out of memory. */
-char *fp_train_optimizer_json(const fp_arm_config *a);
-/* The run configuration as JSON, as `train` stores it, with "command" set to `command` and `extra`
- * (NULL, or comma-separated "key":value pairs) appended; malloc'd, NULL when out of memory. */
-char *fp_train_config_json(const fp_train_config *c, const fp_arm_config *a, const char *data, const char *device,
-                           const char *command, const char *extra);
-
-/* "cpu: <model name>" from /proc/cpuinfo (or "cpu"), into buf. */
-const char *fp_train_cpu_name(char *buf, size_t size);
-/* The BLAS library's own description (openblas_get_config()) or "CBLAS". */
-const char *fp_train_blas_name(void);
-/* Threads for the CPU kernels, GEMMs included (trainer/cpu/gemm.h fp_gemm_use_pool: the kernels' pool
- * gets them, the BLAS library one); returns the count set. */
-int fp_train_set_threads(int threads);
 
 #endif

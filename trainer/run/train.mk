@@ -2,7 +2,8 @@
 # lr schedule, scaler and memory accounting), one-file checkpoints, the loop that records a run into the
 # store, and `fp16probe train`; their tests.
 lib_libfp_a_SOURCES += trainer/run/arm.h trainer/run/arm.c trainer/run/checkpoint.h trainer/run/checkpoint.c \
-	trainer/run/train.h trainer/run/train.c
+	trainer/run/train.h trainer/run/train.c trainer/run/record.h trainer/run/record.c \
+	trainer/run/config_json.h trainer/run/config_json.c trainer/run/environment.h trainer/run/environment.c
 fp16probe_SOURCES += cli/cmd_train.c cli/train_options.h cli/train_options.c
 
 check_PROGRAMS += tests/test_arm tests/test_checkpoint
