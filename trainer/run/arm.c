@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "clock.h"
 #include "error.h"
 #include "safetensors.h"
 #include "trainer/run/arm.h"
@@ -67,13 +67,6 @@ void fp_arm_config_default(fp_arm_config *cfg)
     cfg->optim.weight_decay = 5e-4;
     fp_lr_schedule_default(&cfg->lr, FP_LR_CONSTANT, 0.1);
     cfg->threads = 1;
-}
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static char *dup_or_null(const char *s)
@@ -288,6 +281,53 @@ const fp_arm_config *fp_arm_get_config(const fp_arm *a) { return &a->cfg; }
 int64_t fp_arm_iteration(const fp_arm *a) { return a->iteration; }
 void fp_arm_set_iteration(fp_arm *a, int64_t t) { a->iteration = t < 0 ? 0 : t; }
 
+/* ---------------------------------------------------------------- the step, part by part */
+
+/* The result before anything ran: this iteration, the batch, the scale, the scheduled lr. */
+static void step_begin(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->iteration = a->iteration;
+    r->n = b->n;
+    r->nonfinite_layer = -1;
+    r->scale = r->next_scale = a->scaler.scale;
+    r->lr = fp_lr_at(&a->cfg.lr, a->iteration);
+}
+
+/* Room for a host arm's dlogits (a device arm keeps them on the device). */
+static int reserve_dlogits(fp_arm *a, int n)
+{
+    size_t need = (size_t)n * (size_t)fp_model_num_classes(a->model);
+    if (a->dev || a->dlogits_cap >= need)
+        return FP_OK;
+    float *p = realloc(a->dlogits, need * sizeof(float));
+    if (!p)
+        return fp_fail(FP_ENOMEM, "out of memory");
+    a->dlogits = p;
+    a->dlogits_cap = need;
+    return FP_OK;
+}
+
+/* 1. Forward in TRAIN mode and the fp32 softmax cross-entropy: loss, top-1 / top-5 hits and (host) dlogits;
+ * *t1 is the end of the forward (on the device the loss runs fused with it, its dlogits already scaled). */
+static int forward_loss(fp_arm *a, const fp_batch *b, fp_arm_step_result *r, int64_t *t1)
+{
+    fp_model *m = a->model;
+    int rc;
+    if (a->dev) {
+        rc = fp_model_forward_loss(m, &r->loss, &r->correct1, &r->correct5, b->images, (const int *)b->labels, b->n,
+                                   a->scaler.scale);
+        *t1 = fp_clock_mono_ns();
+        return rc;
+    }
+    const float *logits;
+    if ((rc = fp_model_forward(m, &logits, b->images, b->n, FP_MODE_TRAIN)))
+        return rc;
+    *t1 = fp_clock_mono_ns();
+    return fp_softmax_xent(&r->loss, a->dlogits, &r->correct1, &r->correct5, logits, (const int *)b->labels, b->n,
+                           fp_model_num_classes(m));
+}
+
 /* After the forward: a non-finite loss without a loss scaler ends the step as diverged (1). */
 static int diverged(const fp_arm *a, fp_arm_step_result *r, int64_t t0, int64_t t1)
 {
@@ -296,11 +336,54 @@ static int diverged(const fp_arm *a, fp_arm_step_result *r, int64_t t0, int64_t 
         return 0;
     r->diverged = 1;
     r->forward_ns = t1 - t0;
-    r->total_ns = mono_ns() - t0;
+    r->total_ns = fp_clock_mono_ns() - t0;
     return 1;
 }
 
-/* GradScaler.update: the step is skipped on a non-finite gradient and the scale moves. */
+/* 3. Backward of the loss times scale (GradScaler.scale(loss).backward()): the parameters' gradients, scaled.
+ * A device arm waits for it (an honest backward time). */
+static int backward_scaled(fp_arm *a, int n, float scale)
+{
+    fp_model *m = a->model;
+    if (a->dev) {
+        int rc = fp_model_backward_loss(m);
+        return rc ? rc : fp_model_backend_ops(m)->sync(fp_model_backend(m));
+    }
+    size_t k = (size_t)n * (size_t)fp_model_num_classes(m);
+    if (scale != 1.0f)
+        for (size_t i = 0; i < k; i++)
+            a->dlogits[i] *= scale;
+    return fp_model_backward(m, a->dlogits);
+}
+
+#ifdef HAVE_CUDA
+static int device_unscale(fp_arm *a, float inv, int *found, fp_arm_step_result *r);
+static int device_optim(fp_arm *a, double lr);
+#endif
+
+/* 4. unscale_ + the inf/NaN check (GradScaler.unscale_): every parameter gradient times inv, walked in backward
+ * order (last layer first) so that the first non-finite tensor named is the first the backward produced. */
+static int unscale_and_check(fp_arm *a, float inv, int *found, fp_arm_step_result *r)
+{
+    *found = 0;
+#ifdef HAVE_CUDA
+    if (a->dev)
+        return device_unscale(a, inv, found, r);
+#endif
+    for (size_t i = fp_model_tensor_count(a->model); i-- > 0;) {
+        const fp_tensor_info *t = fp_model_tensor(a->model, i);
+        if (!t->is_param)
+            continue;
+        if (fp_unscale_and_check(fp_model_tensor_grad(a->model, t), t->numel, inv) && !*found) {
+            *found = 1;
+            r->nonfinite_layer = t->layer;
+            r->nonfinite_tensor = t->name;
+        }
+    }
+    return FP_OK;
+}
+
+/* 5. GradScaler.update: the step is skipped on a non-finite gradient and the scale moves. */
 static void scaler_update(fp_arm *a, fp_arm_step_result *r, int found)
 {
     if (a->policy->scaling == FP_SCALE_NONE)
@@ -311,16 +394,124 @@ static void scaler_update(fp_arm *a, fp_arm_step_result *r, int found)
     r->scale_changed = r->next_scale != r->scale;
 }
 
-/* The iteration counted and the phase times of a finished step. */
+/* 6. optimizer.step(lr) and the policy's rounding of master weights / state (`half`). With an update hook
+ * (host only) the hook steps the optimizer in parts; its own time is left out of the step's (t0..t2 move
+ * past it) and the optimizer's is taken as the last one measured without it. A device arm: device_optim. */
+static int update(fp_arm *a, double lr, fp_arm_update_hook uh, int64_t *t0, int64_t *t1, int64_t *t2)
+{
+    int rc;
+#ifdef HAVE_CUDA
+    if (a->dev)
+        return device_optim(a, lr);
+#endif
+    if (uh) {
+        int64_t u0 = fp_clock_mono_ns();
+        if ((rc = fp_optim_step_begin(a->optim, lr)) || (rc = uh(a->uhook_ctx, a, a->optim)))
+            return rc;
+        int64_t du = fp_clock_mono_ns() - u0 - a->optim_ns;
+        *t0 += du;
+        *t1 += du;
+        *t2 += du;
+        return FP_OK;
+    }
+    int64_t o0 = fp_clock_mono_ns();
+    if ((rc = fp_optim_step(a->optim, lr)))
+        return rc;
+    round_state(a);
+    a->optim_ns = fp_clock_mono_ns() - o0;
+    return FP_OK;
+}
+
+/* 7. The iteration counted and the phase times of a finished step. */
 static void step_done(fp_arm *a, fp_arm_step_result *r, int64_t t0, int64_t t1, int64_t t2)
 {
     a->iteration++;
-    int64_t t3 = mono_ns();
+    int64_t t3 = fp_clock_mono_ns();
     r->forward_ns = t1 - t0;
     r->backward_ns = t2 - t1;
     r->optim_ns = t3 - t2;
     r->total_ns = t3 - t0;
 }
+
+/* ONE TRAINING STEP (PyTorch's AMP recipe: autocast forward, scaler.scale(loss).backward(), scaler.step(opt),
+ * scaler.update()), on the host or, for an arm on a device backend, the same order on the device:
+ *
+ *   0. begin      the lr of this iteration from the schedule; the update hook, if any, is this step's only.
+ *   1. forward    zero the gradients; fp_model_forward (TRAIN mode: batchnorm's batch statistics) -> logits
+ *                 in fp32; softmax cross-entropy -> loss, top-1 / top-5 hits, dlogits. On a device the loss
+ *                 runs fused with the forward (fp_model_forward_loss) and dlogits stay there, scaled.
+ *                 Probes: the model calls its probe set (fp_model_set_probe) around every layer (timers,
+ *                 NVTX ranges, CUPTI correlation) and hands over activations at a sampled step (histograms).
+ *                 A non-finite loss under a policy without a scaler stops here: diverged, nothing updated.
+ *   2. hook       (host) the forward hook: work that needs the weights this forward used, before they move,
+ *                 e.g. each low-precision arm's rounding error riding on the fp32 arm's forward. Untimed.
+ *   3. backward   dlogits x scale, fp_model_backward: the weight gradients, still scaled. Probes: the layer
+ *                 hooks per backward phase; activation and weight gradients at a sampled step.
+ *   4. unscale    every parameter gradient x 1/scale in backward order, checking for inf / NaN (the first
+ *                 non-finite tensor is named in the result).
+ *   5. scaler     GradScaler.update: inf / NaN -> the step is skipped and the scale halves; 2000 clean
+ *                 steps -> it doubles. Without a scaler nothing is skipped (a non-finite gradient is applied,
+ *                 as PyTorch does, and reported).
+ *   6. update     unless skipped: optimizer.step(lr) (SGD on the device for a device arm), or the update hook
+ *                 stepping it part by part with the parameter pass riding on it (weights, weight gradients,
+ *                 updates and lost updates histogrammed while in cache; untimed); then `half` rounds the
+ *                 master weights and optimizer state to fp16.
+ *   7. done       iteration + 1; forward / backward / optimizer / total times (CLOCK_MONOTONIC).
+ *
+ * The loop around it (compare.c's arm_step) opens the probe set's step before this call, as the step plan
+ * says (histograms, rounding error, trace), and closes it after, once the parameters were sampled. */
+int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
+{
+    /* 0. begin */
+    fp_arm_update_hook uh = a->uhook;
+    a->uhook = NULL;
+    step_begin(a, b, r);
+    int rc = reserve_dlogits(a, b->n);
+    if (rc)
+        return rc;
+    const float scale = a->scaler.scale;
+    int64_t t0 = fp_clock_mono_ns(), t1 = t0, t2;
+
+    /* 1. forward + loss */
+    fp_model_zero_grad(a->model);
+    if ((rc = forward_loss(a, b, r, &t1)))
+        return rc;
+    if (diverged(a, r, t0, t1))
+        return FP_OK;
+
+    /* 2. the forward hook (host), its time left out */
+    if (a->hook && !a->dev) {
+        int64_t h0 = fp_clock_mono_ns();
+        if ((rc = a->hook(a->hook_ctx, a, b)))
+            return rc;
+        int64_t dh = fp_clock_mono_ns() - h0;
+        t0 += dh;
+        t1 += dh;
+    }
+
+    /* 3. backward of the scaled loss */
+    if ((rc = backward_scaled(a, b->n, scale)))
+        return rc;
+    t2 = fp_clock_mono_ns();
+
+    /* 4. unscale_ + inf/NaN check, 5. scaler update */
+    int found = 0;
+    if ((rc = unscale_and_check(a, 1.0f / scale, &found, r)))
+        return rc;
+    scaler_update(a, r, found);
+
+    /* 6. the optimizer (unless skipped); a device arm waits for it */
+    if (!r->skipped && (rc = update(a, r->lr, uh, &t0, &t1, &t2)))
+        return rc;
+    if (a->dev && (rc = fp_model_backend_ops(a->model)->sync(fp_model_backend(a->model))))
+        return rc;
+
+    /* 7. done */
+    step_done(a, r, t0, t1, t2);
+    return FP_OK;
+}
+
+/* ---------------------------------------------------------------- the device parts of steps 4 and 6 */
 
 #ifdef HAVE_CUDA
 /* unscale_ + the inf/NaN check on the device: one launch over every parameter gradient; the layer is
@@ -412,124 +603,7 @@ static int device_optim(fp_arm *a, double lr)
         a->mom_dev_newer = 1;
     return rc;
 }
-
-static int step_device(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
-{
-    fp_model *m = a->model;
-    int64_t t0 = mono_ns();
-    fp_model_zero_grad(m);
-    float scale = a->scaler.scale;
-    int rc = fp_model_forward_loss(m, &r->loss, &r->correct1, &r->correct5, b->images, (const int *)b->labels, b->n,
-                                   scale);
-    if (rc)
-        return rc;
-    int64_t t1 = mono_ns();
-    if (diverged(a, r, t0, t1))
-        return FP_OK;
-    rc = fp_model_backward_loss(m);
-    rc = rc ? rc : fp_model_backend_ops(m)->sync(fp_model_backend(m));   /* honest backward time */
-    if (rc)
-        return rc;
-    int64_t t2 = mono_ns();
-    int found = 0;
-    if ((rc = device_unscale(a, 1.0f / scale, &found, r)))
-        return rc;
-    scaler_update(a, r, found);
-    if (!r->skipped && (rc = device_optim(a, r->lr)))
-        return rc;
-    rc = fp_model_backend_ops(m)->sync(fp_model_backend(m));
-    if (rc)
-        return rc;
-    step_done(a, r, t0, t1, t2);
-    return FP_OK;
-}
 #endif
-
-int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
-{
-    fp_arm_update_hook uh = a->uhook;   /* this step's only, whatever happens to it */
-    a->uhook = NULL;
-    memset(r, 0, sizeof *r);
-    r->iteration = a->iteration;
-    r->n = b->n;
-    r->nonfinite_layer = -1;
-    r->scale = r->next_scale = a->scaler.scale;
-    r->lr = fp_lr_at(&a->cfg.lr, a->iteration);
-#ifdef HAVE_CUDA
-    if (a->dev)
-        return step_device(a, b, r);
-#endif
-    int classes = fp_model_num_classes(a->model);
-    size_t need = (size_t)b->n * (size_t)classes;
-    if (a->dlogits_cap < need) {
-        float *p = realloc(a->dlogits, need * sizeof(float));
-        if (!p)
-            return fp_fail(FP_ENOMEM, "out of memory");
-        a->dlogits = p;
-        a->dlogits_cap = need;
-    }
-    int64_t t0 = mono_ns();
-    fp_model_zero_grad(a->model);
-    const float *logits;
-    int rc = fp_model_forward(a->model, &logits, b->images, b->n, FP_MODE_TRAIN);
-    if (rc)
-        return rc;
-    int64_t t1 = mono_ns();
-    rc = fp_softmax_xent(&r->loss, a->dlogits, &r->correct1, &r->correct5, logits, (const int *)b->labels, b->n,
-                         classes);
-    if (rc)
-        return rc;
-    if (diverged(a, r, t0, t1))
-        return FP_OK;
-    if (a->hook) {   /* left out of the times: the step's clock moves past it */
-        int64_t h0 = mono_ns();
-        if ((rc = a->hook(a->hook_ctx, a, b)))
-            return rc;
-        int64_t dh = mono_ns() - h0;
-        t0 += dh;
-        t1 += dh;
-    }
-    float scale = a->scaler.scale;
-    if (scale != 1.0f)
-        for (size_t i = 0; i < need; i++)
-            a->dlogits[i] *= scale;
-    if ((rc = fp_model_backward(a->model, a->dlogits)))
-        return rc;
-    int64_t t2 = mono_ns();
-
-    /* unscale_ + the inf/NaN check, walking the parameters in backward order (last layer first). */
-    float inv = 1.0f / scale;
-    int found = 0;
-    for (size_t i = fp_model_tensor_count(a->model); i-- > 0;) {
-        const fp_tensor_info *t = fp_model_tensor(a->model, i);
-        if (!t->is_param)
-            continue;
-        if (fp_unscale_and_check(fp_model_tensor_grad(a->model, t), t->numel, inv) && !found) {
-            found = 1;
-            r->nonfinite_layer = t->layer;
-            r->nonfinite_tensor = t->name;
-        }
-    }
-    scaler_update(a, r, found);
-    if (!r->skipped && uh) {   /* its time left out; the optimizer's taken as the last one measured */
-        int64_t u0 = mono_ns();
-        rc = fp_optim_step_begin(a->optim, r->lr);
-        if (rc || (rc = uh(a->uhook_ctx, a, a->optim)))
-            return rc;
-        int64_t du = mono_ns() - u0 - a->optim_ns;
-        t0 += du;
-        t1 += du;
-        t2 += du;
-    } else if (!r->skipped) {
-        int64_t o0 = mono_ns();
-        if ((rc = fp_optim_step(a->optim, r->lr)))
-            return rc;
-        round_state(a);
-        a->optim_ns = mono_ns() - o0;
-    }
-    step_done(a, r, t0, t1, t2);
-    return FP_OK;
-}
 
 void fp_arm_eval_reset(fp_arm_eval_acc *acc) { memset(acc, 0, sizeof *acc); }
 
