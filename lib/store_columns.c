@@ -53,6 +53,17 @@ int fp_rows_reserve(void **arr, size_t *cap, size_t n, size_t sz)
     return FP_OK;
 }
 
+int fp_reader_end_rows(struct fp_reader *r, int rc, void **rows, size_t *n)
+{
+    rc = fp_reader_end(r, rc);
+    if (rc != FP_OK) {
+        free(*rows);
+        *rows = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
 int fp_run_liveness(char *status, size_t status_cap, char *failure, size_t failure_cap, int64_t pid,
                     const char *host, int64_t heartbeat)
 {

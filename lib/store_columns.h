@@ -1,6 +1,6 @@
 /* store_columns.h — internal to the run store's readers (store_reader*.c): one column of a result row
- * with SQL NULL read as "not recorded" (-1, NaN or ""), room for one more row in a growing array, and a
- * 'running' run's liveness as readers derive it. Not for use outside lib/store*.c. */
+ * with SQL NULL read as "not recorded" (-1, NaN or ""), growing and (on error) dropping a row array,
+ * and a 'running' run's liveness as readers derive it. Not for use outside lib/store*.c. */
 #ifndef FP_STORE_COLUMNS_H
 #define FP_STORE_COLUMNS_H
 
@@ -22,6 +22,11 @@ int fp_col_event_kind(sqlite3_stmt *st, int i);
 /* Grow *arr (of *cap elements of size sz) so that element n fits: doubles, 64 at first. FP_OK, or
  * FP_ENOMEM with *arr and *cap untouched. */
 int fp_rows_reserve(void **arr, size_t *cap, size_t n, size_t sz);
+
+/* End a read that fills *rows (fp_reader_end); when rc or the end failed, free *rows, set it NULL and
+ * *n 0. Returns the result. */
+struct fp_reader;
+int fp_reader_end_rows(struct fp_reader *r, int rc, void **rows, size_t *n);
 
 /* A run recorded as status[] 'running' whose writer (pid on host) has certainly gone becomes
  * "interrupted", with failure[] "writer process PID is gone"; returns 1 (stale) then, or when its

@@ -166,13 +166,7 @@ int fp_reader_sessions(fp_reader_t *r, fp_session_row_t **rows, size_t *n)
     if (rc == FP_OK && src != SQLITE_DONE)
         rc = fp_reader_fail(r, src, "listing sessions");
     sqlite3_finalize(st);
-    rc = fp_reader_end(r, rc);
-    if (rc != FP_OK) {
-        free(*rows);
-        *rows = NULL;
-        *n = 0;
-    }
-    return rc;
+    return fp_reader_end_rows(r, rc, (void **)rows, n);
 }
 
 #define RUN_COLUMNS                                                                                        \
@@ -250,13 +244,7 @@ static int query_runs(fp_reader_t *r, const char *sql, int64_t arg, int with_ste
     if (rc == FP_OK && src != SQLITE_DONE)
         rc = fp_reader_fail(r, src, "listing runs");
     sqlite3_finalize(st);
-    rc = fp_reader_end(r, rc);
-    if (rc != FP_OK) {
-        free(*rows);
-        *rows = NULL;
-        *n = 0;
-    }
-    return rc;
+    return fp_reader_end_rows(r, rc, (void **)rows, n);
 }
 
 static int runs_of(fp_reader_t *r, int64_t session, int with_steps, fp_run_row_t **rows, size_t *n)
@@ -346,13 +334,7 @@ int fp_reader_steps_since(fp_reader_t *r, int64_t run, int64_t after_step, size_
     if (rc == FP_OK && src != SQLITE_DONE)
         rc = fp_reader_fail(r, src, "reading steps");
     sqlite3_reset(st);
-    rc = fp_reader_end(r, rc);
-    if (rc != FP_OK) {
-        free(*rows);
-        *rows = NULL;
-        *n = 0;
-    }
-    return rc;
+    return fp_reader_end_rows(r, rc, (void **)rows, n);
 }
 
 /* ---------------------------------------------------------------- grouped statistics */
@@ -518,13 +500,7 @@ int fp_reader_layer_summary(fp_reader_t *r, int64_t run, int64_t step_lo, int64_
     free(kern_sum);
     free(kern_n);
     free(stats);
-    rc = fp_reader_end(r, rc);
-    if (rc != FP_OK) {
-        free(*rows);
-        *rows = NULL;
-        *n = 0;
-    }
-    return rc;
+    return fp_reader_end_rows(r, rc, (void **)rows, n);
 }
 
 /* ---------------------------------------------------------------- histograms */
@@ -566,13 +542,7 @@ int fp_reader_histograms(fp_reader_t *r, int64_t run, int layer, int64_t step, f
     if (rc == FP_OK && src != SQLITE_DONE)
         rc = fp_reader_fail(r, src, "reading histograms");
     sqlite3_finalize(st);
-    rc = fp_reader_end(r, rc);
-    if (rc != FP_OK) {
-        free(*rows);
-        *rows = NULL;
-        *n = 0;
-    }
-    return rc;
+    return fp_reader_end_rows(r, rc, (void **)rows, n);
 }
 
 /* ---------------------------------------------------------------- kernel summary */
@@ -717,11 +687,5 @@ int fp_reader_kernel_summary(fp_reader_t *r, int64_t run, int64_t step_lo, int64
     free(slot_id);
     free(slot_group);
     free(stats);
-    rc = fp_reader_end(r, rc);
-    if (rc != FP_OK) {
-        free(*rows);
-        *rows = NULL;
-        *n = 0;
-    }
-    return rc;
+    return fp_reader_end_rows(r, rc, (void **)rows, n);
 }

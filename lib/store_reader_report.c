@@ -48,13 +48,7 @@ static int collect(fp_reader_t *r, const char *sql, const int64_t *args, int nar
     if (rc == FP_OK && src != SQLITE_DONE)
         rc = fp_reader_fail(r, src, doing);
     sqlite3_finalize(st);
-    rc = fp_reader_end(r, rc);
-    if (rc != FP_OK) {
-        free(*rows);
-        *rows = NULL;
-        *n = 0;
-    }
-    return rc;
+    return fp_reader_end_rows(r, rc, rows, n);
 }
 
 /* ---------------------------------------------------------------- environment */

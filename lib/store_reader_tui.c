@@ -113,13 +113,7 @@ int fp_reader_tui_events_since(fp_reader_t *r, int64_t run, int64_t after_id, si
     if (rc == FP_OK && src != SQLITE_DONE)
         rc = fp_reader_fail(r, src, "reading events");
     sqlite3_finalize(st);
-    rc = fp_reader_end(r, rc);
-    if (rc != FP_OK) {
-        free(*rows);
-        *rows = NULL;
-        *n = 0;
-    }
-    return rc;
+    return fp_reader_end_rows(r, rc, (void **)rows, n);
 }
 
 int fp_reader_tui_hist_latest(fp_reader_t *r, int64_t run, int role, int nlayers, fp_tui_hist_t *out)

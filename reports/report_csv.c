@@ -151,10 +151,7 @@ static int v_layers(FILE *f, fp_reader_t *r, const fp_summary_t *s)
     header(f, "arm,run,layer,name,type,forward_ns,backward_data_ns,backward_weights_ns,total_ns,share,speedup,"
               "format,overflow,underflow,nonfinite");
     /* per arm, per layer: the three phase medians */
-    int nl = 0;
-    for (size_t i = 0; i < s->narms; i++)
-        for (size_t k = 0; k < s->arms[i].nlayers; k++)
-            nl = s->arms[i].layers[k].layer + 1 > nl ? s->arms[i].layers[k].layer + 1 : nl;
+    int nl = fp_summary_layer_count(s);
     size_t cells = s->narms * (size_t)(nl > 0 ? nl : 1) * FP_PHASE_COUNT;
     double *ph = malloc(cells * sizeof *ph);
     double *tot = calloc(s->narms, sizeof *tot);
@@ -243,14 +240,11 @@ static int v_histograms(FILE *f, fp_reader_t *r, const fp_summary_t *s)
                 break;
             for (size_t k = 0; k < n; k++) {
                 const fp_hist_t *x = &h[k].hist;
-                const char *name = "";
-                for (size_t q = 0; q < a->nlayers; q++)
-                    if (a->layers[q].layer == h[k].layer)
-                        name = a->layers[q].name;
+                const fp_layer_row_t *L = fp_arm_layer(a, h[k].layer);
                 arm_cols(f, a);
                 integer(f, h[k].step, 0);
                 integer(f, h[k].layer, 0);
-                text(f, name);
+                text(f, L ? L->name : "");
                 text(f, fp_tensor_role_name((fp_tensor_role)role));
                 integer(f, (long long)x->count, 0);
                 integer(f, (long long)x->zero, 0);

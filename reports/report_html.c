@@ -384,32 +384,18 @@ static const fp_layer_numerics_t *find_numerics(const fp_arm_t *a, int layer, in
     return NULL;
 }
 
-static int layer_count(const fp_summary_t *s)
-{
-    int nl = 0;
-    for (size_t i = 0; i < s->narms; i++)
-        for (size_t k = 0; k < s->arms[i].nlayers; k++)
-            if (s->arms[i].layers[k].layer + 1 > nl)
-                nl = s->arms[i].layers[k].layer + 1;
-    return nl;
-}
-
+/* The layer's row in the reference arm, else in the first arm that has it. */
 static const fp_layer_row_t *find_layer(const fp_summary_t *s, int l)
 {
-    const fp_arm_t *R = &s->arms[s->ref];
-    for (size_t k = 0; k < R->nlayers; k++)
-        if (R->layers[k].layer == l)
-            return &R->layers[k];
-    for (size_t i = 0; i < s->narms; i++)
-        for (size_t k = 0; k < s->arms[i].nlayers; k++)
-            if (s->arms[i].layers[k].layer == l)
-                return &s->arms[i].layers[k];
-    return NULL;
+    const fp_layer_row_t *L = fp_arm_layer(&s->arms[s->ref], l);
+    for (size_t i = 0; !L && i < s->narms; i++)
+        L = fp_arm_layer(&s->arms[i], l);
+    return L;
 }
 
 static int layers_section(FILE *f, fp_reader_t *r, const fp_summary_t *s)
 {
-    int nl = layer_count(s);
+    int nl = fp_summary_layer_count(s);
     layer_times_t *lt = calloc(s->narms ? s->narms : 1, sizeof *lt);
     int rc = lt ? FP_OK : fp_fail(FP_ENOMEM, "out of memory");
     for (size_t i = 0; rc == FP_OK && i < s->narms; i++)
@@ -567,11 +553,8 @@ static int heatmaps_section(FILE *f, fp_reader_t *r, const fp_summary_t *s)
                 rc = fp_fail(FP_ENOMEM, "out of memory");
             } else {
                 for (size_t k = 0; k < n; k++) {
-                    const char *nm = "";
-                    for (size_t q = 0; q < a->nlayers; q++)
-                        if (a->layers[q].layer == h[k].layer)
-                            nm = a->layers[q].name;
-                    snprintf(names[k], sizeof names[k], "%d %s", h[k].layer, nm);
+                    const fp_layer_row_t *L = fp_arm_layer(a, h[k].layer);
+                    snprintf(names[k], sizeof names[k], "%d %s", h[k].layer, L ? L->name : "");
                     rows[k] = names[k];
                     uint64_t tot = fp_hist_finite_nonzero(&h[k].hist);
                     for (int c = 0; c < ncols && tot; c++) {

@@ -89,12 +89,28 @@ const fp_arm_t *fp_summary_arm(const fp_summary_t *s, const char *policy)
     return NULL;
 }
 
-static const char *layer_name(const fp_arm_t *a, int layer)
+const fp_layer_row_t *fp_arm_layer(const fp_arm_t *a, int layer)
 {
     for (size_t i = 0; i < a->nlayers; i++)
         if (a->layers[i].layer == layer)
-            return a->layers[i].name;
-    return "";
+            return &a->layers[i];
+    return NULL;
+}
+
+int fp_summary_layer_count(const fp_summary_t *s)
+{
+    int nl = 0;
+    for (size_t i = 0; i < s->narms; i++)
+        for (size_t k = 0; k < s->arms[i].nlayers; k++)
+            if (s->arms[i].layers[k].layer + 1 > nl)
+                nl = s->arms[i].layers[k].layer + 1;
+    return nl;
+}
+
+static const char *layer_name(const fp_arm_t *a, int layer)
+{
+    const fp_layer_row_t *l = fp_arm_layer(a, layer);
+    return l ? l->name : "";
 }
 
 /* The FP_SUMMARY_TOP layers with the largest per-layer totals (count > 0), largest first. */

@@ -78,6 +78,10 @@ int fp_summary_load(fp_reader_t *r, int64_t session, int64_t warmup, fp_summary_
 void fp_summary_free(fp_summary_t *s);
 /* The arm whose policy is `policy` (first match), or NULL. */
 const fp_arm_t *fp_summary_arm(const fp_summary_t *s, const char *policy);
+/* The layers table row of `layer` in an arm, or NULL. */
+const fp_layer_row_t *fp_arm_layer(const fp_arm_t *a, int layer);
+/* One more than the highest layer index of any arm (0 when no arm has layers). */
+int fp_summary_layer_count(const fp_summary_t *s);
 /* A run's kernels over all its steps (fp_reader_kernel_summary) and their tensor-core flags
  * (fp_reader_kernel_flags), as both reports list them; the arrays start NULL and are the caller's to free,
  * also on error. */

@@ -56,9 +56,9 @@ enum { TID_STEPS = 1, TID_LAYERS = 2, TID_STREAM0 = 100 };
 
 static const char *layer_name(const fp_arm_t *a, int layer, char *buf, size_t cap)
 {
-    for (size_t i = 0; i < a->nlayers; i++)
-        if (a->layers[i].layer == layer)
-            return a->layers[i].name;
+    const fp_layer_row_t *l = fp_arm_layer(a, layer);
+    if (l)
+        return l->name;
     snprintf(buf, cap, "layer %d", layer);
     return buf;
 }
