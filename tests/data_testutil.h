@@ -1,13 +1,10 @@
-/* data_testutil.h — helpers for the data tests: a scratch directory under $TMPDIR (or /tmp) removed
- * afterwards, and small PNG / JPEG / raw file writers so no binary image fixture is committed.
- * Promise: every helper reports failure by its return value (0 ok), never exits. */
+/* data_testutil.h — helpers for the data tests: opening a data set with the options a test varies, the
+ * value a byte becomes after normalisation, nested directories, and small PNG / JPEG writers so no binary
+ * image fixture is committed (scratch directories and raw files: testutil.h).
+ * Promise: every helper reports failure by its return value (0 ok, or NULL), never exits. */
 #ifndef FP_DATA_TESTUTIL_H
 #define FP_DATA_TESTUTIL_H
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,26 +12,44 @@
 #include <sys/stat.h>
 #include <jpeglib.h>
 #include <png.h>
+#include "error.h"
+#include "tap.h"
+#include "testutil.h"
+#include "trainer/data/data.h"
 
-/* mkdtemp under $TMPDIR or /tmp; buf receives the path. */
-static inline int dt_mkdtemp(char *buf, size_t cap)
+/* Opens spec, with ":dir" appended when dir is not NULL ("cifar10", DIR), with the default options but the
+ * image size, seed, augmentation and shuffling given; fp_dataset_open's code. */
+static inline int dt_open(fp_dataset **ds, const char *spec, const char *dir, int size, uint64_t seed, int augment,
+                          int shuffle)
 {
-    const char *t = getenv("TMPDIR");
-    snprintf(buf, cap, "%s/fp16probe-data-XXXXXX", t && *t ? t : "/tmp");
-    return mkdtemp(buf) ? 0 : -1;
+    fp_data_opts o;
+    fp_data_opts_default(&o);
+    o.image_size = size;
+    o.seed = seed;
+    o.augment = augment;
+    o.shuffle = shuffle;
+    char full[4400];
+    if (dir)
+        snprintf(full, sizeof full, "%s:%s", spec, dir);
+    return fp_dataset_open(ds, dir ? full : spec, &o);
 }
 
-static inline int dt_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+/* dt_open of a spec that should open: the data set, or NULL after a TAP diagnostic with the error. */
+static inline fp_dataset *dt_open_ok(const char *spec, int size, uint64_t seed, int augment, int shuffle)
 {
-    (void)st; (void)flag; (void)ftw;
-    return remove(path);
+    fp_dataset *ds = NULL;
+    if (dt_open(&ds, spec, NULL, size, seed, augment, shuffle) != FP_OK)
+        tap_diag("open %s: %s", spec, fp_error_message());
+    return ds;
 }
 
-static inline int dt_rmtree(const char *path)
+/* What byte v of channel c becomes after the ImageNet normalisation. */
+static inline float dt_norm(uint8_t v, int c)
 {
-    return nftw(path, dt_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    return ((float)v / 255.0f - fp_imagenet_mean[c]) / fp_imagenet_std[c];
 }
 
+/* Makes a, a/b and a/b/c (b and c may be NULL); mkdir's code for a/b/c, else 0. */
 static inline int dt_mkdirs(const char *a, const char *b, const char *c)
 {
     char p[8192];
@@ -49,15 +64,6 @@ static inline int dt_mkdirs(const char *a, const char *b, const char *c)
         return mkdir(p, 0755);
     }
     return 0;
-}
-
-static inline int dt_write_file(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    size_t w = fwrite(data, 1, len, f);
-    return fclose(f) == 0 && w == len ? 0 : -1;
 }
 
 /* 8-bit RGB PNG from packed rows. */
@@ -104,7 +110,7 @@ static inline int dt_write_jpeg(const char *path, const uint8_t *pix, int w, int
     unsigned char *buf;
     unsigned long len;
     dt_jpeg_mem(pix, w, h, comps, quality, &buf, &len);
-    int rc = dt_write_file(path, buf, len);
+    int rc = tu_write_file(path, buf, len);
     free(buf);
     return rc;
 }

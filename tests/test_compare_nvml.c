@@ -48,15 +48,13 @@ int main(void)
     double e0 = fp_nvml_energy_j(nv), e1 = fp_nvml_energy_j(nv);
     tap_is_double(e1 - e0, 0.007, 1e-9, 0, "energy counter in joules: two reads differ by the stand-in's 7 mJ");
 
-    char dir[64];
-    snprintf(dir, sizeof dir, "/tmp/fp16probe-nvml-XXXXXX");
-    if (!mkdtemp(dir)) {
+    char *dir = tu_mkdir();
+    if (!dir) {
         tap_skip(4, "cannot create a temporary directory");
         fp_nvml_close(nv);
         return tap_done();
     }
-    char db[128];
-    snprintf(db, sizeof db, "%s/nvml.db", dir);
+    char *db = tu_path(dir, "nvml.db");
     fp_store_t *s = NULL;
     int64_t runs[2] = {0, 0};
     int rc = fp_store_open(&s, db);
@@ -92,8 +90,8 @@ int main(void)
              "energy_j > 1000", (long long)runs[0]);
     tap_ok(tu_sql_int(db, sql) > 0, "the first run's samples carry clocks and the energy counter (J)");
     fp_nvml_close(nv);
-    snprintf(sql, sizeof sql, "rm -rf '%s'", dir);
-    if (system(sql) != 0)
-        tap_diag("could not remove %s", dir);
+    free(db);
+    if (tu_rmdir(dir) != 0)
+        tap_diag("could not remove the scratch directory");
     return tap_done();
 }

@@ -31,32 +31,31 @@ static int write_cifar(const char *dir, const char *name, int file, int nrec, in
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    int rc = dt_write_file(path, buf, len);
+    int rc = tu_write_file(path, buf, len);
     free(buf);
     return rc;
 }
 
-static float norm(uint8_t v, int c)
+/* x (32x32 HWC, normalised) is record rec of file `file`, exactly. */
+static int is_record(const float *x, int file, int rec)
 {
-    return ((float)v / 255.0f - fp_imagenet_mean[c]) / fp_imagenet_std[c];
+    for (int y = 0; y < 32; y++)
+        for (int xx = 0; xx < 32; xx++)
+            for (int c = 0; c < 3; c++)
+                if (x[(y * 32 + xx) * 3 + c] != dt_norm(pix(file, rec, c, y, xx), c))
+                    return 0;
+    return 1;
 }
 
 static int open_cifar(fp_dataset **ds, const char *dir, int size, int augment)
 {
-    fp_data_opts o;
-    fp_data_opts_default(&o);
-    o.image_size = size;
-    o.augment = augment;
-    o.seed = 9;
-    char spec[4200];
-    snprintf(spec, sizeof spec, "cifar10:%s", dir);
-    return fp_dataset_open(ds, spec, &o);
+    return dt_open(ds, "cifar10", dir, size, 9, augment, 1);
 }
 
 int main(void)
 {
-    char root[4096], dir[4200], path[4300];
-    if (dt_mkdtemp(root, sizeof root) != 0)
+    char *root = tu_mkdir(), dir[4200], path[4300];
+    if (!root)
         tap_skip_all("cannot create a temporary directory");
     snprintf(dir, sizeof dir, "%s/cifar", root);
     mkdir(dir, 0755);
@@ -93,24 +92,13 @@ int main(void)
     rc = open_cifar(&ds, dir, 32, 0);
     tap_is_int(rc, FP_OK, "opens with test_batch.bin");
     float *x = malloc(64 * 64 * 3 * sizeof *x), *y = malloc(64 * 64 * 3 * sizeof *y);
-    int lab = -1, exact = 1;
+    int lab = -1;
     /* train index 6 = data_batch_3 record 1 */
     fp_dataset_get(ds, FP_SPLIT_TRAIN, 6, 0, x, &lab);
     tap_is_int(lab, (3 + 1) % 10, "label of train sample 6 (data_batch_3.bin record 1)");
-    for (int yy = 0; yy < 32; yy++)
-        for (int xx = 0; xx < 32; xx++)
-            for (int c = 0; c < 3; c++)
-                if (x[(yy * 32 + xx) * 3 + c] != norm(pix(3, 1, c, yy, xx), c))
-                    exact = 0;
-    tap_ok(exact, "pixels of train sample 6 exact after normalisation (planes -> HWC)");
+    tap_ok(is_record(x, 3, 1), "pixels of train sample 6 exact after normalisation (planes -> HWC)");
     fp_dataset_get(ds, FP_SPLIT_VAL, 3, 0, x, &lab);
-    exact = lab == (6 + 3) % 10;
-    for (int yy = 0; yy < 32; yy++)
-        for (int xx = 0; xx < 32; xx++)
-            for (int c = 0; c < 3; c++)
-                if (x[(yy * 32 + xx) * 3 + c] != norm(pix(6, 3, c, yy, xx), c))
-                    exact = 0;
-    tap_ok(exact, "validation sample 3 (test_batch.bin record 3) exact");
+    tap_ok(lab == (6 + 3) % 10 && is_record(x, 6, 3), "validation sample 3 (test_batch.bin record 3) exact");
     fp_dataset_close(ds);
 
     /* augmentation: pad 4 + random crop + flip, found by brute force among the 162 possibilities */
@@ -129,7 +117,7 @@ int main(void)
                             int sx = (flip ? 31 - xx : xx) + dx - 4, sy = yy + dy - 4;
                             for (int c = 0; c < 3; c++) {
                                 uint8_t v = sx < 0 || sx > 31 || sy < 0 || sy > 31 ? 0 : pix(1, 2, c, sy, sx);
-                                if (x[(yy * 32 + xx) * 3 + c] != norm(v, c))
+                                if (x[(yy * 32 + xx) * 3 + c] != dt_norm(v, c))
                                     ok = 0;
                             }
                         }
@@ -152,9 +140,9 @@ int main(void)
     fp_dataset_get(ds, FP_SPLIT_TRAIN, 0, 0, x, &lab);
     int finite = 1;
     for (int i = 0; i < 64 * 64 * 3; i++)
-        finite &= isfinite(x[i]) && x[i] >= norm(0, i % 3) - 1e-4f && x[i] <= norm(255, i % 3) + 1e-4f;
+        finite &= isfinite(x[i]) && x[i] >= dt_norm(0, i % 3) - 1e-4f && x[i] <= dt_norm(255, i % 3) + 1e-4f;
     tap_ok(rc == FP_OK && finite, "resized to 64x64: values within the normalised range");
-    tap_is_double(x[0], norm(pix(1, 0, 0, 0, 0), 0), 1e-5, 0, "corner pixel of the upscaled image = source corner");
+    tap_is_double(x[0], dt_norm(pix(1, 0, 0, 0, 0), 0), 1e-5, 0, "corner pixel of the upscaled image = source corner");
     fp_dataset_close(ds);
 
     /* truncated file: 2 records + 100 bytes */
@@ -181,6 +169,6 @@ int main(void)
 
     free(x);
     free(y);
-    tap_ok(dt_rmtree(root) == 0, "temporary directory removed");
+    tap_ok(tu_rmdir(root) == 0, "temporary directory removed");
     return tap_done();
 }

@@ -26,21 +26,9 @@ static uint8_t *gradient_image(int w, int h)
     return p;
 }
 
-static float norm(uint8_t v, int c)
-{
-    return ((float)v / 255.0f - fp_imagenet_mean[c]) / fp_imagenet_std[c];
-}
-
 static int open_folder(fp_dataset **ds, const char *dir, int size, int augment)
 {
-    fp_data_opts o;
-    fp_data_opts_default(&o);
-    o.image_size = size;
-    o.augment = augment;
-    o.seed = 5;
-    char spec[4200];
-    snprintf(spec, sizeof spec, "imagefolder:%s", dir);
-    return fp_dataset_open(ds, spec, &o);
+    return dt_open(ds, "imagefolder", dir, size, 5, augment, 1);
 }
 
 static void test_transforms(void)
@@ -87,7 +75,7 @@ static void test_transforms(void)
         for (int x = 0; x < 20; x++)
             for (int c = 0; c < 3; c++) {
                 mirror &= b[(y * 20 + x) * 3 + c] == a[(y * 20 + 19 - x) * 3 + c];
-                ident &= a[(y * 20 + x) * 3 + c] == norm(grad(x, y, c), c);
+                ident &= a[(y * 20 + x) * 3 + c] == dt_norm(grad(x, y, c), c);
             }
     tap_ok(ident, "resample of the whole image at its size is the identity");
     tap_ok(mirror, "flip mirrors left-right");
@@ -112,8 +100,8 @@ static void test_transforms(void)
 
 int main(void)
 {
-    char root[4096], dir[4200], path[4400];
-    if (dt_mkdtemp(root, sizeof root) != 0)
+    char *root = tu_mkdir(), dir[4200], path[4400];
+    if (!root)
         tap_skip_all("cannot create a temporary directory");
     test_transforms();
 
@@ -128,7 +116,7 @@ int main(void)
     snprintf(path, sizeof path, "%s/train/cat/a.JPEG", dir);
     dt_write_jpeg(path, g40, 40, 40, 3, 95);
     snprintf(path, sizeof path, "%s/train/cat/notes.txt", dir);
-    dt_write_file(path, "x", 1);
+    tu_write_file(path, "x", 1);
     snprintf(path, sizeof path, "%s/train/apple/x.PNG", dir);
     dt_write_png(path, g40, 40, 40);
     uint8_t grey[24 * 30];
@@ -159,7 +147,7 @@ int main(void)
     for (int yy = 0; yy < 32; yy++)
         for (int xx = 0; xx < 32; xx++)
             for (int c = 0; c < 3; c++)
-                exact &= x[(yy * 32 + xx) * 3 + c] == norm(grad(xx + 2, yy + 2, c), c);
+                exact &= x[(yy * 32 + xx) * 3 + c] == dt_norm(grad(xx + 2, yy + 2, c), c);
     tap_ok(exact, "PNG decoded exactly; Resize(37)+CenterCrop(32) crops at (2,2) exactly");
 
     /* JPEG decode close to the source (quality 95, smooth gradient) */
@@ -219,7 +207,7 @@ int main(void)
     snprintf(bad, sizeof bad, "%s/bad", root);
     dt_mkdirs(bad, "train", "c");
     snprintf(path, sizeof path, "%s/train/c/1_garbage.jpg", bad);
-    dt_write_file(path, "this is not an image at all", 27);
+    tu_write_file(path, "this is not an image at all", 27);
     unsigned char *tb;
     unsigned long tlen;
     uint8_t *noisy = malloc(96 * 96 * 3);
@@ -228,18 +216,18 @@ int main(void)
     dt_jpeg_mem(noisy, 96, 96, 3, 90, &tb, &tlen);
     free(noisy);
     snprintf(path, sizeof path, "%s/train/c/2_truncated.jpg", bad);
-    dt_write_file(path, tb, tlen * 7 / 10);   /* cut inside the entropy-coded scan */
+    tu_write_file(path, tb, tlen * 7 / 10);   /* cut inside the entropy-coded scan */
     free(tb);
     dt_jpeg_mem(g40, 40, 40, 3, 90, &tb, &tlen);
     snprintf(path, sizeof path, "%s/train/c/3_header.jpg", bad);
     tb[20] ^= 0xFF;   /* inside the JFIF / quantisation header */
     tb[21] ^= 0xFF;
     tb[22] ^= 0xFF;
-    dt_write_file(path, tb, 200);
+    tu_write_file(path, tb, 200);
     free(tb);
     static const uint8_t png_sig[16] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'X' };
     snprintf(path, sizeof path, "%s/train/c/4_broken.png", bad);
-    dt_write_file(path, png_sig, sizeof png_sig);
+    tu_write_file(path, png_sig, sizeof png_sig);
     rc = open_folder(&ds, bad, 32, 0);
     tap_is_int(rc, FP_OK, "corrupt files are listed at open (decoded on use)");
     const char *names[4] = { "1_garbage.jpg", "2_truncated.jpg", "3_header.jpg", "4_broken.png" };
@@ -268,6 +256,6 @@ int main(void)
     free(g37);
     free(g40);
     fp_data_scratch_free(&sc);
-    tap_ok(dt_rmtree(root) == 0, "temporary directory removed");
+    tap_ok(tu_rmdir(root) == 0, "temporary directory removed");
     return tap_done();
 }

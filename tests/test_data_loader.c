@@ -13,16 +13,7 @@
 
 static fp_dataset *open_ds(const char *spec, int augment, int shuffle)
 {
-    fp_data_opts o;
-    fp_data_opts_default(&o);
-    o.image_size = S;
-    o.seed = 11;
-    o.augment = augment;
-    o.shuffle = shuffle;
-    fp_dataset *ds = NULL;
-    if (fp_dataset_open(&ds, spec, &o) != FP_OK)
-        tap_diag("open %s: %s", spec, fp_error_message());
-    return ds;
+    return dt_open_ok(spec, S, 11, augment, shuffle);
 }
 
 static fp_loader *start(const fp_dataset *ds, int split, int batch, int threads, int prefetch, int epochs,
@@ -214,8 +205,8 @@ static void test_resume(void)
 
 static void test_errors(void)
 {
-    char root[4096], dir[4200], path[4400];
-    if (dt_mkdtemp(root, sizeof root) != 0) {
+    char *root = tu_mkdir(), dir[4200], path[4400];
+    if (!root) {
         tap_skip(4, "no temporary directory");
         return;
     }
@@ -227,7 +218,7 @@ static void test_errors(void)
     for (int i = 0; i < 9; i++) {
         snprintf(path, sizeof path, "%s/train/a/%d.png", dir, i);
         if (i == 5)
-            dt_write_file(path, "broken", 6);
+            tu_write_file(path, "broken", 6);
         else
             dt_write_png(path, img, 20, 20);
     }
@@ -238,7 +229,7 @@ static void test_errors(void)
     if (!ld) {
         tap_skip(4, "open failed");
         fp_dataset_close(ds);
-        dt_rmtree(root);
+        tu_rmdir(root);
         return;
     }
     fp_batch b;
@@ -253,7 +244,7 @@ static void test_errors(void)
     tap_ok(c3 == FP_EFORMAT && strstr(fp_error_message(), "5.png"), "the error is sticky");
     fp_loader_stop(ld);
     fp_dataset_close(ds);
-    tap_ok(dt_rmtree(root) == 0, "temporary directory removed");
+    tap_ok(tu_rmdir(root) == 0, "temporary directory removed");
 }
 
 int main(void)

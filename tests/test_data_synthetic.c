@@ -1,6 +1,7 @@
 /* test_data_synthetic.c — the `synthetic` dataset: spec parsing and its errors, determinism from
  * (seed, split, index), balance, sane normalised values at several sizes, the flip augmentation, and
  * a learnability proxy (nearest-class-mean on raw pixels beats 50% on held-out samples). */
+#include "data_testutil.h"
 #include "trainer/data/data.h"
 #include "trainer/data/data_internal.h"
 #include "error.h"
@@ -12,15 +13,7 @@
 
 static fp_dataset *open_syn(const char *spec, int size, uint64_t seed, int augment)
 {
-    fp_data_opts o;
-    fp_data_opts_default(&o);
-    o.image_size = size;
-    o.seed = seed;
-    o.augment = augment;
-    fp_dataset *ds = NULL;
-    if (fp_dataset_open(&ds, spec, &o) != FP_OK)
-        tap_diag("open %s: %s", spec, fp_error_message());
-    return ds;
+    return dt_open_ok(spec, size, seed, augment, 1);
 }
 
 static void test_specs(void)

@@ -263,23 +263,19 @@ static void db_tests(void)
     f = fopen(mpath, "w");
     fp_gate_markdown(f, &res);
     fclose(f);
-    char buf[65536];
-    f = fopen(jpath, "r");
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
+    char *buf = tu_slurp(jpath, NULL);
     size_t cases = 0;
-    for (char *p = buf; (p = strstr(p, "<testcase ")); p++)
+    for (char *p = buf; p && (p = strstr(p, "<testcase ")); p++)
         cases++;
     tap_is_int((long long)cases, (long long)res.n, "JUnit: one testcase per check");
-    tap_ok(strstr(buf, "<failure type=\"regression\"") && strstr(buf, "cand.db &lt;session&gt; &amp; &quot;x&quot;"),
+    tap_ok(buf && strstr(buf, "<failure type=\"regression\"") &&
+               strstr(buf, "cand.db &lt;session&gt; &amp; &quot;x&quot;"),
            "JUnit: failures and escaped properties");
-    f = fopen(mpath, "r");
-    n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    tap_ok(strstr(buf, "### fp16probe gate: REGRESSION") && strstr(buf, "| loss\\_gap\\[fp16\\] | **FAIL** |"),
+    free(buf);
+    buf = tu_slurp(mpath, NULL);
+    tap_ok(buf && strstr(buf, "### fp16probe gate: REGRESSION") && strstr(buf, "| loss\\_gap\\[fp16\\] | **FAIL** |"),
            "Markdown: verdict heading and a row per check");
+    free(buf);
     fp_gate_result_free(&res);
     free(jpath);
     free(mpath);

@@ -177,6 +177,14 @@ static int rejects(const uint8_t *buf, size_t len, int want, const char *must_sa
     return ok;
 }
 
+/* The documented blob (version 1, FINITE) of a deliberately wrong histogram, written into o, is rejected
+ * with FP_EFORMAT. */
+static int rejects_hist(bytes_t *o, const fp_hist_t *bad, const char *must_say, const char *what)
+{
+    doc_encode(o, bad, 1, 1);
+    return rejects(o->b, o->n, FP_EFORMAT, must_say, what);
+}
+
 static void test_roundtrips(void)
 {
     fp_hist_t h;
@@ -423,8 +431,7 @@ static void test_malformed(void)
     /* counts that do not add up */
     fp_hist_t bad = h;
     bad.count++;
-    doc_encode(&o, &bad, 1, 1);
-    rejects(o.b, o.n, FP_EFORMAT, "count", "count != zero + nan + infs + binades");
+    rejects_hist(&o, &bad, "count", "count != zero + nan + infs + binades");
     bad = h;
     bad.count += 5;
     bad.nan += 5;
@@ -432,19 +439,16 @@ static void test_malformed(void)
     tap_ok(fp_hist_from_blob(&e, o.b, o.n) == FP_OK, "... while a consistent hand-encoded change is accepted");
     bad = h;
     bad.cls[FP_FMT_BF16][FP_CLASS_SUBNORMAL]++;
-    doc_encode(&o, &bad, 1, 1);
-    rejects(o.b, o.n, FP_EFORMAT, "class", "a format's classes != finite nonzero");
+    rejects_hist(&o, &bad, "class", "a format's classes != finite nonzero");
     bad = h;
     bad.cls[FP_FMT_E5M2][FP_CLASS_NORMAL]--;
     bad.cls[FP_FMT_E5M2][FP_CLASS_OVERFLOW] = UINT64_MAX;
     bad.cls[FP_FMT_E5M2][FP_CLASS_SUBNORMAL] = 2;
-    doc_encode(&o, &bad, 1, 1);
-    rejects(o.b, o.n, FP_EFORMAT, "overflow", "class counts that add up only modulo 2^64");
+    rejects_hist(&o, &bad, "overflow", "class counts that add up only modulo 2^64");
     bad = h;
     bad.binade[0] = UINT64_MAX;
     bad.binade[1] = 3;
-    doc_encode(&o, &bad, 1, 1);
-    rejects(o.b, o.n, FP_EFORMAT, "overflow", "binade counts overflowing 64 bits");
+    rejects_hist(&o, &bad, "overflow", "binade counts overflowing 64 bits");
 
     /* binade pairs */
     o.n = 0;
@@ -482,24 +486,19 @@ static void test_malformed(void)
     /* amax, min_nonzero, sum_abs */
     bad = h;
     bad.amax = 5.0f;                                   /* binade 2, but the highest nonzero is 1 */
-    doc_encode(&o, &bad, 1, 1);
-    rejects(o.b, o.n, FP_EFORMAT, "amax", "amax outside the highest nonzero binade");
+    rejects_hist(&o, &bad, "amax", "amax outside the highest nonzero binade");
     bad = h;
     bad.amax = NAN;
-    doc_encode(&o, &bad, 1, 1);
-    rejects(o.b, o.n, FP_EFORMAT, "amax", "amax NaN");
+    rejects_hist(&o, &bad, "amax", "amax NaN");
     bad = h;
     bad.min_nonzero = -1.0f;
-    doc_encode(&o, &bad, 1, 1);
-    rejects(o.b, o.n, FP_EFORMAT, "min_nonzero", "negative min_nonzero");
+    rejects_hist(&o, &bad, "min_nonzero", "negative min_nonzero");
     bad = h;
     bad.sum_abs = -4.0;
-    doc_encode(&o, &bad, 1, 1);
-    rejects(o.b, o.n, FP_EFORMAT, "sum_abs", "negative sum_abs");
+    rejects_hist(&o, &bad, "sum_abs", "negative sum_abs");
     bad = h;
     bad.sum_abs = INFINITY;
-    doc_encode(&o, &bad, 1, 1);
-    rejects(o.b, o.n, FP_EFORMAT, "sum_abs", "infinite sum_abs");
+    rejects_hist(&o, &bad, "sum_abs", "infinite sum_abs");
 
     tap_is_int(fp_hist_from_blob(&e, NULL, 0), FP_EFORMAT, "NULL buffer of length 0: FP_EFORMAT (truncated)");
 }

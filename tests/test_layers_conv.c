@@ -11,14 +11,7 @@
 #include "trainer/layers.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-static float urand(void) { return tu_uniform_pm1(&rng_state); }   /* uniform in [-1, 1) */
-static float *rand_array(size_t n)
-{
-    float *a = malloc((n ? n : 1) * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        a[i] = urand();
-    return a;
-}
+static float *rand_array(size_t n) { return tu_rand_array(n, &rng_state); }   /* uniform in [-1, 1) */
 static size_t dims_count(fp_dims d) { return (size_t)d.n * d.h * d.w * d.c; }
 
 /* Direct convolution in double; also returns per output the sum of |terms| (for the tolerance). */
@@ -85,15 +78,24 @@ static void check_forward(const shape *s, fp_workspace *ws)
     free(x); free(w); free(y); free(ref); free(rabs);
 }
 
-/* L = sum(y .* r) in double, y from fp_conv_forward. */
-static double objective(const float *x, fp_dims xd, const float *w, const fp_conv_params *p, const float *r,
-                        float *y, size_t ny, fp_workspace *ws)
+/* L = sum(y .* r) in double, y from fp_conv_forward of the x and w the context points at. */
+typedef struct {
+    const float *x, *w, *r;
+    fp_dims xd;
+    const fp_conv_params *p;
+    float *y;
+    size_t ny;
+    fp_workspace *ws;
+} conv_objective;
+
+static double objective(void *ctx)
 {
-    if (fp_conv_forward(y, x, xd, w, p, ws) != FP_OK)
+    const conv_objective *o = ctx;
+    if (fp_conv_forward(o->y, o->x, o->xd, o->w, o->p, o->ws) != FP_OK)
         return NAN;
     double L = 0;
-    for (size_t i = 0; i < ny; i++)
-        L += (double)y[i] * (double)r[i];
+    for (size_t i = 0; i < o->ny; i++)
+        L += (double)o->y[i] * (double)o->r[i];
     return L;
 }
 
@@ -108,6 +110,7 @@ static void check_backward(const shape *s, fp_workspace *ws)
     size_t nx = dims_count(xd), ny = dims_count(yd), nw = (size_t)s->cout * s->k * s->k * s->cin;
     float *x = rand_array(nx), *w = rand_array(nw), *r = rand_array(ny), *y = malloc(ny * sizeof(float));
     float *dx = malloc(nx * sizeof(float)), *dw = malloc(nw * sizeof(float));
+    double *fx = malloc(nx * sizeof(double)), *fw = malloc(nw * sizeof(double));
     const float base = 0.5f, h = 0.25f;
     for (size_t i = 0; i < nx; i++)
         dx[i] = base;
@@ -117,44 +120,17 @@ static void check_backward(const shape *s, fp_workspace *ws)
     ws->limit = s->limit;
     int rc1 = fp_conv_backward_data(dx, r, xd, w, &p, ws);
     int rc2 = fp_conv_backward_weights(dw, r, x, xd, &p, ws);
-    int badx = 0, badw = 0;
-    double wx = 0, ww = 0;
-    for (size_t i = 0; i < nx; i++) {
-        float v = x[i];
-        x[i] = v + h;
-        double lp = objective(x, xd, w, &p, r, y, ny, ws);
-        x[i] = v - h;
-        double lm = objective(x, xd, w, &p, r, y, ny, ws);
-        x[i] = v;
-        double fd = (lp - lm) / (2.0 * h), err = fabs((double)dx[i] - base - fd);
-        if (!(err <= 2e-4 + 1e-3 * fabs(fd)))
-            badx++;
-        wx = err > wx ? err : wx;
-    }
-    for (size_t i = 0; i < nw; i++) {
-        float v = w[i];
-        w[i] = v + h;
-        double lp = objective(x, xd, w, &p, r, y, ny, ws);
-        w[i] = v - h;
-        double lm = objective(x, xd, w, &p, r, y, ny, ws);
-        w[i] = v;
-        double fd = (lp - lm) / (2.0 * h), err = fabs((double)dw[i] - base - fd);
-        if (!(err <= 2e-4 + 1e-3 * fabs(fd)))
-            badw++;
-        ww = err > ww ? err : ww;
-    }
+    conv_objective o = {x, w, r, xd, &p, y, ny, ws};
+    tu_central_diffs(fx, x, nx, h, objective, &o);
+    tu_central_diffs(fw, w, nw, h, objective, &o);
+    double wx, ww;
+    int badx = tu_count_bad(dx, base, fx, nx, 2e-4, 1e-3, &wx), badw = tu_count_bad(dw, base, fw, nw, 2e-4, 1e-3, &ww);
     ws->limit = save;
     tap_ok(rc1 == FP_OK && badx == 0, "backward data %s: accumulates the FD gradient (max err %.2e, %d bad of %zu)",
            s->name, wx, badx, nx);
     tap_ok(rc2 == FP_OK && badw == 0,
            "backward weights %s: accumulates the FD gradient (max err %.2e, %d bad of %zu)", s->name, ww, badw, nw);
-    free(x); free(w); free(r); free(y); free(dx); free(dw);
-}
-
-static void check_einval(int rc, const char *what)
-{
-    tap_ok(rc == FP_EINVAL && fp_error_message()[0] != '\0', "%s -> FP_EINVAL (%s)", what, fp_error_message());
-    fp_error_clear();
+    free(x); free(w); free(r); free(y); free(dx); free(dw); free(fx); free(fw);
 }
 
 static void check_bad_dims(fp_workspace *ws)
@@ -163,25 +139,25 @@ static void check_bad_dims(fp_workspace *ws)
     fp_dims xd = {1, 5, 5, 2};
     fp_conv_params p = {2, 2, 3, 3, 1, 1};
     fp_dims zero_n = {0, 5, 5, 2}, neg_c = {1, 5, 5, -2}, huge = {100000, 1000, 1000, 2};
-    check_einval(fp_conv_forward(buf, buf, zero_n, buf, &p, ws), "forward with n = 0");
-    check_einval(fp_conv_forward(buf, buf, neg_c, buf, &p, ws), "forward with c < 0");
-    check_einval(fp_conv_forward(NULL, buf, xd, buf, &p, ws), "forward with NULL y");
-    check_einval(fp_conv_forward(buf, buf, xd, NULL, &p, ws), "forward with NULL w");
-    check_einval(fp_conv_forward(buf, buf, xd, buf, NULL, ws), "forward with NULL params");
-    check_einval(fp_conv_backward_data(buf, NULL, xd, buf, &p, ws), "backward data with NULL dy");
-    check_einval(fp_conv_backward_weights(NULL, buf, buf, xd, &p, ws), "backward weights with NULL dw");
-    check_einval(fp_conv_forward(buf, buf, huge, buf, &p, ws), "forward with more than INT_MAX elements");
+    tu_check_einval(fp_conv_forward(buf, buf, zero_n, buf, &p, ws), "forward with n = 0");
+    tu_check_einval(fp_conv_forward(buf, buf, neg_c, buf, &p, ws), "forward with c < 0");
+    tu_check_einval(fp_conv_forward(NULL, buf, xd, buf, &p, ws), "forward with NULL y");
+    tu_check_einval(fp_conv_forward(buf, buf, xd, NULL, &p, ws), "forward with NULL w");
+    tu_check_einval(fp_conv_forward(buf, buf, xd, buf, NULL, ws), "forward with NULL params");
+    tu_check_einval(fp_conv_backward_data(buf, NULL, xd, buf, &p, ws), "backward data with NULL dy");
+    tu_check_einval(fp_conv_backward_weights(NULL, buf, buf, xd, &p, ws), "backward weights with NULL dw");
+    tu_check_einval(fp_conv_forward(buf, buf, huge, buf, &p, ws), "forward with more than INT_MAX elements");
     fp_conv_params q = p;
     q.cin = 3;
-    check_einval(fp_conv_forward(buf, buf, xd, buf, &q, ws), "forward with cin != x channels");
+    tu_check_einval(fp_conv_forward(buf, buf, xd, buf, &q, ws), "forward with cin != x channels");
     q = p; q.stride = 0;
-    check_einval(fp_conv_backward_data(buf, buf, xd, buf, &q, ws), "backward data with stride 0");
+    tu_check_einval(fp_conv_backward_data(buf, buf, xd, buf, &q, ws), "backward data with stride 0");
     q = p; q.pad = -1;
-    check_einval(fp_conv_backward_weights(buf, buf, buf, xd, &q, ws), "backward weights with pad < 0");
+    tu_check_einval(fp_conv_backward_weights(buf, buf, buf, xd, &q, ws), "backward weights with pad < 0");
     q = p; q.cout = 0;
-    check_einval(fp_conv_forward(buf, buf, xd, buf, &q, ws), "forward with cout = 0");
+    tu_check_einval(fp_conv_forward(buf, buf, xd, buf, &q, ws), "forward with cout = 0");
     q = p; q.kh = q.kw = 7; q.pad = 0;
-    check_einval(fp_conv_forward(buf, buf, xd, buf, &q, ws), "7x7 kernel on a 5x5 input without padding");
+    tu_check_einval(fp_conv_forward(buf, buf, xd, buf, &q, ws), "7x7 kernel on a 5x5 input without padding");
     fp_dims od = fp_conv_out_dims(xd, &q);
     fp_error_clear();
     tap_ok(od.n == 0 && od.h == 0 && od.w == 0 && od.c == 0, "out dims of an invalid conv are all zero");

@@ -14,9 +14,9 @@ static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
 static float urand(void) { return tu_uniform_pm1(&rng_state); }   /* uniform in [-1, 1) */
 static float *rand_array(size_t n, float scale, float offset)
 {
-    float *a = malloc((n ? n : 1) * sizeof(float));
+    float *a = tu_rand_array(n, &rng_state);
     for (size_t i = 0; i < n; i++)
-        a[i] = offset + scale * urand();
+        a[i] = offset + scale * a[i];
     return a;
 }
 static float *filled(size_t n, float v)
@@ -35,38 +35,23 @@ static double dot(const float *a, const float *b, size_t n)
     return s;
 }
 
-static void check_einval(int rc, const char *what)
-{
-    tap_ok(rc == FP_EINVAL && fp_error_message()[0] != '\0', "%s -> FP_EINVAL (%s)", what, fp_error_message());
-    fp_error_clear();
-}
-
-/* Counts elements with |got - base - want| > abs + rel * |want|; reports the worst error. */
-static int count_bad(const float *got, float base, const double *want, size_t n, double abs_tol, double rel_tol,
-                     double *worst)
-{
-    int bad = 0;
-    *worst = 0;
-    for (size_t i = 0; i < n; i++) {
-        double err = fabs((double)got[i] - base - want[i]);
-        if (!(err <= abs_tol + rel_tol * fabs(want[i])))
-            bad++;
-        if (err > *worst || err != err)
-            *worst = err;
-    }
-    return bad;
-}
-
 /* ---------------------------------------------------------------- batchnorm */
 
 static const fp_bn_params BN = {0.1f, 1e-5f};
 
-/* L = sum(bn_train(x; gamma, beta) .* r) in double (running stats not touched). */
-static double bn_objective(const float *x, fp_dims xd, const float *g, const float *b, const float *r, float *y)
+/* L = sum(bn_train(x; gamma, beta) .* r) in double (running stats not touched), of what the context points at. */
+typedef struct {
+    const float *x, *g, *b, *r;
+    fp_dims xd;
+    float *y;
+} bn_objective_t;
+
+static double bn_objective(void *ctx)
 {
-    if (fp_batchnorm_forward_train(y, NULL, NULL, NULL, NULL, x, xd, g, b, &BN) != FP_OK)
+    const bn_objective_t *o = ctx;
+    if (fp_batchnorm_forward_train(o->y, NULL, NULL, NULL, NULL, o->x, o->xd, o->g, o->b, &BN) != FP_OK)
         return NAN;
-    return dot(y, r, dims_count(xd));
+    return dot(o->y, o->r, dims_count(o->xd));
 }
 
 static void test_batchnorm(void)
@@ -96,7 +81,7 @@ static void test_batchnorm(void)
     }
     double worst;
     /* y: |err| <= 1e-5 + 1e-5 |want| (fp32 scale/shift of O(1) values). */
-    int bad = count_bad(y, 0, want, nx, 1e-5, 1e-5, &worst);
+    int bad = tu_count_bad(y, 0, want, nx, 1e-5, 1e-5, &worst);
     tap_ok(rc == FP_OK && bad == 0, "bn train forward matches the naive formula (max err %.2e)", worst);
     int badstat = 0;
     for (int c = 0; c < C; c++) {
@@ -114,7 +99,7 @@ static void test_batchnorm(void)
     for (size_t m = 0; m < M; m++)
         for (int c = 0; c < C; c++)
             want[m * C + c] = (x[m * C + c] - rm[c]) / sqrt(rv[c] + 1e-5) * g[c] + b[c];
-    bad = count_bad(y, 0, want, nx, 1e-5, 1e-5, &worst);
+    bad = tu_count_bad(y, 0, want, nx, 1e-5, 1e-5, &worst);
     tap_ok(rc == FP_OK && bad == 0, "bn eval forward uses running stats (max err %.2e)", worst);
 
     /* In place (y == x) gives the same as out of place. */
@@ -142,35 +127,14 @@ static void test_batchnorm(void)
     rc = fp_batchnorm_backward(dx, dg, db, r, x, xd, g, sm, si);
     double *fx = malloc(nx * sizeof(double)), fg[16], fb[16];
     const float h = 1e-2f;
-    for (size_t i = 0; i < nx; i++) {
-        float v = x[i];
-        x[i] = v + h;
-        double lp = bn_objective(x, xd, g, b, r, y);
-        x[i] = v - h;
-        double lm = bn_objective(x, xd, g, b, r, y);
-        x[i] = v;
-        fx[i] = (lp - lm) / (2.0 * h);
-    }
-    for (int c = 0; c < C; c++) {
-        float v = g[c];
-        g[c] = v + h;
-        double lp = bn_objective(x, xd, g, b, r, y);
-        g[c] = v - h;
-        double lm = bn_objective(x, xd, g, b, r, y);
-        g[c] = v;
-        fg[c] = (lp - lm) / (2.0 * h);
-        v = b[c];
-        b[c] = v + h;
-        lp = bn_objective(x, xd, g, b, r, y);
-        b[c] = v - h;
-        lm = bn_objective(x, xd, g, b, r, y);
-        b[c] = v;
-        fb[c] = (lp - lm) / (2.0 * h);
-    }
+    bn_objective_t o = {x, g, b, r, xd, y};
+    tu_central_diffs(fx, x, nx, h, bn_objective, &o);
+    tu_central_diffs(fg, g, C, h, bn_objective, &o);
+    tu_central_diffs(fb, b, C, h, bn_objective, &o);
     double w1, w2, w3;
-    int b1 = count_bad(dx, 0.25f, fx, nx, 2e-3, 1e-2, &w1);
-    int b2 = count_bad(dg, 0.25f, fg, C, 2e-3, 1e-2, &w2);
-    int b3 = count_bad(db, 0.25f, fb, C, 2e-3, 1e-2, &w3);
+    int b1 = tu_count_bad(dx, 0.25f, fx, nx, 2e-3, 1e-2, &w1);
+    int b2 = tu_count_bad(dg, 0.25f, fg, C, 2e-3, 1e-2, &w2);
+    int b3 = tu_count_bad(db, 0.25f, fb, C, 2e-3, 1e-2, &w3);
     tap_ok(rc == FP_OK && b1 == 0, "bn backward dx accumulates the FD gradient (max err %.2e)", w1);
     tap_ok(rc == FP_OK && b2 == 0 && b3 == 0, "bn backward dgamma, dbeta accumulate the FD gradient (%.2e, %.2e)",
            w2, w3);
@@ -178,18 +142,35 @@ static void test_batchnorm(void)
     tap_ok(rc == FP_OK, "bn backward with only dbeta wanted");
 
     fp_dims one = {1, 1, 1, 4}, zero = {2, 0, 3, 4};
-    check_einval(fp_batchnorm_forward_train(y, sm, si, rm, rv, x, one, g, b, &BN), "bn train with one value/channel");
-    check_einval(fp_batchnorm_forward_train(y, sm, si, rm, rv, x, zero, g, b, &BN), "bn train with h = 0");
-    check_einval(fp_batchnorm_forward_train(y, sm, si, rm, rv, NULL, xd, g, b, &BN), "bn train with NULL x");
-    check_einval(fp_batchnorm_forward_eval(y, x, xd, g, b, NULL, rv, &BN), "bn eval with NULL running mean");
-    check_einval(fp_batchnorm_backward(dx, dg, db, r, x, xd, NULL, sm, si), "bn backward dx with NULL gamma");
+    tu_check_einval(fp_batchnorm_forward_train(y, sm, si, rm, rv, x, one, g, b, &BN),
+                    "bn train with one value/channel");
+    tu_check_einval(fp_batchnorm_forward_train(y, sm, si, rm, rv, x, zero, g, b, &BN), "bn train with h = 0");
+    tu_check_einval(fp_batchnorm_forward_train(y, sm, si, rm, rv, NULL, xd, g, b, &BN), "bn train with NULL x");
+    tu_check_einval(fp_batchnorm_forward_eval(y, x, xd, g, b, NULL, rv, &BN), "bn eval with NULL running mean");
+    tu_check_einval(fp_batchnorm_backward(dx, dg, db, r, x, xd, NULL, sm, si), "bn backward dx with NULL gamma");
     fp_bn_params badp = {0.1f, 0.0f};
-    check_einval(fp_batchnorm_forward_eval(y, x, xd, g, b, rm, rv, &badp), "bn eval with eps = 0");
+    tu_check_einval(fp_batchnorm_forward_eval(y, x, xd, g, b, rm, rv, &badp), "bn eval with eps = 0");
     free(x); free(g); free(b); free(y); free(sm); free(si); free(rm); free(rv); free(want); free(x2); free(y2);
     free(r); free(dx); free(dg); free(db); free(fx);
 }
 
 /* ---------------------------------------------------------------- pooling */
+
+/* L = sum(maxpool(x) .* r) in double, of the x the context points at. */
+typedef struct {
+    const float *x, *r;
+    fp_dims xd;
+    const fp_pool_params *p;
+    float *y;
+    size_t ny;
+} maxpool_objective_t;
+
+static double maxpool_objective(void *ctx)
+{
+    const maxpool_objective_t *o = ctx;
+    fp_maxpool_forward(o->y, NULL, o->x, o->xd, o->p);
+    return dot(o->y, o->r, o->ny);
+}
 
 static void test_maxpool(void)
 {
@@ -239,20 +220,10 @@ static void test_maxpool(void)
     double *fd = malloc(nx * sizeof(double));
     fp_maxpool_forward(y, am, x, xd, &P);
     rc = fp_maxpool_backward(dx, r, am, xd, &P);
-    const float h = 1e-3f;
-    for (size_t i = 0; i < nx; i++) {
-        float v = x[i];
-        x[i] = v + h;
-        fp_maxpool_forward(y, NULL, x, xd, &P);
-        double lp = dot(y, r, ny);
-        x[i] = v - h;
-        fp_maxpool_forward(y, NULL, x, xd, &P);
-        double lm = dot(y, r, ny);
-        x[i] = v;
-        fd[i] = (lp - lm) / (2.0 * h);
-    }
+    maxpool_objective_t obj = {x, r, xd, &P, y, ny};
+    tu_central_diffs(fd, x, nx, 1e-3f, maxpool_objective, &obj);
     double worst;
-    bad = count_bad(dx, 0.5f, fd, nx, 1e-4, 1e-3, &worst);
+    bad = tu_count_bad(dx, 0.5f, fd, nx, 1e-4, 1e-3, &worst);
     tap_ok(rc == FP_OK && bad == 0, "maxpool backward accumulates the FD gradient (max err %.2e)", worst);
 
     /* Ties: a constant input sends every window's gradient to its first (top-left) real cell. */
@@ -281,15 +252,15 @@ static void test_maxpool(void)
            "maxpool: -inf input gives real argmaxes; NaN propagates");
 
     fp_pool_params bp = {3, 2, 2};
-    check_einval(fp_maxpool_forward(y, am, x, xd, &bp), "maxpool with pad > k/2");
+    tu_check_einval(fp_maxpool_forward(y, am, x, xd, &bp), "maxpool with pad > k/2");
     fp_pool_params big = {9, 1, 1};
     fp_dims small = {1, 3, 3, 2};
-    check_einval(fp_maxpool_forward(y, am, x, small, &big), "maxpool window larger than padded input");
+    tu_check_einval(fp_maxpool_forward(y, am, x, small, &big), "maxpool window larger than padded input");
     fp_dims zero = {1, 3, 0, 2};
-    check_einval(fp_maxpool_forward(y, am, x, zero, &P), "maxpool with w = 0");
-    check_einval(fp_maxpool_backward(dx, r, NULL, xd, &P), "maxpool backward with NULL argmax");
+    tu_check_einval(fp_maxpool_forward(y, am, x, zero, &P), "maxpool with w = 0");
+    tu_check_einval(fp_maxpool_backward(dx, r, NULL, xd, &P), "maxpool backward with NULL argmax");
     am[3] = (int)nx;
-    check_einval(fp_maxpool_backward(dx, r, am, xd, &P), "maxpool backward with an argmax outside x");
+    tu_check_einval(fp_maxpool_backward(dx, r, am, xd, &P), "maxpool backward with an argmax outside x");
     fp_dims zd = fp_pool_out_dims(zero, &P);
     fp_error_clear();
     tap_ok(zd.n == 0 && zd.h == 0 && zd.w == 0 && zd.c == 0, "pool out dims of invalid input are zero");
@@ -311,7 +282,7 @@ static void test_avgpool(void)
             want[n * xd.c + c] = s / hw;
         }
     double worst;
-    int bad = count_bad(y, 0, want, ny, 1e-6, 1e-5, &worst); /* fp32 sum of 15 values */
+    int bad = tu_count_bad(y, 0, want, ny, 1e-6, 1e-5, &worst); /* fp32 sum of 15 values */
     tap_ok(rc == FP_OK && bad == 0, "global avgpool forward matches naive (max err %.2e)", worst);
     /* Backward vs FD (linear: h = 0.25 exact but for rounding), |err| <= 1e-5 + 1e-4 |fd|. */
     float *r = rand_array(ny, 1.0f, 0.0f), *dx = filled(nx, -0.5f);
@@ -328,11 +299,11 @@ static void test_avgpool(void)
         x[i] = v;
         fd[i] = (lp - lm) / 0.5;
     }
-    bad = count_bad(dx, -0.5f, fd, nx, 1e-5, 1e-4, &worst);
+    bad = tu_count_bad(dx, -0.5f, fd, nx, 1e-5, 1e-4, &worst);
     tap_ok(rc == FP_OK && bad == 0, "global avgpool backward accumulates the FD gradient (max err %.2e)", worst);
     fp_dims neg = {-1, 3, 5, 4};
-    check_einval(fp_avgpool_global_forward(y, x, neg), "avgpool with n < 0");
-    check_einval(fp_avgpool_global_backward(NULL, r, xd), "avgpool backward with NULL dx");
+    tu_check_einval(fp_avgpool_global_forward(y, x, neg), "avgpool with n < 0");
+    tu_check_einval(fp_avgpool_global_backward(NULL, r, xd), "avgpool backward with NULL dx");
     free(x); free(y); free(want); free(r); free(dx); free(fd);
 }
 
@@ -381,10 +352,10 @@ static void test_elementwise(void)
     tap_ok(fp_relu_forward(NULL, NULL, 0) == FP_OK && fp_add_forward(NULL, NULL, NULL, 0) == FP_OK &&
                fp_accumulate(NULL, NULL, 0) == FP_OK && fp_relu_backward(NULL, NULL, NULL, 0) == FP_OK,
            "n = 0 is a no-op, NULL allowed");
-    check_einval(fp_relu_forward(y, NULL, n), "relu with NULL x");
-    check_einval(fp_relu_backward(dx, dy, NULL, n), "relu backward with NULL y");
-    check_einval(fp_add_forward(y, a, NULL, n), "add with NULL b");
-    check_einval(fp_accumulate(NULL, a, n), "accumulate with NULL dst");
+    tu_check_einval(fp_relu_forward(y, NULL, n), "relu with NULL x");
+    tu_check_einval(fp_relu_backward(dx, dy, NULL, n), "relu backward with NULL y");
+    tu_check_einval(fp_add_forward(y, a, NULL, n), "add with NULL b");
+    tu_check_einval(fp_accumulate(NULL, a, n), "accumulate with NULL dst");
     free(x); free(y); free(dx); free(dy); free(a); free(b); free(s);
 }
 
@@ -414,10 +385,10 @@ static void test_linear(void)
         }
     double worst;
     int rc = fp_linear_forward(y, x, n, in, out, w, b);
-    int bad = count_bad(y, 0, want, (size_t)n * out, 1e-6, 1e-5, &worst); /* 7-term fp32 dot */
+    int bad = tu_count_bad(y, 0, want, (size_t)n * out, 1e-6, 1e-5, &worst); /* 7-term fp32 dot */
     tap_ok(rc == FP_OK && bad == 0, "linear forward with bias matches naive (max err %.2e)", worst);
     rc = fp_linear_forward(y, x, n, in, out, w, NULL);
-    bad = count_bad(y, 0, want_nb, (size_t)n * out, 1e-6, 1e-5, &worst);
+    bad = tu_count_bad(y, 0, want_nb, (size_t)n * out, 1e-6, 1e-5, &worst);
     tap_ok(rc == FP_OK && bad == 0, "linear forward without bias matches naive (max err %.2e)", worst);
 
     /* Backward vs FD; bilinear, so h = 0.25 is exact but for rounding: |err| <= 1e-4 + 1e-4 |fd|. */
@@ -437,17 +408,17 @@ static void test_linear(void)
             params[t].f[i] = (lp - lm) / 0.5;
         }
     double w1, w2, w3;
-    int b1 = count_bad(dx, 0.5f, fx, (size_t)n * in, 1e-4, 1e-4, &w1);
-    int b2 = count_bad(dw, 0.5f, fw, (size_t)out * in, 1e-4, 1e-4, &w2);
-    int b3 = count_bad(db, 0.5f, fb, out, 1e-4, 1e-4, &w3);
+    int b1 = tu_count_bad(dx, 0.5f, fx, (size_t)n * in, 1e-4, 1e-4, &w1);
+    int b2 = tu_count_bad(dw, 0.5f, fw, (size_t)out * in, 1e-4, 1e-4, &w2);
+    int b3 = tu_count_bad(db, 0.5f, fb, out, 1e-4, 1e-4, &w3);
     tap_ok(rc == FP_OK && b1 == 0, "linear backward dx accumulates the FD gradient (max err %.2e)", w1);
     tap_ok(rc == FP_OK && b2 == 0, "linear backward dw accumulates the FD gradient (max err %.2e)", w2);
     tap_ok(rc == FP_OK && b3 == 0, "linear backward db accumulates the FD gradient (max err %.2e)", w3);
     tap_ok(fp_linear_backward(NULL, NULL, db, r, NULL, n, in, out, NULL) == FP_OK, "linear backward: db only");
-    check_einval(fp_linear_forward(y, x, 0, in, out, w, b), "linear with n = 0");
-    check_einval(fp_linear_forward(y, x, n, in, -1, w, b), "linear with out < 0");
-    check_einval(fp_linear_forward(y, x, n, in, out, NULL, b), "linear with NULL w");
-    check_einval(fp_linear_backward(dx, dw, db, r, x, n, in, out, NULL), "linear backward dx with NULL w");
+    tu_check_einval(fp_linear_forward(y, x, 0, in, out, w, b), "linear with n = 0");
+    tu_check_einval(fp_linear_forward(y, x, n, in, -1, w, b), "linear with out < 0");
+    tu_check_einval(fp_linear_forward(y, x, n, in, out, NULL, b), "linear with NULL w");
+    tu_check_einval(fp_linear_backward(dx, dw, db, r, x, n, in, out, NULL), "linear backward dx with NULL w");
     free(x); free(w); free(b); free(y); free(r); free(dx); free(dw); free(db);
 }
 
@@ -489,7 +460,7 @@ static void test_xent(void)
         fd[i] = ((double)lp - lm) / 2e-2;
     }
     double worst;
-    int bad = count_bad(dl, 0, fd, N * C, 2e-4, 1e-2, &worst);
+    int bad = tu_count_bad(dl, 0, fd, N * C, 2e-4, 1e-2, &worst);
     tap_ok(bad == 0, "xent dlogits = FD gradient of the mean loss (max err %.2e)", worst);
 
     /* Top-1 / top-5 against a direct count. */
@@ -530,11 +501,11 @@ static void test_xent(void)
     tap_ok(rowsum < 1e-6, "xent +-1000 dlogits rows sum to 0 (max |sum| %.2e < 1e-6)", rowsum);
 
     int badlab[N] = {0, 7, 1, 1};
-    check_einval(fp_softmax_xent(&loss, dl, NULL, NULL, l, badlab, N, C), "xent with label = classes");
+    tu_check_einval(fp_softmax_xent(&loss, dl, NULL, NULL, l, badlab, N, C), "xent with label = classes");
     badlab[1] = -1;
-    check_einval(fp_softmax_xent(&loss, dl, NULL, NULL, l, badlab, N, C), "xent with label < 0");
-    check_einval(fp_softmax_xent(&loss, dl, NULL, NULL, l, lab, 0, C), "xent with n = 0");
-    check_einval(fp_softmax_xent(NULL, dl, NULL, NULL, l, lab, N, C), "xent with NULL loss");
+    tu_check_einval(fp_softmax_xent(&loss, dl, NULL, NULL, l, badlab, N, C), "xent with label < 0");
+    tu_check_einval(fp_softmax_xent(&loss, dl, NULL, NULL, l, lab, 0, C), "xent with n = 0");
+    tu_check_einval(fp_softmax_xent(NULL, dl, NULL, NULL, l, lab, N, C), "xent with NULL loss");
     free(l);
 }
 

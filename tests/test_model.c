@@ -8,23 +8,12 @@
 #include <unistd.h>
 #include "error.h"
 #include "tap.h"
+#include "testutil.h"
 #include "trainer/model.h"
 
-static unsigned long long rng_state = 0x9E3779B97F4A7C15ULL;
-static float urand(void) /* uniform in [-1, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-static float *rand_input(size_t n)
-{
-    float *a = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        a[i] = urand();
-    return a;
-}
+static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
+static float urand(void) { return tu_uniform_pm1(&rng_state); }   /* uniform in [-1, 1) */
+static float *rand_input(size_t n) { return tu_rand_array(n, &rng_state); }
 
 static fp_model *make(const char *name, int classes, int size, int width, unsigned long long seed)
 {

@@ -10,6 +10,7 @@
 #include "numfmt.h"
 #include "safetensors.h"
 #include "tap.h"
+#include "testutil.h"
 #include "trainer/model.h"
 
 #ifndef FIXTURE_DIR
@@ -28,17 +29,6 @@ typedef struct {
     int labels[NB];
     float logits[NB * NC], loss;
 } fixture;
-
-static double rel_l2(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - b[i];
-        num += d * d;
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 static int load_fixture(fixture *f)
 {
@@ -149,8 +139,8 @@ static void sensitivity(fixture *f, double u, double *kf, double *kb)
     float la[NB * NC], lb[NB * NC], l;
     step(a, f, la, &l, 1.0f);
     step(b, f, lb, &l, 1.0f);
-    *kf = rel_l2(lb, la, NB * NC) / u;
-    *kb = rel_l2(fp_model_grads(b), fp_model_grads(a), np) / u;
+    *kf = tu_rel_l2(lb, la, NB * NC) / u;
+    *kb = tu_rel_l2(fp_model_grads(b), fp_model_grads(a), np) / u;
     fp_model_free(a);
     fp_model_free(b);
 }
@@ -186,9 +176,9 @@ static void check_policy(fixture *f, const char *policy, double u, double k_fwd,
     sensitivity(f, u, &kf, &kb);
     kf = fmax(kf, 1.0);
     kb = fmax(kb, 1.0);
-    errs e = {rel_l2(logits, f->logits, NB * NC), fabs(loss - f->loss) / f->loss, 0, 0};
+    errs e = {tu_rel_l2(logits, f->logits, NB * NC), fabs(loss - f->loss) / f->loss, 0, 0};
     float *ref = ref_grads(m, f);
-    e.grads = rel_l2(fp_model_grads(m), ref, fp_model_num_params(m));
+    e.grads = tu_rel_l2(fp_model_grads(m), ref, fp_model_num_params(m));
     free(ref);
     /* Error model: a conv / linear rounds its inputs (and, 16-bit, its output) with relative error
      * <= u each; independent roundings add in quadrature over the L layers of the path, and the
@@ -242,7 +232,7 @@ static void check_rounding(fixture *f)
     step(m, f, lm, &l1, 1.0f);
     step(r, f, lr, &l2, 1.0f);
     tap_ok(memcmp(lm, lr, sizeof lm) != 0, "%s fp16: logits differ from fp32 (rel L2 %.3g)", f->file,
-           rel_l2(lm, lr, NB * NC));
+           tu_rel_l2(lm, lr, NB * NC));
     int all16 = 1, repr = 1;
     float *buf = NULL;
     for (int i = 0; i < fp_model_layer_count(m); i++) {
@@ -361,7 +351,7 @@ static void check_overflow(fixture *f)
     step(m, f, lg, &loss, used);
     found = fp_unscale_and_check(fp_model_grads(m), np, 1.0f / used);
     step(u, f, lg, &loss, 1.0f);
-    double e = rel_l2(fp_model_grads(m), fp_model_grads(u), np);
+    double e = tu_rel_l2(fp_model_grads(m), fp_model_grads(u), np);
     /* scaled and unscaled fp16 runs differ only by the roundings of small gradients (scaling by a
      * power of two is exact where nothing under- or overflows): rel L2 <= 8 u sqrt(L), u = 2^-11 */
     double tol = 8 * 0x1p-11 * sqrt(depth_of(m));

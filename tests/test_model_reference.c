@@ -10,24 +10,13 @@
 #include "error.h"
 #include "safetensors.h"
 #include "tap.h"
+#include "testutil.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
 
 #ifndef FIXTURE_DIR
 #define FIXTURE_DIR "tests/fixtures"
 #endif
-
-/* relative L2 error ||a - b|| / ||b|| (0 when both are zero) */
-static double rel_l2(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - b[i];
-        num += d * d;
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 /* Reloads the fixture's initial state (parameters and running statistics), then 3 training steps on
  * the fixture's batch with our optimizer, as the script does with torch.optim: zero_grad, train
@@ -181,7 +170,7 @@ static void check_model(const char *file, int bottleneck, int width)
             memcpy(ref, conv, t->numel * sizeof(float));
         }
         if (t->is_param) {
-            double e = rel_l2(fp_model_tensor_grad(m, t), ref, t->numel);
+            double e = tu_rel_l2(fp_model_tensor_grad(m, t), ref, t->numel);
             ngrad++;
             if (!(e <= 1e-4)) {
                 grad_bad++;

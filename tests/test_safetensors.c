@@ -20,7 +20,7 @@
 #define FIXTURE_DIR "tests/fixtures"
 #endif
 
-static char tmpdir[4096];
+static char *tmpdir;
 static char fixdir[4096];
 
 static const char *tmp_path(const char *name)
@@ -713,9 +713,8 @@ int main(void)
         snprintf(fixdir, sizeof fixdir, "%s/tests/fixtures", src);
     else
         snprintf(fixdir, sizeof fixdir, "%s", FIXTURE_DIR);
-    const char *t = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/fp_st_XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(tmpdir)) {
+    tmpdir = tu_mkdir();
+    if (!tmpdir) {
         printf("Bail out! cannot create a temporary directory: %s\n", strerror(errno));
         return 1;
     }
@@ -729,6 +728,6 @@ int main(void)
     test_bad_files();
     test_fuzz();
 
-    rmdir(tmpdir);
+    tu_rmdir(tmpdir);
     return tap_done();
 }

@@ -18,13 +18,7 @@
 #include "trainer/precision.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-static float *rand_array(size_t n)
-{
-    float *a = malloc((n ? n : 1) * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        a[i] = tu_uniform_pm1(&rng_state);
-    return a;
-}
+static float *rand_array(size_t n) { return tu_rand_array(n, &rng_state); }
 static float *copy_of(const float *a, size_t n)
 {
     float *b = malloc((n ? n : 1) * sizeof(float));

@@ -58,18 +58,6 @@ static const char *line_with(const char *t, const char *s)
     return buf;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *b = malloc(1 << 20);
-    size_t n = fread(b, 1, (1 << 20) - 1, f);
-    b[n] = 0;
-    fclose(f);
-    return b;
-}
-
 int main(void)
 {
     tap_plan(33);
@@ -98,10 +86,8 @@ int main(void)
     tap_ok(strstr(hot, " 3 ") && strstr(hot, " 2 ") && strstr(hot, "2.00x"), "hot layer row: ovf 3, unf 2, 2.00x: %s",
            hot);
     tap_ok(strstr(line_with(t, "bn1"), "0.50x") != NULL, "bn1 slower in fp16: 0.50x");
-    const char *golden_path = getenv("top_srcdir") ? NULL : NULL;
     char gp[4096];
     snprintf(gp, sizeof gp, "%s/tests/fixtures/tui/screen_80x24.txt", getenv("top_srcdir") ? getenv("top_srcdir") : "..");
-    (void)golden_path;
     if (getenv("TUI_REGEN")) {
         FILE *f = fopen(gp, "wb");
         if (f) {
@@ -109,7 +95,7 @@ int main(void)
             fclose(f);
         }
     }
-    char *golden = slurp(gp);
+    char *golden = tu_slurp(gp, NULL);
     if (golden && *golden) {
         int same = strcmp(golden, t) == 0;
         if (!same)

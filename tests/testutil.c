@@ -1,6 +1,9 @@
-/* testutil.c — the scratch-file helpers of testutil.h (the casts and generators are inline there).
- * Promise: failures are reported by return value (NULL / -1), never by exiting. */
+/* testutil.c — the scratch-file helpers, the relative L2 error and the gradient and FP_EINVAL checks of
+ * testutil.h (the casts and generators are inline there). Promise: failures are reported by return value
+ * (NULL / -1) or as TAP results, never by exiting. */
 #include "testutil.h"
+#include "error.h"
+#include "tap.h"
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,7 +15,7 @@ char *tu_mkdir(void)
 {
     const char *base = getenv("TMPDIR");
     char *dir = malloc(4096);
-    snprintf(dir, 4096, "%s/fp16probe-store-XXXXXX", base && *base ? base : "/tmp");
+    snprintf(dir, 4096, "%s/fp16probe-test-XXXXXX", base && *base ? base : "/tmp");
     if (!mkdtemp(dir)) {
         free(dir);
         return NULL;
@@ -21,37 +24,38 @@ char *tu_mkdir(void)
     return dir;
 }
 
-void tu_rmdir(char *dir)
+/* path and, when it is a directory, everything under it; each directory is made 0755 first, so that one a
+ * test left unreadable or unwritable goes too. */
+static int rmtree(const char *path)
 {
-    if (!dir)
-        return;
-    chmod(dir, 0755);
-    DIR *d = opendir(dir);
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode))
+        return remove(path);
+    chmod(path, 0755);
+    int rc = 0;
+    DIR *d = opendir(path);
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
-        char *p = tu_path(dir, e->d_name);
-        chmod(p, 0755);
-        if (remove(p) != 0) {   /* a sub-directory: one more level */
-            DIR *d2 = opendir(p);
-            struct dirent *e2;
-            while (d2 && (e2 = readdir(d2)) != NULL) {
-                char *p2 = tu_path(p, e2->d_name);
-                if (e2->d_name[0] != '.')
-                    remove(p2);
-                free(p2);
-            }
-            if (d2)
-                closedir(d2);
-            rmdir(p);
-        }
+        char *p = tu_path(path, e->d_name);
+        rc |= rmtree(p);
         free(p);
     }
     if (d)
         closedir(d);
-    rmdir(dir);
+    return rmdir(path) == 0 && d ? rc : -1;
+}
+
+int tu_rmdir(char *dir)
+{
+    if (!dir)
+        return -1;
+    int rc = rmtree(dir);
     free(dir);
+    return rc;
 }
 
 char *tu_path(const char *dir, const char *name)
@@ -108,6 +112,59 @@ int tu_count_entries(const char *dir)
         n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
     closedir(d);
     return n;
+}
+
+float *tu_rand_array(size_t n, uint64_t *s)
+{
+    float *a = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; a && i < n; i++)
+        a[i] = tu_uniform_pm1(s);
+    return a;
+}
+
+double tu_rel_l2(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+void tu_central_diffs(double *out, float *v, size_t n, float h, double (*f)(void *ctx), void *ctx)
+{
+    for (size_t i = 0; i < n; i++) {
+        float keep = v[i];
+        v[i] = keep + h;
+        double lp = f(ctx);
+        v[i] = keep - h;
+        double lm = f(ctx);
+        v[i] = keep;
+        out[i] = (lp - lm) / (2.0 * h);
+    }
+}
+
+int tu_count_bad(const float *got, float base, const double *want, size_t n, double abs_tol, double rel_tol,
+                 double *worst)
+{
+    int bad = 0;
+    *worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - base - want[i]);
+        if (!(err <= abs_tol + rel_tol * fabs(want[i])))
+            bad++;
+        if (err > *worst || err != err)
+            *worst = err;
+    }
+    return bad;
+}
+
+void tu_check_einval(int rc, const char *what)
+{
+    tap_ok(rc == FP_EINVAL && fp_error_message()[0] != '\0', "%s -> FP_EINVAL (%s)", what, fp_error_message());
+    fp_error_clear();
 }
 
 size_t tu_edge_expand(float *out, const float *base, size_t nbase, const uint32_t *bits, size_t nbits)

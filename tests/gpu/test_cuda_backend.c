@@ -6,6 +6,7 @@
 #include "config.h"
 #include "gpu/require_gpu.h"
 #include "tap.h"
+#include "testutil.h"
 #ifdef HAVE_CUDA
 #include <math.h>
 #include <stdlib.h>
@@ -40,24 +41,7 @@ static const tol_t tols[] = {
 enum { N = 8, CLASSES = 10, SIZE = 32 };
 
 static uint32_t rng = 0x9E3779B9u;
-static float urand(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 17;
-    rng ^= rng << 5;
-    return (float)(rng >> 8) / 16777216.0f * 2.0f - 1.0f;
-}
-
-static double rel_l2(const float *a, const float *b, size_t n)
-{
-    double d = 0, s = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = (double)a[i] - b[i];
-        d += e * e;
-        s += (double)b[i] * b[i];
-    }
-    return s > 0 ? sqrt(d / s) : sqrt(d);
-}
+static float urand(void) { return tu_uniform32_pm1(&rng); }
 
 static int make_model(fp_model **m, int resnet)
 {
@@ -123,10 +107,10 @@ static void compare_model(int resnet, const tol_t *t, const float *x, const int 
         const fp_tensor_info *ti = fp_model_tensor(c, i);
         if (!ti->is_param)
             continue;
-        double e = rel_l2(gg + ti->offset, gc + ti->offset, ti->numel);
+        double e = tu_rel_l2(gg + ti->offset, gc + ti->offset, ti->numel);
         double tol = t->grad_rel;
         if (g32)
-            tol = fmax(tol, 2 * rel_l2(gc + ti->offset, g32 + ti->offset, ti->numel));
+            tol = fmax(tol, 2 * tu_rel_l2(gc + ti->offset, g32 + ti->offset, ti->numel));
         if (!(e / tol <= worst)) {
             worst = e / tol;
             worst_e = e;
@@ -140,11 +124,11 @@ static void compare_model(int resnet, const tol_t *t, const float *x, const int 
         const fp_tensor_info *ti = fp_model_tensor(c, i);
         if (ti->is_param && strcmp(ti->name, worst_name) == 0)
             tap_diag("%s %s: %s: cuda vs cpu fp32 %.3g, cpu %s vs cpu fp32 %.3g", name, t->policy, ti->name,
-                     rel_l2(gg + ti->offset, g32 + ti->offset, ti->numel), t->policy,
-                     rel_l2(gc + ti->offset, g32 + ti->offset, ti->numel));
+                     tu_rel_l2(gg + ti->offset, g32 + ti->offset, ti->numel), t->policy,
+                     tu_rel_l2(gc + ti->offset, g32 + ti->offset, ti->numel));
     }
     const float *bc = fp_model_buffers(c), *bg = fp_model_buffers(g);
-    double be = bc && bg ? rel_l2(bg, bc, fp_model_num_buffers(c)) : INFINITY;
+    double be = bc && bg ? tu_rel_l2(bg, bc, fp_model_num_buffers(c)) : INFINITY;
     tap_ok(!rc && be <= t->logit_rel, "%s %s: running statistics after two train forwards agree (rel L2 %.3g)", name,
            t->policy, be);
     if (rc)
@@ -191,7 +175,7 @@ static void compare_step(const tol_t *t, float *x, int *labels)
         dc[i] = pc[i] - p0[i];
         dg[i] = pg[i] - p0[i];
     }
-    double e = !rc && pc && pg ? rel_l2(dg, dc, np) : INFINITY;
+    double e = !rc && pc && pg ? tu_rel_l2(dg, dc, np) : INFINITY;
     tap_ok(e <= 10 * t->grad_rel && rcpu.skipped == rgpu.skipped,
            "%s: two arm steps (SGD momentum 0.9, weight decay 5e-4) move the parameters alike (rel L2 of the change %.3g <= %.3g)",
            t->policy, e, 10 * t->grad_rel);

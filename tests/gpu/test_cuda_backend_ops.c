@@ -6,6 +6,7 @@
 #include "config.h"
 #include "gpu/require_gpu.h"
 #include "tap.h"
+#include "testutil.h"
 #ifdef HAVE_CUDA
 #include <math.h>
 #include <stdlib.h>
@@ -16,13 +17,7 @@
 static const fp_backend_ops *C, *G;
 static fp_backend *cb, *gb;
 static uint32_t rng = 0x1234567u;
-static float urand(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 17;
-    rng ^= rng << 5;
-    return (float)(rng >> 8) / 16777216.0f * 2.0f - 1.0f;
-}
+static float urand(void) { return tu_uniform32_pm1(&rng); }
 
 /* The same tensor on both backends: h (host, CPU backend) and d (device). */
 typedef struct {

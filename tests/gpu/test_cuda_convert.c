@@ -4,6 +4,7 @@
 #include "config.h"
 #include "gpu/require_gpu.h"
 #include "tap.h"
+#include "testutil.h"
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -13,13 +14,7 @@
 #include "numfmt.h"
 
 static uint32_t rng_state = 0x2545F491u;
-static uint32_t next_bits(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 17;
-    rng_state ^= rng_state << 5;
-    return rng_state;
-}
+static uint32_t next_bits(void) { return tu_xorshift32(&rng_state); }
 
 static int same_value(uint16_t got, uint16_t want, int nan_mask_16)
 {

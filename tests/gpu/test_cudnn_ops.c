@@ -130,6 +130,12 @@ typedef struct {
     double tol;
 } arm;
 
+/* A TAP check that the cuDNN call `op` of arm a ran: rc FP_OK, or the error in the description. */
+static int ran(int rc, const arm *a, const char *op)
+{
+    return tap_ok(rc == FP_OK, "%s %s runs%s%s", a->name, op, rc ? ": " : "", rc ? fp_error_message() : "");
+}
+
 static void test_conv(arm *a, fp_dims xd, fp_conv_params p)
 {
     fp_dims yd = fp_conv_out_dims(xd, &p), wd = {p.cout, p.kh, p.kw, p.cin};
@@ -146,37 +152,34 @@ static void test_conv(arm *a, fp_dims xd, fp_conv_params p)
     char what[96];
     snprintf(what, sizeof what, "conv %dx%d s%d p%d %dx%dx%dx%d->%d", p.kh, p.kw, p.stride, p.pad, xd.n, xd.h, xd.w,
              xd.c, p.cout);
-    int rc = fp_cudnn_conv_forward(a->d, &ty, &tx, &tw, &p);
-    if (!tap_ok(rc == FP_OK, "%s %s forward runs%s%s", a->name, what, rc ? ": " : "", rc ? fp_error_message() : ""))
+    char op[128];
+    snprintf(op, sizeof op, "%s forward", what);
+    if (!ran(fp_cudnn_conv_forward(a->d, &ty, &tx, &tw, &p), a, op))
         tap_skip(1, "forward failed");
     else {
         fp_conv_forward(want, x, xd, w, &p, NULL);
         host_from(a->d, got, &ty);
-        char w2[128];
-        snprintf(w2, sizeof w2, "%s forward", what);
-        close_to(got, want, ny, a->tol, w2, a->name);
+        close_to(got, want, ny, a->tol, op, a->name);
     }
-    rc = fp_cudnn_conv_backward_data(a->d, &tdx, &tdy, &tw, &p);
-    if (!tap_ok(rc == FP_OK, "%s %s backward data runs%s%s", a->name, what, rc ? ": " : "", rc ? fp_error_message() : ""))
+    snprintf(op, sizeof op, "%s backward data", what);
+    if (!ran(fp_cudnn_conv_backward_data(a->d, &tdx, &tdy, &tw, &p), a, op))
         tap_skip(1, "backward data failed");
     else {
         memcpy(want, dx0, nx * sizeof(float));   /* accumulates onto the prior dx */
         fp_conv_backward_data(want, dy, xd, w, &p, NULL);
         host_from(a->d, got, &tdx);
-        char w2[128];
-        snprintf(w2, sizeof w2, "%s dx += (beta 1)", what);
-        close_to(got, want, nx, a->tol, w2, a->name);
+        snprintf(op, sizeof op, "%s dx += (beta 1)", what);
+        close_to(got, want, nx, a->tol, op, a->name);
     }
-    rc = fp_cudnn_conv_backward_filter(a->d, &tdw, &tdy, &tx, &p);
-    if (!tap_ok(rc == FP_OK, "%s %s backward filter runs%s%s", a->name, what, rc ? ": " : "", rc ? fp_error_message() : ""))
+    snprintf(op, sizeof op, "%s backward filter", what);
+    if (!ran(fp_cudnn_conv_backward_filter(a->d, &tdw, &tdy, &tx, &p), a, op))
         tap_skip(1, "backward filter failed");
     else {
         memcpy(want, dw0, nw * sizeof(float));
         fp_conv_backward_weights(want, dy, x, xd, &p, NULL);
         host_from(a->d, got, &tdw);
-        char w2[128];
-        snprintf(w2, sizeof w2, "%s dw += (beta 1)", what);
-        close_to(got, want, nw, a->tol, w2, a->name);
+        snprintf(op, sizeof op, "%s dw += (beta 1)", what);
+        close_to(got, want, nw, a->tol, op, a->name);
     }
     cudaFree(tx.data); cudaFree(tw.data); cudaFree(tdy.data); cudaFree(tdx.data); cudaFree(tdw.data); cudaFree(ty.data);
     free(x); free(w); free(dy); free(dx0); free(dw0); free(yzero); free(want); free(got);
@@ -208,8 +211,8 @@ static void test_bn(arm *a)
     float wrm[16], wrv[16], wsm[16], wsi[16], grm[16];
     memcpy(wrm, rm, sizeof rm);
     memcpy(wrv, rv, sizeof rv);
-    int rc = fp_cudnn_bn_forward_train(a->d, &ty, dsm, dsi, drm, drv, &tx, dgamma, dbeta, &p);
-    if (!tap_ok(rc == FP_OK, "%s batchnorm forward train runs%s%s", a->name, rc ? ": " : "", rc ? fp_error_message() : "")) {
+    if (!ran(fp_cudnn_bn_forward_train(a->d, &ty, dsm, dsi, drm, drv, &tx, dgamma, dbeta, &p), a,
+             "batchnorm forward train")) {
         tap_skip(5, "batchnorm forward failed");
     } else {
         fp_batchnorm_forward_train(want, wsm, wsi, wrm, wrv, x, xd, gamma, beta, &p);
@@ -224,8 +227,7 @@ static void test_bn(arm *a)
         floats_from(a->d, grm, dsi, c);
         close_to(grm, wsi, c, STATS_TOL, "batchnorm saved invstd = 1/sqrt(var+eps)", a->name);
     }
-    rc = fp_cudnn_bn_backward(a->d, &tdx, ddg, ddb, &tdy, &tx, dgamma, dsm, dsi, &p);
-    if (!tap_ok(rc == FP_OK, "%s batchnorm backward runs%s%s", a->name, rc ? ": " : "", rc ? fp_error_message() : "")) {
+    if (!ran(fp_cudnn_bn_backward(a->d, &tdx, ddg, ddb, &tdy, &tx, dgamma, dsm, dsi, &p), a, "batchnorm backward")) {
         tap_skip(3, "batchnorm backward failed");
     } else {
         float wdg[16], wdb[16];
@@ -241,8 +243,7 @@ static void test_bn(arm *a)
         close_to(grm, wdb, c, a->dt == FP_DT_F32 ? STATS_TOL : a->tol, "batchnorm dbeta +=", a->name);
     }
     /* Evaluation with the running statistics just updated. */
-    rc = fp_cudnn_bn_forward_eval(a->d, &ty, &tx, dgamma, dbeta, drm, drv, &p);
-    if (!tap_ok(rc == FP_OK, "%s batchnorm forward eval runs%s%s", a->name, rc ? ": " : "", rc ? fp_error_message() : "")) {
+    if (!ran(fp_cudnn_bn_forward_eval(a->d, &ty, &tx, dgamma, dbeta, drm, drv, &p), a, "batchnorm forward eval")) {
         tap_skip(1, "batchnorm eval failed");
     } else {
         fp_batchnorm_forward_eval(want, x, xd, gamma, beta, wrm, wrv, &p);
@@ -279,13 +280,11 @@ static void test_relu_pool(arm *a)
     fp_dtensor tx = dev_from(x, xd, a->dt), tdy = dev_from(dy, xd, a->dt), tdx = dev_from(dx0, xd, a->dt),
                ty = dev_from(zeros, xd, a->dt);
     /* relu */
-    int rc = fp_cudnn_relu_forward(a->d, &ty, &tx);
-    tap_ok(rc == FP_OK, "%s relu forward runs%s%s", a->name, rc ? ": " : "", rc ? fp_error_message() : "");
+    ran(fp_cudnn_relu_forward(a->d, &ty, &tx), a, "relu forward");
     fp_relu_forward(want, x, n);
     host_from(a->d, got, &ty);
     close_to(got, want, n, 0.0, "relu y (exact)", a->name);
-    rc = fp_cudnn_relu_backward(a->d, &tdx, &tdy, &ty);
-    tap_ok(rc == FP_OK, "%s relu backward runs%s%s", a->name, rc ? ": " : "", rc ? fp_error_message() : "");
+    ran(fp_cudnn_relu_backward(a->d, &tdx, &tdy, &ty), a, "relu backward");
     float *yref = malloc(n * sizeof(float));
     memcpy(yref, want, n * sizeof(float));
     memcpy(want, dx0, n * sizeof(float));
@@ -299,13 +298,11 @@ static void test_relu_pool(arm *a)
     float *pdy = host_random(ny, 1.0f), *pzero = calloc(ny, sizeof(float));
     fp_dtensor tpy = dev_from(pzero, yd, a->dt), tpdy = dev_from(pdy, yd, a->dt), tpdx = dev_from(dx0, xd, a->dt);
     int *argmax = malloc(ny * sizeof(int));
-    rc = fp_cudnn_maxpool_forward(a->d, &tpy, &tx, &pp);
-    tap_ok(rc == FP_OK, "%s maxpool forward runs%s%s", a->name, rc ? ": " : "", rc ? fp_error_message() : "");
+    ran(fp_cudnn_maxpool_forward(a->d, &tpy, &tx, &pp), a, "maxpool forward");
     fp_maxpool_forward(want, argmax, x, xd, &pp);
     host_from(a->d, got, &tpy);
     close_to(got, want, ny, 0.0, "maxpool 3x3 s2 p1 y (exact)", a->name);
-    rc = fp_cudnn_maxpool_backward(a->d, &tpdx, &tpdy, &tx, &tpy, &pp);
-    tap_ok(rc == FP_OK, "%s maxpool backward runs%s%s", a->name, rc ? ": " : "", rc ? fp_error_message() : "");
+    ran(fp_cudnn_maxpool_backward(a->d, &tpdx, &tpdy, &tx, &tpy, &pp), a, "maxpool backward");
     memcpy(want, dx0, n * sizeof(float));
     fp_maxpool_backward(want, pdy, argmax, xd, &pp);
     host_from(a->d, got, &tpdx);
@@ -315,13 +312,11 @@ static void test_relu_pool(arm *a)
     size_t ng = (size_t)xd.n * xd.c;
     float *gdy = host_random(ng, 1.0f);
     fp_dtensor tgy = dev_from(pzero, gd, a->dt), tgdy = dev_from(gdy, gd, a->dt), tgdx = dev_from(dx0, xd, a->dt);
-    rc = fp_cudnn_avgpool_global_forward(a->d, &tgy, &tx);
-    tap_ok(rc == FP_OK, "%s global avgpool forward runs%s%s", a->name, rc ? ": " : "", rc ? fp_error_message() : "");
+    ran(fp_cudnn_avgpool_global_forward(a->d, &tgy, &tx), a, "global avgpool forward");
     fp_avgpool_global_forward(want, x, xd);
     host_from(a->d, got, &tgy);
     close_to(got, want, ng, a->tol, "global avgpool y", a->name);
-    rc = fp_cudnn_avgpool_global_backward(a->d, &tgdx, &tgdy);
-    tap_ok(rc == FP_OK, "%s global avgpool backward runs%s%s", a->name, rc ? ": " : "", rc ? fp_error_message() : "");
+    ran(fp_cudnn_avgpool_global_backward(a->d, &tgdx, &tgdy), a, "global avgpool backward");
     memcpy(want, dx0, n * sizeof(float));
     fp_avgpool_global_backward(want, gdy, xd);
     host_from(a->d, got, &tgdx);
@@ -344,13 +339,11 @@ static void test_linear(arm *a)
                ty = dev_from(zeros, yd, a->dt), tdy = dev_from(dy, yd, a->dt), tdx = dev_from(dx0, xd, a->dt),
                tdw = dev_from(dw0, wd, a->dt), tdb = dev_from(db0, bd, a->dt);
     float want[400], got[400];
-    int rc = fp_cudnn_linear_forward(a->d, &ty, &tx, &tw, &tb);
-    tap_ok(rc == FP_OK, "%s linear forward runs%s%s", a->name, rc ? ": " : "", rc ? fp_error_message() : "");
+    ran(fp_cudnn_linear_forward(a->d, &ty, &tx, &tw, &tb), a, "linear forward");
     fp_linear_forward(want, x, n, in, out, w, b);
     host_from(a->d, got, &ty);
     close_to(got, want, (size_t)n * out, a->tol, "linear y = x W^T + b (bias epilogue)", a->name);
-    rc = fp_cudnn_linear_backward(a->d, &tdx, &tdw, &tdb, &tdy, &tx, &tw);
-    tap_ok(rc == FP_OK, "%s linear backward runs%s%s", a->name, rc ? ": " : "", rc ? fp_error_message() : "");
+    ran(fp_cudnn_linear_backward(a->d, &tdx, &tdw, &tdb, &tdy, &tx, &tw), a, "linear backward");
     float wdx[160], wdw[400], wdb[10];
     memcpy(wdx, dx0, sizeof wdx);
     memcpy(wdw, dw0, sizeof wdw);

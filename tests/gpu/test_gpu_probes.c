@@ -84,12 +84,10 @@ int main(void)
 {
     tu_require_gpu();
 #ifdef HAVE_CUDA
-    char dir[64];
-    snprintf(dir, sizeof dir, "/tmp/fp16probe-gpuprobes-XXXXXX");
-    if (!mkdtemp(dir))
+    char *dir = tu_mkdir();
+    if (!dir)
         tap_skip_all("cannot create a temporary directory");
-    char db[128];
-    snprintf(db, sizeof db, "%s/gpu.db", dir);
+    char *db = tu_path(dir, "gpu.db");
 
     /* what this machine allows, asked the way compare.c asks (CUPTI is opened by the comparison itself) */
     fp_nvml *nv = NULL;
@@ -204,10 +202,9 @@ int main(void)
         tap_ok(q(db, "SELECT count(*) FROM steps WHERE run = %lld AND energy_j IS NOT NULL AND power_w IS NULL", r1) == 0,
                "power is filled wherever energy is");
     }
-    char rm[160];
-    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
-    if (system(rm) != 0)
-        tap_diag("could not remove %s", dir);
+    free(db);
+    if (tu_rmdir(dir) != 0)
+        tap_diag("could not remove the scratch directory");
     return tap_done();
 #endif
 }
