@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bench/common.h"
 #include "clock.h"
 #include "error.h"
 #include "trainer/analysis/analysis.h"
@@ -42,12 +43,6 @@ enum { OFF, TIMERS, FULL, NCFG };
  * probed one ran ~1-2% slower on the 2-core VM: measured with OFF's twin in TIMERS' place). */
 static const int ORDERS[6][NCFG] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
 enum { REF, LOW, NARM };   /* the fp32 arm, the fp16 arm */
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 typedef struct {
     fp_arm *arm[NARM];
@@ -122,7 +117,7 @@ static int pair_step(bench_t *b, int cfg, double t[NARM])
 
 static double median(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return v[n / 2];
 }
 

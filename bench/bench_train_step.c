@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bench/common.h"
 #include "clock.h"
 #include "error.h"
 #include "trainer/cpu/gemm.h"
@@ -14,12 +15,6 @@
 #define SIZE 64
 #define WARMUP 2
 #define STEPS 5
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 #define NPOL 3
 static const char *const policies[NPOL] = {"fp32", "fp16", "bf16"};
@@ -73,9 +68,9 @@ int main(void)
         }
     fp_model_mem mem[NPOL];
     for (int p = 0; p < NPOL; p++) {
-        qsort(t[p], STEPS, sizeof t[p][0], cmp_double);
-        qsort(fwd[p], STEPS, sizeof fwd[p][0], cmp_double);
-        qsort(ratio[p], STEPS, sizeof ratio[p][0], cmp_double);
+        qsort(t[p], STEPS, sizeof t[p][0], bench_cmp_double);
+        qsort(fwd[p], STEPS, sizeof fwd[p][0], bench_cmp_double);
+        qsort(ratio[p], STEPS, sizeof ratio[p][0], bench_cmp_double);
         fp_model_memory(m[p], &mem[p]);
         printf("resnet50 %dx%d batch %d, %s, %zu parameters, loss %.4f\n", SIZE, SIZE, BATCH, policies[p],
                fp_model_num_params(m[p]), loss[p]);

@@ -18,4 +18,5 @@ tests_test_probe_hist_SOURCES = tests/test_probe_hist.c $(STORE_TEST_UTIL)
 tests_test_probe_hist_LDADD = $(TEST_LDADD)
 
 BENCHMARKS += bench/bench_probe_overhead
+bench_bench_probe_overhead_SOURCES = bench/bench_probe_overhead.c $(BENCH_COMMON)
 bench_bench_probe_overhead_LDADD = $(FP_LDADD)

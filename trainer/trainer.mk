@@ -34,5 +34,6 @@ EXTRA_DIST += tests/fixtures/make_model_reference.py \
 	tests/fixtures/model/resnet_bottleneck_w4.safetensors
 
 BENCHMARKS += bench/bench_train_step
+bench_bench_train_step_SOURCES = bench/bench_train_step.c $(BENCH_COMMON)
 bench_bench_train_step_LDADD = $(FP_LDADD)
 
