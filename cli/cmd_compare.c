@@ -24,59 +24,52 @@
 #include "trainer/run/compare.h"
 #include "tui/tui.h"
 
-/* The embedded default: resnet50 at 64x64 on synthetic data, fp32 and fp16, within 3 minutes on a 2-core
- * CPU (bench/bench_compare_default.sh times it). Linear lr scaling 0.1 x batch / 256 with a short warmup
- * learns stably at this batch (lr 0.1 spikes the loss at batch 16, as PyTorch does). */
-#define CPU_MODEL "resnet50"
-#define CPU_IMAGE_SIZE 64
-#define CPU_BATCH 16
-#define CPU_STEPS 80
-#define CPU_WARMUP 10
-#define CPU_EVAL_BATCHES 8
-/* Realistic sizes for a GPU, once the CUDA backend trains there. */
-#define GPU_IMAGE_SIZE 224
-#define GPU_BATCH 256
-#define GPU_STEPS 500
-
 static void usage(FILE *to)
 {
+    fp_compare_config d, g;   /* the defaults shown are the library's */
+    fp_compare_config_default(&d);
+    fp_compare_config_default_gpu(&g);
     fprintf(to,
             "usage: fp16probe compare [--model NAME] [--precision LIST] [options]\n"
             "       fp16probe <model> [options]      (= compare --model <model>)\n"
             "Trains one model under several precision policies side by side: the same initial weights, the same\n"
             "batches in the same order, lockstep turns of K steps per arm; records every arm as a run of one\n"
             "session and prints the comparison (speedup, throughput, memory, energy, loss, accuracy, numerics).\n\n"
-            "  --model NAME           %s (default " CPU_MODEL ")\n"
-            "  --precision LIST       comma-separated policies of %s (default fp32,fp16)\n"
+            "  --model NAME           %s (default %s)\n"
+            "  --precision LIST       comma-separated policies of %s (default %s)\n"
             "  --turn K               steps per arm per turn (default: a turn of about a second)\n"
-            "  --steps N              training steps per arm (default %d)\n"
-            "  --batch N              images per step (default %d)\n"
-            "  --image-size N         input size, >= 32 (default %d)\n"
+            "  --steps N              training steps per arm (default %" PRId64 "; %" PRId64 " on a GPU)\n"
+            "  --batch N              images per step (default %d; %d on a GPU)\n"
+            "  --image-size N         input size, >= 32 (default %d; %d on a GPU)\n"
             "  --data SPEC            synthetic (default), synthetic:N, cifar10:DIR, imagefolder:DIR\n"
+            "  --augment on|none      training augmentation (default on)\n"
+            "  --shuffle on|off       reshuffle every epoch (default on)\n"
             "  --classes N            output classes (default: the dataset's)\n"
             "  --optimizer NAME       sgd (default), adam, adamw\n"
             "  --lr X                 base learning rate (sgd: 0.1 x batch / 256, adam/adamw 0.001)\n"
             "  --momentum X           sgd momentum (default 0.9)\n"
             "  --weight-decay X       (sgd 5e-4, adam 0, adamw 0.01)\n"
             "  --schedule NAME        constant (default), step, cosine\n"
-            "  --warmup N             linear warmup steps from lr/3 (default %d)\n"
+            "  --warmup N             linear warmup steps from lr/3 (default 10, steps / 4 in a run under 40)\n"
             "  --seed N               initialisation, data and augmentation seed (default 0)\n"
             "  --threads N            BLAS and kernel threads (default: online CPUs)\n"
             "  --device cpu|cuda|auto where to train (default auto: the GPU when one is usable, else one\n"
             "                         line saying why and the CPU; the same for cuda)\n"
             "  --db FILE              database (default %s; '' records into a temporary file)\n"
             "  --eval-every N         validate every N steps (default: steps / 2)\n"
-            "  --eval-batches N       validation batches per evaluation (default %d, 0: the whole split)\n"
+            "  --eval-batches N       validation batches per evaluation (default %" PRId64 ", 0: the whole split)\n"
             "  --weights FILE         start every arm from torchvision-named safetensors weights\n"
             "  --no-tui               progress lines instead of the dashboard (also when stdout is not a terminal)\n"
             "  --hist-every N         exponent histograms of every layer every N steps (default %d, or once at\n"
             "                         the last step of a shorter run; 0: off)\n"
-            "  --error-every N        per-layer rounding error against the fp32 arm every N steps (default %d)\n"
+            "  --error-every N        per-layer rounding error against the fp32 arm every N steps (default %d, or\n"
+            "                         once at the last step of a shorter run; 0: off)\n"
             "  --trace-every N        kernel-level rows every N steps (GPU only; default %d, or once at the last\n"
             "                         step of a shorter run; 0: off)\n",
-            fp_model_names_joined(), fp_policy_names_joined(), CPU_STEPS, CPU_BATCH, CPU_IMAGE_SIZE, CPU_WARMUP,
-            FP_STORE_DEFAULT_PATH, CPU_EVAL_BATCHES, FP_PROBE_DEFAULT_HIST_EVERY, FP_PROBE_DEFAULT_PRECISION_EVERY,
-            FP_PROBE_DEFAULT_TRACE_EVERY);
+            fp_model_names_joined(), d.base.arm.model, fp_policy_names_joined(), d.precision, d.base.steps,
+            g.base.steps, d.base.batch, g.base.batch, d.base.arm.image_size, g.base.arm.image_size,
+            d.base.db ? d.base.db : "none", d.base.eval_batches, FP_PROBE_DEFAULT_HIST_EVERY,
+            FP_PROBE_DEFAULT_PRECISION_EVERY, FP_PROBE_DEFAULT_TRACE_EVERY);
 }
 
 typedef struct {
@@ -228,16 +221,14 @@ static void stop_training(void *arg)
     fp_compare_request_stop(arg);
 }
 
-static int run_comparison(const fp_compare_config *cfg, fp_compare_result *res, progress_ctx *pc, int tui)
+/* Runs the opened comparison c to its end: on a terminal the dashboard here, the arms in another thread. */
+static int run_comparison(fp_compare *c, const fp_compare_config *cfg, fp_compare_result *res, progress_ctx *pc,
+                          int tui)
 {
-    fp_compare *c;
-    int rc = fp_compare_open(&c, cfg, res);
-    if (rc)
-        return rc;
     run_job job = {c, res, FP_OK};
     pthread_t th;
     if (!tui || !cfg->base.db || pthread_create(&th, NULL, run_thread, &job) != 0) {
-        rc = fp_compare_run(c, res);
+        int rc = fp_compare_run(c, res);
         fp_compare_close(c);
         return rc;
     }
@@ -270,17 +261,12 @@ static int is_model(const char *name)
 
 int cmd_compare(int argc, char **argv)
 {
-    fp_compare_config cfg;
-    fp_compare_config_default(&cfg);
     fp_train_options o;
     fp_train_options_init(&o, "compare");
-    o.model = CPU_MODEL;
-    o.device = "auto";
-    int no_tui = 0, first = 1;
-    if (argc > 0 && is_model(argv[0])) {   /* fp16probe <model> [options] */
+    int no_tui = 0, turn = -1;
+    if (argc > 0 && is_model(argv[0]))   /* fp16probe <model> [options] */
         o.model = argv[0];
-    }
-    for (int i = first; i < argc; i++) {
+    for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int rc = fp_train_options_next(&o, argc, argv, &i, usage), m = 0;
         if (rc == 1)
@@ -290,39 +276,26 @@ int cmd_compare(int argc, char **argv)
 #define OPT(name) ((m = cli_option(argc, argv, &i, name, &v)) != 0)
         if (strcmp(a, "--no-tui") == 0)
             no_tui = 1;
-        else if (OPT("--precision"))
-            cfg.precision = v;
         else if (OPT("--turn"))
-            rc = m > 0 && fp_cli_parse_int("compare", "--turn", v, 1, 1 << 20, &cfg.turn);
-        else if (OPT("--hist-every"))
-            rc = m > 0 && fp_cli_parse_int("compare", "--hist-every", v, 0, 1 << 30, &cfg.hist_every);
-        else if (OPT("--error-every"))
-            rc = m > 0 && fp_cli_parse_int("compare", "--error-every", v, 0, 1 << 30, &cfg.error_every);
-        else if (OPT("--trace-every"))
-            rc = m > 0 && fp_cli_parse_int("compare", "--trace-every", v, 0, 1 << 30, &cfg.trace_every);
+            rc = m > 0 && fp_cli_parse_int("compare", "--turn", v, 1, 1 << 20, &turn);
         else
             return cli_error(2, "compare: unexpected argument '%s' (see fp16probe compare --help)", a);
 #undef OPT
         if (m < 0 || rc)
             return 2;
     }
-    /* Defaults: on a GPU realistic sizes, else the CPU's embedded one. */
-    const int gpu = fp_train_options_pick_device(&o, &cfg.base);
-    if (!o.set_image_size)
-        o.image_size = gpu ? GPU_IMAGE_SIZE : CPU_IMAGE_SIZE;
-    if (!o.set_batch)
-        o.batch = gpu ? GPU_BATCH : CPU_BATCH;
-    if (!o.set_steps)
-        o.steps = gpu ? GPU_STEPS : CPU_STEPS;
-    if (!o.set_warmup)
-        o.warmup = o.steps >= 4 * CPU_WARMUP ? CPU_WARMUP : o.steps / 4;
-    if (!o.set_eval_every)
-        o.eval_every = o.steps >= 2 ? (int)(o.steps / 2) : 0;
-    if (!o.set_eval_batches)
-        o.eval_batches = CPU_EVAL_BATCHES;
-    if (!o.set_lr && strcmp(o.optimizer, "sgd") == 0)
-        o.lr = 0.1 * o.batch / 256.0;
-    if (fp_train_options_apply(&o, &cfg.base))
+    /* The library's defaults (realistic sizes on a GPU, the embedded run on a CPU), what the user gave over them. */
+    const int gpu = fp_train_options_pick_device(&o, "auto");
+    if (gpu > 1)
+        return 2;
+    fp_compare_config cfg;
+    if (gpu)
+        fp_compare_config_default_gpu(&cfg);
+    else
+        fp_compare_config_default(&cfg);
+    if (turn >= 0)
+        cfg.turn = turn;
+    if (fp_train_options_apply(&o, &cfg))
         return 2;
 
     /* No database given: record into a temporary one (the summary is computed from it). */
@@ -338,25 +311,22 @@ int cmd_compare(int argc, char **argv)
         cfg.base.db = tmpdb;
     }
     progress_ctx pc = {4, 0};
-    {
-        const char *names[FP_COMPARE_MAX_ARMS];
-        int n = 0;
-        if (fp_compare_parse_policies(cfg.precision, names, FP_COMPARE_MAX_ARMS, &n) == FP_OK) {
-            for (int i = 0; i < n; i++)
-                if ((int)strlen(names[i]) > pc.width)
-                    pc.width = (int)strlen(names[i]);
-            if (is_model(o.model))   /* arguments good: the device line (a usage error stays one line) */
-                fp_train_options_device_note(&o);
-        }
-    }
     cfg.progress = progress;
     cfg.progress_user = &pc;
-    cfg.progress_interval_s = cfg.base.steps <= 20 ? 0 : 5.0;
 
-    fp_env_set_threads(o.threads);
+    fp_env_set_threads(cfg.base.arm.threads);
     fp_store_install_signal_handlers();
     fp_compare_result res;
-    int rc = run_comparison(&cfg, &res, &pc, !no_tui && isatty(STDOUT_FILENO) && isatty(STDIN_FILENO));
+    fp_compare *c = NULL;
+    int rc = fp_compare_open(&c, &cfg, &res);
+    if (!(rc && res.usage_error)) {   /* arguments good: the device line (a usage error stays one line) */
+        fp_train_options_device_note(&o);
+        for (int i = 0; i < res.narms; i++)
+            if ((int)strlen(res.arms[i].policy) > pc.width)
+                pc.width = (int)strlen(res.arms[i].policy);
+    }
+    if (rc == FP_OK)
+        rc = run_comparison(c, &cfg, &res, &pc, !no_tui && isatty(STDOUT_FILENO) && isatty(STDIN_FILENO));
     int status = 0;
     if (rc && res.usage_error)
         status = cli_error(2, "compare: %s", res.message);

@@ -1,6 +1,6 @@
-/* train_options.c — the options `train` and `compare` share (train_options.h). Promise: one parser and one
- * translation into the trainer's configuration, so both commands accept and default the same things;
- * every error is one line "fp16probe: <cmd>: ..." and status 2. */
+/* train_options.c — the options `train` and `compare` share (train_options.h). Promise: one parser, and one
+ * place that lays what the user gave over the library's defaults (the CLI sets no default of its own), so
+ * both commands accept the same things; every error is one line "fp16probe: <cmd>: ..." and status 2. */
 #include "config.h"
 #include <errno.h>
 #include <inttypes.h>
@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "commands.h"
 #include "error.h"
 #include "gpu_detect.h"
@@ -23,17 +22,6 @@ void fp_train_options_init(fp_train_options *o, const char *cmd)
 {
     memset(o, 0, sizeof *o);
     o->cmd = cmd;
-    o->optimizer = "sgd";
-    o->schedule = "constant";
-    o->device = "cpu";
-    o->db = FP_STORE_DEFAULT_PATH;
-    o->steps = 100;
-    o->batch = 32;
-    o->image_size = 32;
-    o->eval_batches = 50;
-    o->lr = o->momentum = o->weight_decay = NAN;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    o->threads = ncpu > 0 ? (int)ncpu : 1;
 }
 
 int fp_cli_parse_i64(const char *cmd, const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out)
@@ -76,117 +64,167 @@ static int parse_double(const char *cmd, const char *opt, const char *s, double 
     return 0;
 }
 
+static int parse_onoff(const char *cmd, const char *opt, const char *s, const char *on, const char *off, int *out)
+{
+    if (strcmp(s, on) == 0)
+        *out = 1;
+    else if (strcmp(s, off) == 0)
+        *out = 0;
+    else
+        return cli_error(2, "%s: %s must be %s or %s (got '%s')", cmd, opt, on, off, s);
+    return 0;
+}
+
 int fp_train_options_parse(fp_train_options *o, int argc, char **argv, int *i)
 {
     const char *v = NULL, *c = o->cmd;
     int m = 0;
 #define OPT(name) ((m = cli_option(argc, argv, i, name, &v)) != 0)
 #define RET(expr) return (m < 0 ? 2 : (expr) ? 2 : 1)
+#define INT(flag, name, lo, hi, dst) RET((o->flag = 1, m > 0 && fp_cli_parse_int(c, name, v, lo, hi, dst)))
+#define I64(flag, name, lo, hi, dst) RET((o->flag = 1, m > 0 && fp_cli_parse_i64(c, name, v, lo, hi, dst)))
+#define NUM(flag, name, dst) RET((o->flag = 1, m > 0 && parse_double(c, name, v, dst)))
     if (OPT("--model"))
         RET((o->model = v, 0));
+    if (OPT("--precision"))
+        RET((o->precision = v, 0));
     if (OPT("--data"))
         RET((o->data = v, 0));
+    if (OPT("--augment"))
+        RET((o->set_augment = 1, m > 0 && parse_onoff(c, "--augment", v, "on", "none", &o->augment)));
+    if (OPT("--shuffle"))
+        RET((o->set_shuffle = 1, m > 0 && parse_onoff(c, "--shuffle", v, "on", "off", &o->shuffle)));
     if (OPT("--steps"))
-        RET((o->set_steps = 1, m > 0 && fp_cli_parse_i64(c, "--steps", v, 0, INT64_C(1) << 40, &o->steps)));
+        I64(set_steps, "--steps", 0, INT64_C(1) << 40, &o->steps);
     if (OPT("--batch"))
-        RET((o->set_batch = 1, m > 0 && fp_cli_parse_int(c, "--batch", v, 1, 1 << 20, &o->batch)));
+        INT(set_batch, "--batch", 1, 1 << 20, &o->batch);
     if (OPT("--image-size"))
-        RET((o->set_image_size = 1, m > 0 && fp_cli_parse_int(c, "--image-size", v, 32, 4096, &o->image_size)));
+        INT(set_image_size, "--image-size", 32, 4096, &o->image_size);
     if (OPT("--classes"))
-        RET(m > 0 && fp_cli_parse_int(c, "--classes", v, 1, 1 << 20, &o->classes));
+        INT(set_classes, "--classes", 1, 1 << 20, &o->classes);
     if (OPT("--optimizer"))
         RET((o->optimizer = v, 0));
     if (OPT("--lr"))
-        RET((o->set_lr = 1, m > 0 && parse_double(c, "--lr", v, &o->lr)));
+        NUM(set_lr, "--lr", &o->lr);
     if (OPT("--momentum"))
-        RET(m > 0 && parse_double(c, "--momentum", v, &o->momentum));
+        NUM(set_momentum, "--momentum", &o->momentum);
     if (OPT("--weight-decay"))
-        RET(m > 0 && parse_double(c, "--weight-decay", v, &o->weight_decay));
+        NUM(set_weight_decay, "--weight-decay", &o->weight_decay);
     if (OPT("--schedule"))
         RET((o->schedule = v, 0));
     if (OPT("--warmup"))
-        RET((o->set_warmup = 1, m > 0 && fp_cli_parse_i64(c, "--warmup", v, 0, INT64_C(1) << 40, &o->warmup)));
+        I64(set_warmup, "--warmup", 0, INT64_C(1) << 40, &o->warmup);
     if (OPT("--seed"))
-        RET(m > 0 && fp_cli_parse_i64(c, "--seed", v, 0, INT64_MAX, &o->seed));
+        I64(set_seed, "--seed", 0, INT64_MAX, &o->seed);
     if (OPT("--threads"))
-        RET(m > 0 && fp_cli_parse_int(c, "--threads", v, 1, 1024, &o->threads));
+        INT(set_threads, "--threads", 1, 1024, &o->threads);
     if (OPT("--device"))
         RET((o->device = v, 0));
     if (OPT("--db"))
         RET((o->db = v, 0));
     if (OPT("--eval-every"))
-        RET((o->set_eval_every = 1, m > 0 && fp_cli_parse_int(c, "--eval-every", v, 0, 1 << 30, &o->eval_every)));
+        INT(set_eval_every, "--eval-every", 0, 1 << 30, &o->eval_every);
     if (OPT("--eval-batches"))
-        RET((o->set_eval_batches = 1,
-             m > 0 && fp_cli_parse_i64(c, "--eval-batches", v, 0, INT64_C(1) << 40, &o->eval_batches)));
+        I64(set_eval_batches, "--eval-batches", 0, INT64_C(1) << 40, &o->eval_batches);
     if (OPT("--weights"))
         RET((o->weights = v, 0));
+    if (OPT("--hist-every"))
+        INT(set_hist, "--hist-every", 0, 1 << 30, &o->hist_every);
+    if (OPT("--error-every"))
+        INT(set_error, "--error-every", 0, 1 << 30, &o->error_every);
+    if (OPT("--trace-every"))
+        INT(set_trace, "--trace-every", 0, 1 << 30, &o->trace_every);
+#undef NUM
+#undef I64
+#undef INT
 #undef RET
 #undef OPT
     return m < 0 ? 2 : 0;
 }
 
-int fp_train_options_apply(const fp_train_options *o, fp_train_config *c)
+int fp_train_options_apply(const fp_train_options *o, fp_compare_config *cfg)
 {
-    fp_optim_kind kind;
-    if (fp_optim_parse(o->optimizer, &kind))
-        return cli_error(2, "%s: %s", o->cmd, fp_error_message());
-    fp_lr_kind lk;
-    if (fp_lr_schedule_parse(o->schedule, &lk))
-        return cli_error(2, "%s: %s", o->cmd, fp_error_message());
-    if (strcmp(o->device, "cpu") != 0 && strcmp(o->device, "cuda") != 0 && strcmp(o->device, "auto") != 0)
-        return cli_error(2, "%s: unknown device '%s'; valid devices: cpu, cuda, auto", o->cmd, o->device);
+    fp_train_config *c = &cfg->base;
     fp_arm_config *a = &c->arm;
-    a->model = o->model;
-    a->image_size = o->image_size;
-    a->num_classes = o->classes;
-    fp_optim_config_default(&a->optim, kind);
-    if (kind == FP_OPTIM_SGD) {
-        a->optim.momentum = isnan(o->momentum) ? 0.9 : o->momentum;
-        a->optim.weight_decay = isnan(o->weight_decay) ? 5e-4 : o->weight_decay;
-    } else {
-        if (!isnan(o->momentum))
-            return cli_error(2, "%s: --momentum applies to sgd only (adam's betas are 0.9, 0.999)", o->cmd);
-        if (!isnan(o->weight_decay))
-            a->optim.weight_decay = o->weight_decay;
+    if (o->optimizer) {   /* first: the kind brings its own defaults */
+        fp_optim_kind kind;
+        if (fp_optim_parse(o->optimizer, &kind))
+            return cli_error(2, "%s: %s", o->cmd, fp_error_message());
+        fp_train_config_set_optimizer(c, kind);
     }
-    double lr = isnan(o->lr) ? (kind == FP_OPTIM_SGD ? 0.1 : 1e-3) : o->lr;
-    fp_lr_schedule_default(&a->lr, lk, lr);
-    a->lr.warmup_steps = o->warmup;
-    int64_t main_steps = o->steps - o->warmup > 0 ? o->steps - o->warmup : 1;
-    if (lk == FP_LR_STEP)
-        a->lr.step_size = main_steps / 3 > 0 ? main_steps / 3 : 1;
-    else if (lk == FP_LR_COSINE)
-        a->lr.t_max = main_steps;
-    a->seed = (uint64_t)o->seed;
-    a->threads = o->threads;
-    a->weights = o->weights;
-    c->data = o->data;
-    c->batch = o->batch;
-    c->steps = o->steps;
-    c->eval_every = o->eval_every;
-    c->eval_batches = o->eval_batches;
-    c->db = o->db && *o->db ? o->db : NULL;
+    if (o->schedule) {
+        fp_lr_kind lk;
+        if (fp_lr_schedule_parse(o->schedule, &lk))
+            return cli_error(2, "%s: %s", o->cmd, fp_error_message());
+        fp_train_config_set_schedule(c, lk);
+    }
+    if (o->set_momentum && a->optim.kind != FP_OPTIM_SGD)
+        return cli_error(2, "%s: --momentum applies to sgd only (adam's betas are 0.9, 0.999)", o->cmd);
+    if (o->set_momentum)
+        a->optim.momentum = o->momentum;
+    if (o->set_weight_decay)
+        a->optim.weight_decay = o->weight_decay;
+    if (o->set_lr)
+        a->lr.base_lr = o->lr;
+    if (o->set_warmup)
+        a->lr.warmup_steps = o->warmup;
+    if (o->model)
+        a->model = o->model;
+    if (o->precision)
+        cfg->precision = o->precision;
+    if (o->set_image_size)
+        a->image_size = o->image_size;
+    if (o->set_classes)
+        a->num_classes = o->classes;
+    if (o->set_seed)
+        a->seed = (uint64_t)o->seed;
+    if (o->set_threads)
+        a->threads = o->threads;
+    if (o->weights)
+        a->weights = o->weights;
+    if (o->data)
+        c->data = o->data;
+    if (o->set_augment)
+        c->augment = o->augment;
+    if (o->set_shuffle)
+        c->shuffle = o->shuffle;
+    if (o->set_batch)
+        c->batch = o->batch;
+    if (o->set_steps)
+        c->steps = o->steps;
+    if (o->set_eval_every)
+        c->eval_every = o->eval_every;
+    if (o->set_eval_batches)
+        c->eval_batches = o->eval_batches;
+    if (o->db)
+        c->db = *o->db ? o->db : NULL;
+    if (o->set_hist)
+        cfg->hist_every = o->hist_every;
+    if (o->set_error)
+        cfg->error_every = o->error_every;
+    if (o->set_trace)
+        cfg->trace_every = o->trace_every;
+#ifdef HAVE_CUDA
+    if (o->gpu)
+        fp_train_config_set_device(c, fp_backend_cuda(), o->device_text);
+#endif
     return 0;
 }
 
-int fp_train_options_pick_device(fp_train_options *o, fp_train_config *c)
+int fp_train_options_pick_device(fp_train_options *o, const char *dflt)
 {
-    if (strcmp(o->device, "cpu") == 0)
+    const char *d = o->device ? o->device : dflt;
+    if (strcmp(d, "cpu") != 0 && strcmp(d, "cuda") != 0 && strcmp(d, "auto") != 0)
+        return cli_error(2, "%s: unknown device '%s'; valid devices: cpu, cuda, auto", o->cmd, d);
+    o->gpu = 0;
+    if (strcmp(d, "cpu") == 0)
         return 0;
     fp_gpu_info_t gi;
     fp_gpu_detect(&gi);
 #ifdef HAVE_CUDA
     if (gi.available) {
         snprintf(o->device_text, sizeof o->device_text, "cuda: %s", gi.name);
-        c->device = o->device_text;
-        c->arm.backend = fp_backend_cuda();
-        /* A GPU step of ResNet-50 at 224x224 eats thousands of images a second: two loader threads make
-         * about 1,500 (bench_data at 224x224, batch 256), so a GPU run takes half the cores, up to 8. */
-        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-        int want = ncpu > 4 ? (int)(ncpu / 2 < 8 ? ncpu / 2 : 8) : 2;
-        if (c->loader_threads < want)
-            c->loader_threads = want;
+        o->gpu = 1;
         return 1;
     }
 #endif

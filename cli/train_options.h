@@ -1,30 +1,35 @@
-/* train_options.h — the options `fp16probe train` and `fp16probe compare` share (model, data, sizes,
- * optimizer, schedule, seed, threads, device, database, evaluation, weights): one parser, one place
- * that turns them into an arm configuration, one device note. Errors print one line and give 2. */
+/* train_options.h — the options `fp16probe train` and `fp16probe compare` share (model, precision, data,
+ * augmentation and shuffling, sizes, optimizer, schedule, seed, threads, device, database, evaluation,
+ * weights, probe periods): one parser that keeps only what the user gave, one place that lays it over the
+ * library's defaults (trainer/run/compare.h fp_compare_config_default*), one device note. Errors print one
+ * line and give 2. */
 #ifndef FP_CLI_TRAIN_OPTIONS_H
 #define FP_CLI_TRAIN_OPTIONS_H
 
 #include <stdint.h>
 #include <stdio.h>
-#include "trainer/run/train.h"
+#include "trainer/run/compare.h"
 
 typedef struct {
     const char *cmd;                  /* "train", "compare": the prefix of error messages */
-    const char *model, *data, *optimizer, *schedule, *device, *db, *weights;
+    /* What the user gave: a string is NULL, a set_* flag 0, when the option was not given. */
+    const char *model, *precision, *data, *optimizer, *schedule, *device, *db, *weights;
     int64_t steps, warmup, seed, eval_batches;
-    int batch, image_size, classes, threads, eval_every;
-    double lr, momentum, weight_decay;   /* NaN: the optimizer's default */
-    /* 1 where the user gave the option (device-dependent defaults apply to the others) */
-    int set_steps, set_batch, set_image_size, set_lr, set_warmup, set_eval_every, set_eval_batches;
-    char device_text[300];            /* fp_train_options_pick_device: "cuda: <GPU name>" */
+    int batch, image_size, classes, threads, eval_every, augment, shuffle, hist_every, error_every, trace_every;
+    double lr, momentum, weight_decay;
+    int set_steps, set_warmup, set_seed, set_eval_batches, set_batch, set_image_size, set_classes, set_threads,
+        set_eval_every, set_augment, set_shuffle, set_hist, set_error, set_trace, set_lr, set_momentum,
+        set_weight_decay;
+    /* fp_train_options_pick_device */
+    int gpu;                          /* 1: the CUDA backend trains */
+    char device_text[300];            /* "cuda: <GPU name>" */
     char device_note[400];            /* ... or the "gpu: unavailable" line ("" when none) */
 } fp_train_options;
 
-/* cmd, no model, synthetic data, sgd, constant schedule, device cpu, FP_STORE_DEFAULT_PATH, 100 steps, batch
- * 32, 32 px, classes from the dataset, threads = online CPUs, eval at the end over 50 batches. */
+/* Nothing given yet. */
 void fp_train_options_init(fp_train_options *o, const char *cmd);
 
-/* When argv[*i] is a shared option: its value is parsed and stored, *i advanced past it, return 1; 0 when
+/* When argv[*i] is a shared option: its value is parsed and kept, *i advanced past it, return 1; 0 when
  * it is another argument; 2 on an error (printed). */
 int fp_train_options_parse(fp_train_options *o, int argc, char **argv, int *i);
 
@@ -36,18 +41,20 @@ int fp_train_options_next(fp_train_options *o, int argc, char **argv, int *i, vo
 int fp_cli_parse_i64(const char *cmd, const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out);
 int fp_cli_parse_int(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out);
 
-/* Checks optimizer, schedule and device names and fills c (model, sizes, optimizer with the defaults of
- * its kind — sgd: lr 0.1, momentum 0.9, weight decay 5e-4 —, schedule over c->steps, seed, threads,
- * weights, data, evaluation, database; the policy is left alone). 0, or 2 with the error printed. */
-int fp_train_options_apply(const fp_train_options *o, fp_train_config *c);
+/* --device cpu|cuda|auto (dflt when not given: the command's own): cuda and auto take the GPU when
+ * lib/gpu_detect.h says one is usable and the binary has the CUDA backend (o->gpu = 1, o->device_text =
+ * "cuda: <GPU name>"); otherwise the CPU path, with ONE line for stderr kept in o->device_note: "fp16probe:
+ * <cmd>: gpu: unavailable: <why>; training on the CPU". `--device cuda` without a usable GPU trains on the
+ * CPU too (no error: the comparison is still worth having; the line and the runs table's device column say
+ * where it ran). Returns 1 when the GPU trains, 0 for the CPU, 2 for an unknown device (printed). */
+int fp_train_options_pick_device(fp_train_options *o, const char *dflt);
 
-/* --device cpu|cuda|auto into c: cuda and auto take the GPU when lib/gpu_detect.h says one is usable and
- * the binary has the CUDA backend (c->arm.backend = the CUDA backend, c->device = "cuda: <GPU name>", text
- * kept in o); otherwise the CPU path, with ONE line for stderr kept in o->device_note: "fp16probe: <cmd>:
- * gpu: unavailable: <why>; training on the CPU". `--device cuda` without a usable GPU trains on the CPU
- * too (no error: the comparison is still worth having; the line and the runs table's device column say
- * where it ran). Returns 1 when the GPU trains, else 0. */
-int fp_train_options_pick_device(fp_train_options *o, fp_train_config *c);
+/* Lays what the user gave over cfg (the library's defaults for the command and the device picked): the
+ * optimizer kind first (its defaults), then the schedule kind, then the values; the device picked; --db ''
+ * records nothing. Checks optimizer and schedule names and --momentum against the optimizer; the policy
+ * list and the rest are checked by the library. 0, or 2 with the error printed. */
+int fp_train_options_apply(const fp_train_options *o, fp_compare_config *cfg);
+
 /* Prints o->device_note (when there is one) once the command's arguments are known to be good, so that a
  * usage error stays one line. */
 void fp_train_options_device_note(const fp_train_options *o);

@@ -3,7 +3,9 @@
  * every arm, the same batches whatever the arms and the turn, one session with a run per arm naming the
  * fp32 reference, --turn respected in the order of the step rows, the summary's figures present, a failing
  * arm marked failed while the other finishes, a stop request ending as interrupted, and CPU arms keeping the GPU
- * probes out (no kernel rows, device samples or GPU events; every step row written). */
+ * probes out (no kernel rows, device samples or GPU events; every step row written); one arm (`train`): one
+ * policy only, checkpoints and resume refused for several, and a checkpoint taken mid-turn by a stop resuming
+ * bit for bit. */
 #include "config.h"
 #include <math.h>
 #include <stdio.h>
@@ -41,6 +43,40 @@ static void cfg_tiny(fp_compare_config *c, const char *precision, int turn, cons
     c->error_every = 3;
 }
 
+/* `fp16probe train`'s configuration for tinynet, as cfg_tiny. */
+static void cfg_one(fp_compare_config *c, const char *precision, const char *db)
+{
+    fp_compare_config_default_train(c);
+    c->base.arm.model = "tinynet";
+    c->base.arm.image_size = 32;
+    c->base.arm.seed = 3;
+    c->base.arm.threads = 1;
+    c->base.data = "synthetic:100";
+    c->base.batch = 8;
+    c->base.steps = 6;
+    c->base.loader_threads = 1;
+    c->base.eval_batches = 2;
+    c->base.db = db;
+    c->precision = precision;
+    c->turn = 3;
+}
+
+/* The bytes of a file (malloc'd; NULL when unreadable). */
+static char *slurp(const char *file, long *len)
+{
+    FILE *f = fopen(file, "rb");
+    char *p = NULL;
+    *len = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (*len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (p = malloc((size_t)*len + 1)) && fread(p, 1, (size_t)*len, f) != (size_t)*len) {
+        free(p);
+        p = NULL;
+    }
+    if (f)
+        fclose(f);
+    return p;
+}
+
 static char *path(const char *name)
 {
     static char buf[4][128];
@@ -72,6 +108,13 @@ static void stop_after_first(const fp_compare_progress *p, void *user)
         fp_compare_request_stop(g_cmp);
 }
 
+static void stop_after_4(const fp_compare_progress *p, void *user)
+{
+    (void)user;
+    if (!p->is_eval && p->step >= 4)
+        fp_compare_request_stop(g_cmp);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s/fp16probe-compare-XXXXXX", "/tmp");
@@ -79,10 +122,10 @@ int main(void)
         tap_skip_all("cannot create a temporary directory");
 
     /* ---- policy lists ---- */
-    const char *names[FP_COMPARE_MAX_ARMS];
+    const fp_policy *names[FP_COMPARE_MAX_ARMS];
     int n = 0;
     tap_ok(fp_compare_parse_policies("fp32,fp16,bf16", names, FP_COMPARE_MAX_ARMS, &n) == FP_OK && n == 3 &&
-               strcmp(names[2], "bf16") == 0, "fp32,fp16,bf16 parses into three arms");
+               names[2] == fp_policy_find("bf16"), "fp32,fp16,bf16 parses into three arms");
     tap_ok(fp_compare_parse_policies("fp32,fp99", names, FP_COMPARE_MAX_ARMS, &n) == FP_EINVAL &&
                strstr(fp_error_message(), "fp99") && strstr(fp_error_message(), "fp16-noscale"),
            "unknown policy: FP_EINVAL naming it and listing the valid ones (%s)", fp_error_message());
@@ -262,6 +305,48 @@ int main(void)
            "both runs stored as interrupted");
     free(runs);
     fp_reader_close(r);
+
+    /* ---- one arm, as `train` ---- */
+    cfg_one(&cfg, "fp32,fp16", path("t.db"));
+    tap_ok(fp_compare_open(&c, &cfg, &res) == FP_EINVAL && res.usage_error && strstr(res.message, "one precision") &&
+               access(path("t.db"), F_OK) != 0,
+           "train with two policies: usage error, no database (%s)", res.message);
+    cfg_tiny(&cfg, "fp32,fp16", 2, path("t.db"));
+    cfg.base.save = path("w.safetensors");
+    tap_ok(fp_compare_open(&c, &cfg, &res) == FP_EINVAL && res.usage_error && strstr(res.message, "--save") &&
+               access(path("t.db"), F_OK) != 0,
+           "--save with two policies: usage error, no database (%s)", res.message);
+    /* straight: 6 steps; stopped after step 4 (turns of 3: the loader is 2 batches ahead) with a checkpoint,
+     * then resumed to 6: the same weights bit for bit */
+    cfg_one(&cfg, "fp16", path("one.db"));
+    cfg.base.save = path("full.safetensors");
+    int rc1 = fp_compare_train(&cfg, &res);
+    cfg_one(&cfg, "fp16", path("one.db"));
+    cfg.base.checkpoint = path("ck.safetensors");
+    cfg.progress = stop_after_4;
+    cfg.progress_interval_s = 0;
+    int rc2 = fp_compare_open(&g_cmp, &cfg, &res);
+    if (rc2 == FP_OK) {
+        rc2 = fp_compare_run(g_cmp, &res);
+        fp_compare_close(g_cmp);
+    }
+    tap_ok(rc1 == FP_OK && rc2 == FP_OK && res.status == FP_RUN_INTERRUPTED && res.arms[0].steps_done == 4 &&
+               access(path("ck.safetensors"), F_OK) == 0,
+           "one arm stopped after step 4 of 6 (turns of 3) leaves its checkpoint (%s)", res.message);
+    cfg_one(&cfg, "fp16", path("one.db"));
+    cfg.precision = NULL;   /* the checkpoint's, as the model would be */
+    cfg.base.resume = path("ck.safetensors");
+    cfg.base.save = path("resumed.safetensors");
+    int rc3 = fp_compare_train(&cfg, &res);
+    long l1, l2;
+    char *w1 = slurp(path("full.safetensors"), &l1), *w2 = slurp(path("resumed.safetensors"), &l2);
+    tap_ok(rc3 == FP_OK && res.arms[0].steps_done == 6 && w1 && w2 && l1 == l2 && memcmp(w1, w2, (size_t)l1) == 0,
+           "resumed from step 4 to 6: the weights of the straight 6 steps, bit for bit (%s)", rc3 ? res.message : "ok");
+    free(w1);
+    free(w2);
+    tap_ok(tu_sql_int(path("one.db"), "SELECT count(*) FROM events WHERE text LIKE 'resumed from %ck.safetensors at "
+                                      "step 4 (data epoch 0, batch 4)'") == 1,
+           "the resumed run says where it continued (step 4, data batch 4)");
 
     char cmd[160];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -2,7 +2,7 @@
 # test_compare_cli.sh — `fp16probe compare` and `fp16probe <model>` as a user meets them, on tinynet at 32x32
 # (batch 8, a few steps): the alias, progress lines and the summary table, bad choices (exit 2, the valid
 # ones listed, no database), a failing arm (exit 1, the other finishes, the summary says why), Ctrl-C
-# (exit 130, runs interrupted, the summary so far printed).
+# (exit 130, runs interrupted, the summary so far printed); the data options `train` takes (--augment, --shuffle).
 bin="${top_builddir:-.}/fp16probe"
 . "$(dirname "$0")/tap.sh"
 if ! "$bin" compare --help >/dev/null 2>&1; then
@@ -17,7 +17,7 @@ usage_error() { # usage_error PATTERN ARGS...: exit 2, one stderr line matching 
     test "$got" -eq 2 && test "$(wc -l <err.txt)" -eq 1 && grep -Eq "^fp16probe: compare: .*$pat" err.txt &&
         ! test -e bad.db
 }
-echo "1..21"
+echo "1..22"
 check "compare --help lists --turn and --precision" sh -c "'$bin' compare --help | grep -q -- '--turn' && '$bin' compare --help | grep -q -- '--precision'"
 check "fp16probe tinynet --steps 4 --no-tui finishes (exit 0)" sh -c "'$bin' tinynet --steps 4 $O --db a.db >a.txt 2>a.err"
 check "... progress lines per arm: step, loss, img/s, eta" sh -c "grep -Eq '^fp32  step 4/4  loss [0-9.]+  [0-9.]+ img/s.* eta ' a.txt && grep -Eq '^fp16  step 4/4 .* scale 65536' a.txt"
@@ -28,6 +28,8 @@ check "... a 4-step run samples once at its last step: hist, error and trace eve
     sh -c "'$bin' export --db a.db --run 1 --table runs | grep -q 'hist_every\"\":4,\"\"error_every\"\":4,\"\"trace_every\"\":4[,}]'"
 check "an explicit --trace-every is kept (7 over 2 steps; 0: off)" \
     sh -c "'$bin' tinynet --steps 2 --trace-every 7 --hist-every 0 $O --db t7.db >t7.txt && '$bin' export --db t7.db --run 1 --table runs | grep -q 'trace_every\"\":7[,}]' && '$bin' tinynet --steps 2 --trace-every 0 --hist-every 0 $O --db t0.db >t0.txt && '$bin' export --db t0.db --run 1 --table runs | grep -q 'trace_every\"\":0[,}]'"
+check "--augment none --shuffle off: every arm's settings say so" \
+    sh -c "'$bin' tinynet --steps 1 --augment none --shuffle off $O --db aug.db >aug.txt && '$bin' export --db aug.db --run 1 --table runs | grep -q 'augment\"\":false,\"\"shuffle\"\":false' && '$bin' export --db aug.db --run 2 --table runs | grep -q 'augment\"\":false,\"\"shuffle\"\":false'"
 check "--hist-every 0: overflow / underflow n/a (no histograms sampled)" \
     sh -c "'$bin' tinynet --steps 2 --hist-every 0 $O --db h0.db >h0.txt && grep -q 'most overflow.*n/a (no histograms sampled)' h0.txt"
 check "... one session, two runs, fp16 naming fp32 as its reference" \

@@ -2,7 +2,8 @@
 # test_train_cli.sh — `fp16probe train` as a user meets it, on tinynet at 32x32 (batch 8, a few steps):
 # a recorded run (metadata, layers, steps, evaluations), bad choices (exit 2, the valid ones listed, no
 # database), bad files (exit 1, one line naming file and tensor or record, only the failed run recorded),
-# NaN loss without a scaler (failed run + nan event), a bit-identical resume, Ctrl-C, --device cuda.
+# NaN loss without a scaler (failed run + nan event), a bit-identical resume, Ctrl-C, --device cuda; train is a
+# comparison of one arm: the same probes (layer times, histograms), one policy only.
 bin="${top_builddir:-.}/fp16probe"
 . "$(dirname "$0")/tap.sh"
 if ! "$bin" train --help >/dev/null 2>&1; then
@@ -24,7 +25,7 @@ failed_run() {
         test "$("$bin" export --db "$1" --run 1 --table layers | wc -l)" -eq 1 &&
         ! "$bin" export --db "$1" --run 2 --table runs >/dev/null 2>&1
 }
-echo "1..31"
+echo "1..35"
 check "train --help lists the options" sh -c "'$bin' train --help | grep -q -- '--eval-every'"
 check "a 6-step fp32 run finishes (exit 0) with a summary line" \
     sh -c "$T --precision fp32 --steps 6 --db ok.db >run.txt && grep -q '^finished 6 steps' run.txt"
@@ -33,12 +34,24 @@ check "the run is recorded: finished, model, policy, device, blas, batch, image 
     sh -c "'$bin' export --db ok.db --run 1 --table runs | grep -Eq '^1,1,fp32,tinynet,fp32,,cpu.*,8,32,synthetic:100,0,sgd,.*finished'"
 check "the optimizer settings and the full configuration are JSON" \
     sh -c "'$bin' export --db ok.db --run 1 --table runs | grep -q '\"\"momentum\"\":0.9' && '$bin' export --db ok.db --run 1 --table runs | grep -q '\"\"command\"\":\"\"train\"\"'"
-check "6 steps with loss, scale 1, lr, wall time, samples/s, memory (energy n/a; cycles where perf_event works)" \
-    sh -c "test \$('$bin' export --db ok.db --run 1 --table steps | tr -d '\\r' | grep -Ec '^1,[1-6],[0-9.]+,1,0,0.1,[0-9]+,[0-9]+,[0-9]+,[0-9.]+,[0-9]+,[0-9]+,,,[0-9]*,[0-9]*\$') -eq 6"
+check "6 steps with loss, scale 1, lr, wall time, samples/s, memory (energy where RAPL is readable; cycles where perf_event works)" \
+    sh -c "test \$('$bin' export --db ok.db --run 1 --table steps | tr -d '\\r' | grep -Ec '^1,[1-6],[0-9.]+,1,0,0.1,[0-9]+,[0-9]+,[0-9]+,[0-9.]+,[0-9]+,[0-9]+,[0-9.e+-]*,[0-9.e+-]*,[0-9]*,[0-9]*\$') -eq 6"
 check "9 layers with names, types, shapes, params, FLOPs" \
     sh -c "'$bin' export --db ok.db --run 1 --table layers | grep -q '^1,8,fc,linear,8x32,8x10,330,' && test \$('$bin' export --db ok.db --run 1 --table layers | wc -l) -eq 10"
 check "a final evaluation (val loss, top-1, top-5)" \
     sh -c "'$bin' export --db ok.db --run 1 --table evaluations | grep -Eq '^1,6,val,[0-9.]+,[0-9.]+,[0-9.]+'"
+check "the probes of any arm: layer times every step, histograms once at the last step of a short run" \
+    sh -c "test \$('$bin' export --db ok.db --run 1 --table layer_times | wc -l) -gt 6 &&
+        '$bin' export --db ok.db --run 1 --table histograms | tr -d '\\r' | awk -F, 'NR > 1 { n++; if (\$3 != 6) bad = 1 } END { exit !(n > 0 && !bad) }'"
+check "--hist-every 0: no histograms; the run's settings say so" \
+    sh -c "$T --precision fp32 --steps 2 --hist-every 0 --db h0.db >/dev/null &&
+        test \$('$bin' export --db h0.db --run 1 --table histograms | wc -l) -eq 1 &&
+        '$bin' export --db h0.db --run 1 --table runs | grep -q 'hist_every\"\":0[,}]'"
+check "--augment none --shuffle off are the run's settings" \
+    sh -c "$T --precision fp32 --steps 1 --augment none --shuffle off --db aug.db >/dev/null &&
+        '$bin' export --db aug.db --run 1 --table runs | grep -q 'augment\"\":false,\"\"shuffle\"\":false'"
+check "two policies: exit 2, one line (train trains one; compare several)" one_line_error 2 "one precision policy" \
+    $T --precision fp32,fp16 --db bad.db
 check "unknown model: exit 2, one line listing the models, no database" \
     sh -c "! test -e bad.db && { $T --model resnet19 --precision fp32 --db bad.db 2>err.txt; test \$? -eq 2; } && test \$(wc -l <err.txt) -eq 1 && grep -q 'resnet50' err.txt && ! test -e bad.db"
 check "unknown policy: exit 2, lists fp16-noscale, no database" \

@@ -30,17 +30,42 @@
 /* Steps of an arm left out of the progress line's speedup (warm-up: the first plans memory). */
 enum { PROGRESS_WARMUP = 3 };
 
-void fp_compare_config_default(fp_compare_config *cfg)
+void fp_compare_config_default_train(fp_compare_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     fp_train_config_default(&cfg->base);
-    cfg->precision = "fp32,fp16";
+    cfg->base.db = FP_STORE_DEFAULT_PATH;
+    cfg->command = "train";
     cfg->turn_seconds = 1.0;
     cfg->hist_every = cfg->error_every = cfg->trace_every = FP_AUTO;
-    cfg->progress_interval_s = 5.0;
+    cfg->progress_interval_s = NAN;
 }
 
-int fp_compare_parse_policies(const char *list, const char **names, int max, int *n)
+void fp_compare_config_default(fp_compare_config *cfg)
+{
+    fp_compare_config_default_train(cfg);
+    cfg->command = "compare";
+    cfg->precision = "fp32,fp16";
+    fp_train_config *b = &cfg->base;
+    b->arm.model = "resnet50";
+    b->arm.image_size = 64;
+    b->batch = 16;
+    b->steps = 80;
+    b->lr_linear_scaling = 1;
+    b->arm.lr.warmup_steps = FP_AUTO;
+    b->eval_every = FP_AUTO;
+    b->eval_batches = 8;
+}
+
+void fp_compare_config_default_gpu(fp_compare_config *cfg)
+{
+    fp_compare_config_default(cfg);
+    cfg->base.arm.image_size = 224;
+    cfg->base.batch = 256;
+    cfg->base.steps = 500;
+}
+
+int fp_compare_parse_policies(const char *list, const fp_policy **pols, int max, int *n)
 {
     *n = 0;
     if (!list || !*list)
@@ -59,12 +84,12 @@ int fp_compare_parse_policies(const char *list, const char **names, int max, int
             return fp_fail(FP_EINVAL, "unknown precision policy '%s' in '%s'; valid policies: %s", name, list,
                            fp_policy_names_joined());
         for (int i = 0; i < *n; i++)
-            if (strcmp(names[i], pol->name) == 0)
+            if (pols[i] == pol)
                 return fp_fail(FP_EINVAL, "precision policy '%s' is listed twice in '%s' (each arm needs its own "
                                "policy)", name, list);
         if (*n >= max)
             return fp_fail(FP_EINVAL, "more than %d policies in '%s'", max, list);
-        names[(*n)++] = pol->name;
+        pols[(*n)++] = pol;
         if (!p[len])
             break;
         p += len + 1;
@@ -128,18 +153,19 @@ void fp_cmp_arm_fail(fp_compare *c, fp_compare_result *res, int i, const char *m
     }
 }
 
-/* Records the session and one run per arm, the reference first so the others can name it. */
-static int begin_store(fp_compare *c, fp_compare_result *res)
+/* Records the session and one run per arm, the reference first so the others can name it; after a failed
+ * setup (setup_ok 0) only the runs, which then fail. */
+static int begin_store(fp_compare *c, fp_compare_result *res, int setup_ok)
 {
     const fp_compare_config *cf = &c->cfg;
     int rc = fp_store_open(&c->store, cf->base.db);
     if (rc)
         return rc;
-    char extra[1024], sname[256];
-    extra_json(extra, sizeof extra, c);
+    char sname[256];
+    const char *extra = c->extra;
     fp_arm_config sa = c->acfg;
     sa.policy = cf->precision;
-    char *sjson = fp_config_json(&cf->base, &sa, c->data, c->device, "compare", extra);
+    char *sjson = fp_config_json(&cf->base, &sa, c->data, c->device, cf->command, extra);
     char *optjson = fp_config_optimizer_json(&c->acfg);
     if (!sjson || !optjson) {
         free(sjson);
@@ -157,7 +183,7 @@ static int begin_store(fp_compare *c, fp_compare_result *res)
         arm_state *a = &c->arms[i];
         fp_arm_config ac = c->acfg;
         ac.policy = a->policy;
-        char *rjson = fp_config_json(&cf->base, &ac, c->data, c->device, "compare", extra);
+        char *rjson = fp_config_json(&cf->base, &ac, c->data, c->device, cf->command, extra);
         if (!rjson) {
             rc = fp_fail(FP_ENOMEM, "out of memory");
             break;
@@ -174,11 +200,15 @@ static int begin_store(fp_compare *c, fp_compare_result *res)
     free(sjson);
     free(optjson);
     for (int i = 0; i < c->narms && rc == FP_OK; i++) {
-        if (c->arms[i].arm)
+        if (c->arms[i].arm && setup_ok)
             rc = fp_record_layers(c->store, c->arms[i].run, fp_arm_model(c->arms[i].arm), cf->base.batch);
         else if (res->arms[i].status == FP_RUN_FAILED)
             rc = fp_store_end_run(c->store, c->arms[i].run, FP_RUN_FAILED, res->arms[i].message);
     }
+    if (rc == FP_OK && setup_ok && cf->base.resume && c->arms[0].arm)
+        fp_record_event(c->store, c->arms[0].run, fp_arm_iteration(c->arms[0].arm), -1, FP_EVENT_INFO,
+                        "resumed from %s at step %" PRId64 " (data epoch %" PRId64 ", batch %" PRId64 ")",
+                        cf->base.resume, fp_arm_iteration(c->arms[0].arm), c->start_epoch, c->start_batch);
     return rc;
 }
 
@@ -209,6 +239,7 @@ void fp_compare_close(fp_compare *c)
         free(a->pend);
         fp_arm_free(a->arm);
     }
+    fp_checkpoint_close(c->ck);   /* after the arms: a resumed run's model and policy may be its strings */
     fp_cupti_close(c->cupti);   /* after the arms: their probes name it */
     fp_nvml_close(c->nvml);
     fp_dataset_close(c->ds);
@@ -217,6 +248,7 @@ void fp_compare_close(fp_compare *c)
         free(c->ring[i].labels);
     }
     free(c->ring);
+    free(c->ring_pos);
     free(c);
 }
 
@@ -242,50 +274,76 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
         return fp_fail(FP_ENOMEM, "out of memory");
     }
     c->cfg = *cfg;
-    c->acfg = cfg->base.arm;
+    fp_compare_config *cf = &c->cfg;
+    if (!cf->command)
+        cf->command = "compare";
     c->session = 0;
-    c->data = cfg->base.data && *cfg->base.data ? cfg->base.data : "synthetic";
-    if (cfg->base.device)
-        snprintf(c->device, sizeof c->device, "%s", cfg->base.device);
+    c->data = cf->base.data && *cf->base.data ? cf->base.data : "synthetic";
+    if (cf->base.device)
+        snprintf(c->device, sizeof c->device, "%s", cf->base.device);
     else
         fp_env_cpu_name(c->device, sizeof c->device);
-    if (c->cfg.turn_seconds <= 0)
-        c->cfg.turn_seconds = 1.0;
-    {   /* the periods as the step plan resolves them (the configuration JSON records these) */
-        fp_step_periods p = fp_step_periods_for(&c->cfg, c->cfg.base.steps);
-        c->cfg.hist_every = p.hist;
-        c->cfg.error_every = p.error;
-        c->cfg.trace_every = p.trace;
-        c->cfg.base.eval_every = p.eval;
-    }
+    if (cf->turn_seconds <= 0)
+        cf->turn_seconds = 1.0;
+    if (isnan(cf->progress_interval_s))
+        cf->progress_interval_s = cf->base.steps <= 20 ? 0 : 5.0;
+    const int train = strcmp(cf->command, "train") == 0;
 
     /* ---- 1. choices: nothing is recorded when one is bad ---- */
-    const char *names[FP_COMPARE_MAX_ARMS];
-    int rc = fp_compare_parse_policies(cfg->precision, names, FP_COMPARE_MAX_ARMS, &c->narms);
+    int rc = FP_OK;
+    if (cf->base.resume && (!cf->base.arm.model || !cf->precision) && (rc = fp_cmp_resume_choices(c))) {
+        /* without a model and a policy there is no run to record the failure in */
+        snprintf(res->message, sizeof res->message, "%s", fp_error_message());
+        fp_compare_close(c);
+        return rc;
+    }
+    if (train && !cf->precision)
+        rc = fp_fail(FP_EINVAL, "no precision policy given (--precision); valid policies: %s",
+                     fp_policy_names_joined());
+    if (rc == FP_OK)   /* the one parse of the policy list: the arms hold the policies themselves */
+        rc = fp_compare_parse_policies(cf->precision, c->pols, FP_COMPARE_MAX_ARMS, &c->narms);
+    if (rc == FP_OK && train && c->narms != 1)
+        rc = fp_fail(FP_EINVAL, "train takes one precision policy, '%s' names %d (fp16probe compare trains "
+                     "several side by side)", cf->precision, c->narms);
+    if (rc == FP_OK && c->narms > 1 && (cf->base.save || cf->base.checkpoint || cf->base.resume))
+        rc = fp_fail(FP_EINVAL, "--save, --checkpoint and --resume take one precision policy ('%s' names %d)",
+                     cf->precision, c->narms);
+    fp_train_config_resolve(&cf->base);   /* the automatic lr, warmup and schedule span */
+    c->acfg = cf->base.arm;
     if (rc == FP_OK)
-        rc = fp_train_check_choices(&cfg->base, &c->acfg, 0);
-    if (rc == FP_OK && cfg->turn < 0)
+        rc = fp_train_check_choices(&cf->base);
+    if (rc == FP_OK && cf->turn < 0)
         rc = fp_fail(FP_EINVAL, "--turn must be >= 1 (0: automatic)");
     int usage = rc != FP_OK;
     if (rc == FP_OK)
-        rc = fp_train_open_data(&cfg->base, &c->acfg, &c->ds, &usage);
+        rc = fp_train_open_data(&cf->base, &c->acfg, &c->ds, &usage);
     if (usage) {
         res->usage_error = 1;
         snprintf(res->message, sizeof res->message, "%s", fp_error_message());
         fp_compare_close(c);
         return rc;
     }
+    {   /* the periods as the step plan resolves them (the configuration JSON records these) */
+        fp_step_periods p = fp_step_periods_for(cf, cf->base.steps);
+        cf->hist_every = p.hist;
+        cf->error_every = p.error;
+        cf->trace_every = p.trace;
+        cf->base.eval_every = p.eval;
+    }
     res->narms = c->narms;
+    c->fp32 = fp_policy_find("fp32");
     c->ref = 0;
     for (int i = c->narms - 1; i >= 0; i--)
-        if (strcmp(names[i], "fp32") == 0)
+        if (c->pols[i] == c->fp32)
             c->ref = i;
     res->ref = c->ref;
     for (int i = 0; i < c->narms; i++) {
-        c->arms[i].policy = names[i];
+        c->arms[i].pol = c->pols[i];
+        c->arms[i].policy = c->pols[i]->name;
         c->arms[i].last_report = -1;
-        snprintf(res->arms[i].policy, sizeof res->arms[i].policy, "%s", names[i]);
+        snprintf(res->arms[i].policy, sizeof res->arms[i].policy, "%s", c->pols[i]->name);
     }
+    extra_json(c->extra, sizeof c->extra, c);
 
     /* ---- 2. arms (same seed / weights) and the loader; failures are recorded ---- */
     int setup_rc = rc, created = 0;
@@ -310,7 +368,7 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
         c->data = fp_dataset_spec(c->ds);
         for (int i = 0; i < c->narms; i++) {
             fp_arm_config ac = c->acfg;
-            ac.policy = names[i];
+            ac.policy = c->pols[i]->name;
             int arc = fp_arm_create(&c->arms[i].arm, &ac);
             if (arc == FP_OK) {
                 c->arms[i].active = 1;
@@ -322,22 +380,34 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
             res->nfailed++;
             setup_rc = arc;
         }
-        if (created > 0) {
+        if (created > 0 && cf->base.resume)   /* the one arm continues from its checkpoint */
+            setup_rc = fp_cmp_resume(c);
+        else if (created > 0)
             setup_rc = FP_OK;
+        if (created > 0 && setup_rc == FP_OK) {
             fp_loader_opts lo;
             fp_loader_opts_default(&lo);
             lo.split = FP_SPLIT_TRAIN;
-            lo.batch = cfg->base.batch;
-            lo.threads = cfg->base.loader_threads;
+            lo.batch = cf->base.batch;
+            lo.threads = cf->base.loader_threads;
+            lo.start_epoch = c->start_epoch;
+            lo.start_batch = c->start_batch;
             setup_rc = fp_loader_start(&c->ld, c->ds, &lo);
+        }
+        for (int i = 0; i < c->narms; i++) {
+            arm_state *a = &c->arms[i];
+            if (a->arm)
+                res->arms[i].steps_done = fp_arm_iteration(a->arm);
+            a->data_epoch = c->start_epoch;
+            a->data_batch = c->start_batch;
         }
     }
     if (setup_rc)
         snprintf(res->message, sizeof res->message, "%s", fp_error_message());
 
     /* ---- 3. the session and its runs ---- */
-    if (cfg->base.db) {
-        int src = begin_store(c, res);
+    if (cf->base.db) {
+        int src = begin_store(c, res, setup_rc == FP_OK);
         if (src) {
             snprintf(res->message, sizeof res->message, "%s", fp_error_message());
             fp_store_close(c->store, FP_RUN_FAILED, res->message);
@@ -359,7 +429,7 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
         fp_compare_close(c);
         return fp_fail(setup_rc, "%s", res->message);
     }
-    c->batch_floats = (size_t)cfg->base.batch * (size_t)c->acfg.image_size * (size_t)c->acfg.image_size * 3;
+    c->batch_floats = (size_t)cf->base.batch * (size_t)c->acfg.image_size * (size_t)c->acfg.image_size * 3;
     for (int k = 0; k < c->narms; k++) {   /* the reference first: the others' precision error rides on its probes */
         int i = k == 0 ? c->ref : k <= c->ref ? k - 1 : k;
         if (!c->arms[i].arm)
@@ -384,6 +454,10 @@ static int ring_reserve(fp_compare *c, size_t n)
     if (!r)
         return fp_fail(FP_ENOMEM, "out of memory for the turn's batches");
     c->ring = r;
+    int64_t *pos = realloc(c->ring_pos, 2 * n * sizeof *pos);
+    if (!pos)
+        return fp_fail(FP_ENOMEM, "out of memory for the turn's batches");
+    c->ring_pos = pos;
     for (; c->ring_cap < n; c->ring_cap++) {
         fp_batch *b = &c->ring[c->ring_cap];
         memset(b, 0, sizeof *b);
@@ -398,8 +472,9 @@ static int ring_reserve(fp_compare *c, size_t n)
     return FP_OK;
 }
 
-/* The next training batch of the loader, copied into dst. */
-static int next_batch(fp_compare *c, fp_batch *dst)
+/* The next training batch of the loader, copied into dst; pos[0..1] the loader's position after it (where a
+ * checkpoint taken after this batch resumes). */
+static int next_batch(fp_compare *c, fp_batch *dst, int64_t *pos)
 {
     fp_batch b;
     int rc;
@@ -414,6 +489,7 @@ static int next_batch(fp_compare *c, fp_batch *dst)
     *dst = b;
     dst->images = im;
     dst->labels = lb;
+    fp_loader_position(c->ld, &pos[0], &pos[1]);
     return FP_OK;
 }
 
@@ -497,10 +573,11 @@ static int has_val(const fp_compare *c)
     return fp_dataset_size(c->ds, FP_SPLIT_VAL) > 0;
 }
 
-/* One step of arm i on batch b, recorded; the arm is marked failed when it cannot go on.
- * Returns an error only when the store failed (the whole comparison stops). */
-static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch *b, double t0)
+/* One step of arm i on the turn's batch j, recorded, with what its step plan says; the arm is marked failed
+ * when it cannot go on. Returns an error only when the store failed (the whole comparison stops). */
+static int arm_step(fp_compare *c, fp_compare_result *res, int i, int j, double t0)
 {
+    const fp_batch *b = &c->ring[j];
     arm_state *a = &c->arms[i];
     fp_compare_arm_result *ar = &res->arms[i];
     fp_arm_step_result r;
@@ -554,6 +631,8 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
     }
     ar->steps_done = step_no;
     ar->last_loss = r.loss;
+    a->data_epoch = c->ring_pos[2 * j];   /* a checkpoint from here on resumes after this batch */
+    a->data_batch = c->ring_pos[2 * j + 1];
     ar->skipped += r.skipped;
     a->steps_here++;
     a->step_ms_sum += r.total_ns / 1e6;
@@ -601,7 +680,24 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, const fp_batch
         snprintf(msg, sizeof msg, "evaluation at step %" PRId64 ": %s", step_no, fp_error_message());
         fp_cmp_arm_fail(c, res, i, msg);
     }
+    /* the last step's checkpoint is the run's end's (fp_compare_run), stopped or not */
+    if (plan.checkpoint && !plan.last && a->active && fp_cmp_checkpoint(c, i))
+        fp_cmp_arm_fail(c, res, i, fp_error_message());
     return c->store ? fp_store_writer_status(c->store) : FP_OK;
+}
+
+/* At the run's end (or a stop): arm i's last checkpoint and its weights, when asked for; 1 when that failed
+ * (the arm is then marked failed). */
+static int keep_arm(fp_compare *c, fp_compare_result *res, int i)
+{
+    if (!fp_step_plan_for(&c->cfg, c->cfg.base.steps, c->cfg.base.steps).checkpoint && !c->cfg.base.save)
+        return 0;
+    int rc = fp_cmp_checkpoint(c, i);
+    if (rc == FP_OK && c->cfg.base.save)
+        rc = fp_model_save(fp_arm_model(c->arms[i].arm), c->cfg.base.save);
+    if (rc)
+        fp_cmp_arm_fail(c, res, i, fp_error_message());
+    return rc != FP_OK;
 }
 
 int fp_compare_run(fp_compare *c, fp_compare_result *res)
@@ -612,7 +708,7 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
     const int64_t steps = c->cfg.base.steps;
     double t0 = fp_clock_mono_s();
     int rc = FP_OK, interrupted = 0, first = 1;
-    int64_t t = 0;   /* steps every active arm has been offered */
+    int64_t t = c->start_iter;   /* steps every active arm has been offered (a resume starts further on) */
     while (t < steps && !interrupted) {
         int any = 0;
         for (int i = 0; i < c->narms; i++)
@@ -631,7 +727,7 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
         if ((rc = ring_reserve(c, (size_t)k)))
             break;
         for (int j = 0; j < k && rc == FP_OK; j++)
-            rc = next_batch(c, &c->ring[j]);
+            rc = next_batch(c, &c->ring[j], &c->ring_pos[2 * j]);
         if (rc) {   /* the data failed: every arm stops with its message */
             char msg[512];
             snprintf(msg, sizeof msg, "data: %s", fp_error_message());
@@ -650,7 +746,7 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
                     interrupted = 1;
                     break;
                 }
-                rc = arm_step(c, res, i, &c->ring[j], t0);
+                rc = arm_step(c, res, i, j, t0);
             }
             int frc = fp_cmp_flush_steps(c, &c->arms[i]);   /* the turn's end: its energy, after a sync */
             if (rc == FP_OK)
@@ -675,6 +771,8 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
             fp_compare_arm_result *ar = &res->arms[i];
             if (res->arms[i].status != FP_RUN_RUNNING)
                 continue;
+            if (c->arms[i].active && keep_arm(c, res, i))   /* its checkpoint and weights, as they stand */
+                continue;
             ar->status = FP_RUN_INTERRUPTED;
             snprintf(ar->message, sizeof ar->message, "%.200s after step %" PRId64, res->message, ar->steps_done);
             if (c->store)
@@ -691,6 +789,10 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
                 char msg[512];
                 snprintf(msg, sizeof msg, "final evaluation: %s", fp_error_message());
                 fp_cmp_arm_fail(c, res, i, msg);
+                rc = c->store ? fp_store_writer_status(c->store) : FP_OK;
+                continue;
+            }
+            if (keep_arm(c, res, i)) {
                 rc = c->store ? fp_store_writer_status(c->store) : FP_OK;
                 continue;
             }

@@ -1,7 +1,8 @@
-/* compare.h — the side-by-side comparison (`fp16probe compare`, `fp16probe <model>`): one model under
- * several precision policies, arms created from the same initial weights, fed the same batches of one
- * loader in the same order, trained in lockstep turns of K steps, evaluated on the same validation batches,
- * every arm a run of one session in the store. Promises: bad choices are refused before anything is
+/* compare.h — the training loop: one model under one or several precision policies (`fp16probe train` is a
+ * comparison of one arm; `fp16probe compare`, `fp16probe <model>`), arms created from the same initial weights,
+ * fed the same batches of one loader in the same order, trained in lockstep turns of K steps under the same
+ * probes, evaluated on the same validation batches, every arm a run of one session in the store; one arm may
+ * resume from a checkpoint, write checkpoints and save its weights. Promises: bad choices are refused before anything is
  * recorded; a failing arm (NaN loss without a scaler, out of memory) is marked failed with its message
  * while the others carry on; a stop request (Ctrl-C, the dashboard) ends every arm after its current step,
  * flushes everything and marks the session interrupted; nothing here prints (progress is a callback). */
@@ -17,10 +18,10 @@
 #define FP_COMPARE_AUTO_TURN_MAX_GPU 400  /* ... when every active arm runs on a device backend: GPU steps are
                                          * short and NVML's energy counter (mJ) needs turns of ~1 s */
 
-/* Parses a comma-separated policy list ("fp32,fp16"): names[] receives the policies' own (static) names.
- * FP_EINVAL, message listing the valid choices, for an empty list or entry, an unknown policy, a policy
- * given twice, or more than max policies. */
-int fp_compare_parse_policies(const char *list, const char **names, int max, int *n);
+/* Parses a comma-separated policy list ("fp32,fp16") into the policies themselves (precision.h's: compare
+ * them by identity). FP_EINVAL, message listing the valid choices, for an empty list or entry, an unknown
+ * policy, a policy given twice, or more than max policies. */
+int fp_compare_parse_policies(const char *list, const fp_policy **pols, int max, int *n);
 
 typedef struct {
     int arm;                    /* index into the policy list */
@@ -42,13 +43,16 @@ typedef struct {
 typedef void (*fp_compare_progress_fn)(const fp_compare_progress *p, void *user);
 
 typedef struct {
-    /* What every arm shares, as `train` takes it: base.arm (model, classes, image size, seed, optimizer,
-     * schedule, threads, weights; its policy is ignored), data, augment, shuffle, batch, steps, loader
-     * threads, evaluation, db (NULL: record nothing), device, session_name (NULL: "<model> fp32 vs fp16").
-     * base.save / checkpoint / resume / progress are not used. */
+    /* What every arm shares (train.h): base.arm (model, classes, image size, seed, optimizer, schedule,
+     * threads, weights; its policy is ignored), data, augment, shuffle, batch, steps, loader threads,
+     * evaluation, db (NULL: record nothing), device, session_name (NULL: "<model> fp32 vs fp16"), and for a
+     * single arm save / checkpoint / resume. */
     fp_train_config base;
-    const char *precision;      /* comma-separated policies; the first fp32 one (else the first) is the
-                                 * reference every other run names as ref_run */
+    const char *precision;      /* comma-separated policies, parsed once when the run opens; the first fp32
+                                 * one (else the first) is the reference every other run names as ref_run.
+                                 * NULL with base.resume: the checkpoint's policy */
+    const char *command;        /* "compare" (default), or "train": exactly one policy; recorded in the
+                                 * configuration JSON */
     int turn;                   /* steps per turn; 0: automatic, a turn lasting about turn_seconds (at
                                  * most FP_COMPARE_AUTO_TURN_MAX steps, FP_COMPARE_AUTO_TURN_MAX_GPU on a
                                  * GPU, the turn's batches at most 1 GiB, and 1 for the first turn) */
@@ -58,18 +62,29 @@ typedef struct {
     int hist_every, error_every, trace_every;
     fp_compare_progress_fn progress;
     void *progress_user;
-    double progress_interval_s; /* per arm at most this often (and at its first and last step); <= 0: every step */
+    double progress_interval_s; /* per arm at most this often (and at its first and last step); <= 0: every
+                                 * step; NaN (the default): every step in a run of at most 20 steps, else 5 s */
 } fp_compare_config;
 
-/* fp_train_config_default for base, "fp32,fp16", automatic turns of about 1 s, probes at their automatic
- * periods, progress every 5 s. */
+/* The embedded comparison on a CPU: resnet50 at 64x64 on synthetic data, fp32 and fp16, batch 16, 80 steps
+ * (within 3 minutes on a 2-core CPU: bench/bench_compare_default.sh), an automatic lr scaled with the batch
+ * (sgd 0.1 x batch / 256, which learns stably at batch 16 where 0.1 spikes the loss, as in PyTorch) after an
+ * automatic warmup, an evaluation half-way and at the end over 8 batches, automatic turns of about 1 s,
+ * probes at their automatic periods (step_plan.h), progress every 5 s (every step in short runs), recorded
+ * in FP_STORE_DEFAULT_PATH; the rest fp_train_config_default's. */
 void fp_compare_config_default(fp_compare_config *cfg);
+/* The same with a GPU's realistic sizes: 224x224, batch 256, 500 steps. */
+void fp_compare_config_default_gpu(fp_compare_config *cfg);
+/* `fp16probe train`'s: fp_train_config_default's settings (no model: it must be given), one policy to be
+ * named (precision NULL), command "train", evaluation at the end only, probes at their automatic periods,
+ * recorded in FP_STORE_DEFAULT_PATH. */
+void fp_compare_config_default_train(fp_compare_config *cfg);
 
 typedef struct {
     char policy[32];
     fp_run_status status;       /* FINISHED, INTERRUPTED or FAILED (RUNNING while the comparison runs) */
     int64_t run_id;             /* 0 when nothing was recorded */
-    int64_t steps_done, skipped;
+    int64_t steps_done, skipped;   /* steps_done: the arm's iterations (a resume counts the restored ones) */
     float last_loss;
     double mean_step_ms;        /* compute time per step, mean */
     double val_loss, val_top1, val_top5;   /* last evaluation; NaN when none */
@@ -89,17 +104,19 @@ typedef struct {
 
 typedef struct fp_compare fp_compare;
 
-/* Checks the choices, opens the data, creates every arm (same seed / weights), starts the loader and
- * records the session and one run per arm (reference first). FP_OK, or an FP_E* code with res->message:
- * usage errors (res->usage_error) record nothing; other setup failures record the session with failed
- * runs and return the error (*out is then NULL). An arm that alone fails to be created is marked failed
- * while the others go on. */
+/* Checks the choices (the automatic values resolved: train.h, step_plan.h), opens the data, creates every
+ * arm (same seed / weights; one arm with base.resume restored from its checkpoint, whose settings must be
+ * this run's), starts the loader and records the session and one run per arm (reference first). FP_OK, or
+ * an FP_E* code with res->message: usage errors (res->usage_error) record nothing; other setup failures
+ * record the session with failed runs and return the error (*out is then NULL). An arm that alone fails to
+ * be created is marked failed while the others go on. */
 int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_result *res);
 int fp_compare_arm_count(const fp_compare *c);
 fp_arm *fp_compare_get_arm(fp_compare *c, int i);   /* NULL for an arm that failed to be created */
 int64_t fp_compare_session(const fp_compare *c);
 
-/* Runs the turns to the end (or a stop), the final evaluations, and closes the store (every run marked).
+/* Runs the turns to the end (or a stop), the final evaluations, for one arm its last checkpoint and saved
+ * weights (base.checkpoint, base.save; after a stop too), and closes the store (every run marked).
  * FP_OK when it finished or was interrupted (res->status tells; arms may have failed), an FP_E* code when
  * the whole comparison failed (the store, or every arm). Call once. */
 int fp_compare_run(fp_compare *c, fp_compare_result *res);

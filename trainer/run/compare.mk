@@ -1,8 +1,8 @@
-# trainer/run/compare.mk — the side-by-side comparison (issue 5): the lockstep loop in the core library,
-# `fp16probe compare` / `fp16probe <model>` with its summary table, their tests and the timing of the
-# embedded default. Appends to fp16probe_SOURCES and uses reports/ (summary): included after both.
+# trainer/run/compare.mk — the training loop in the core library: the lockstep comparison (issue 5; `train` is
+# a comparison of one arm), its step plan, its probes and one arm's checkpoints; `fp16probe compare` /
+# `fp16probe <model>` with its summary table, their tests and the timing of the embedded default. Appends to fp16probe_SOURCES and uses reports/ (summary): included after both.
 lib_libfp_a_SOURCES += trainer/run/compare.h trainer/run/compare_internal.h trainer/run/compare.c trainer/run/compare_probes.c \
-	trainer/run/step_plan.h trainer/run/step_plan.c
+	trainer/run/compare_checkpoint.c trainer/run/step_plan.h trainer/run/step_plan.c
 fp16probe_SOURCES += cli/cmd_compare.c
 
 check_PROGRAMS += tests/test_compare tests/test_step_plan

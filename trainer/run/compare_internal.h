@@ -1,6 +1,7 @@
-/* compare_internal.h — private to the comparison (compare.c: opening, the turns, the steps, the
+/* compare_internal.h — private to the training loop (compare.c: opening, the turns, the steps, the
  * results; compare_probes.c: the probes of each arm, the riding precision error and parameter pass,
- * GPU energy per turn and the deferred step rows). Promises: nothing here is part of compare.h. */
+ * GPU energy per turn and the deferred step rows; compare_checkpoint.c: one arm's resume, checkpoints).
+ * Promises: nothing here is part of compare.h. */
 #ifndef FP_COMPARE_INTERNAL_H
 #define FP_COMPARE_INTERNAL_H
 
@@ -9,6 +10,7 @@
 #include "trainer/analysis/analysis.h"
 #include "probe/probe.h"
 #include "store.h"
+#include "trainer/run/checkpoint.h"
 #include "trainer/run/compare.h"
 #include "trainer/run/record.h"
 
@@ -24,7 +26,8 @@ typedef struct {
 } pending_step;
 
 typedef struct {
-    const char *policy;
+    const fp_policy *pol;       /* the arm's policy (compared by identity) */
+    const char *policy;         /* its name */
     fp_arm *arm;
     int64_t run;
     int active;                 /* still training */
@@ -36,6 +39,7 @@ typedef struct {
     int64_t steps_here;
     double step_ms_sum;
     int64_t last_ns;            /* compute time of the last step */
+    int64_t data_epoch, data_batch;   /* the loader's position after the arm's last batch (its checkpoints') */
     /* probes: per-layer times every step, energy where RAPL is readable, histograms, rounding error */
     fp_probe *probe;
     fp_cpu_timer *timer;
@@ -60,8 +64,10 @@ typedef struct {
 } arm_state;
 
 struct fp_compare {
-    fp_compare_config cfg;
+    fp_compare_config cfg;      /* as given, its automatic values resolved (train.h, step_plan.h) */
     fp_arm_config acfg;         /* the shared arm configuration (policy set per arm) */
+    const fp_policy *pols[FP_COMPARE_MAX_ARMS];   /* cfg.precision, parsed once */
+    const fp_policy *fp32;      /* the reference's policy when present */
     int narms, ref;
     int ride;                   /* the precision error rides on the reference's step (a host reference) */
     arm_state arms[FP_COMPARE_MAX_ARMS];
@@ -71,8 +77,13 @@ struct fp_compare {
     int64_t session;
     const char *data;
     char device[300];
+    char extra[1024];           /* the comparison's own settings in the configuration JSON */
+    /* one arm: resume and checkpoints (compare_checkpoint.c) */
+    fp_checkpoint *ck;          /* base.resume, open while the run lasts (its metadata may name model and policy) */
+    int64_t start_iter, start_epoch, start_batch;   /* where a resumed run continues: step, data position */
     /* the turn's batches (copies: the loader's buffer is only valid until its next batch) */
     fp_batch *ring;
+    int64_t *ring_pos;          /* [2 * ring_cap]: the loader's position (epoch, batch) after each batch */
     size_t ring_cap;            /* batches allocated */
     size_t batch_floats;
     atomic_int stop;
@@ -104,6 +115,12 @@ double fp_cmp_synced_energy_j(fp_compare *c, arm_state *a);
 int fp_cmp_defer_step(arm_state *a, const fp_arm_step_result *r, int64_t w0, int64_t w1,
                       const fp_record_step_extra *x);
 int fp_cmp_flush_steps(fp_compare *c, arm_state *a);
+/* compare_checkpoint.c, one arm: the model and policy of base.resume's checkpoint where the configuration has
+ * none (opens c->ck); the arm restored from it once its settings were checked (c->start_*); a checkpoint of
+ * arm i at its data position (FP_OK, nothing written, without base.checkpoint). */
+int fp_cmp_resume_choices(fp_compare *c);
+int fp_cmp_resume(fp_compare *c);
+int fp_cmp_checkpoint(fp_compare *c, int i);
 /* compare.c: marks arm i failed with msg (its run closed as failed); the others carry on. */
 void fp_cmp_arm_fail(fp_compare *c, fp_compare_result *res, int i, const char *msg);
 

@@ -207,7 +207,7 @@ int fp_cmp_attach_probes(fp_compare *c, int i)
     }
     const arm_state *ref = &c->arms[c->ref];
     if (!rc && c->cfg.error_every > 0 && i != c->ref && ref->arm && ref->active && ref->probe &&
-        strcmp(ref->policy, "fp32") == 0) {   /* the reference's probes are attached first (fp_compare_open) */
+        ref->pol == c->fp32) {   /* the reference's probes are attached first (fp_compare_open) */
         rc = fp_prec_err_create(&a->perr, fp_arm_model(ref->arm), fp_arm_policy(a->arm));
         if (!rc)
             fp_prec_err_set_store(a->perr, c->store, a->run, ref->run);

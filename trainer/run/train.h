@@ -1,7 +1,8 @@
-/* train.h — the training loop of `fp16probe train`: one arm, a threaded data loader, evaluation every
- * N steps, checkpoints, the run recorded into the store (record.h). Promise: setup errors are found before anything is recorded; a failure after that
- * leaves exactly one failed run with its message; Ctrl-C ends the current step and marks the run
- * interrupted; nothing here prints (progress goes through a callback). */
+/* train.h — the settings every arm of a run shares (fp_train_config: model, data, sizes, optimizer and
+ * schedule, evaluation, store, checkpoints), their defaults, the automatic values resolved once the run's
+ * length is known, and the checks of the choices. Promise: every default of `fp16probe train` and
+ * `fp16probe compare` is set here or in compare.c's fp_compare_config_default*; nothing here runs or
+ * records anything (`train` is a comparison of one arm: compare.h). */
 #ifndef FP_TRAIN_H
 #define FP_TRAIN_H
 
@@ -9,24 +10,17 @@
 #include "store.h"
 #include "trainer/run/arm.h"
 
-/* A period the library works out once the run's length is known (trainer/run/step_plan.h). */
+/* A value the library works out once the run's length is known (trainer/run/step_plan.h, fp_train_config_resolve). */
 #define FP_AUTO (-1)
 
 typedef struct {
-    int64_t step, steps;        /* steps done (1-based number of the step just finished), total */
-    float loss;                 /* of that step */
-    double lr, scale;
-    double images_per_s;        /* since the previous progress report */
-    double elapsed_s, eta_s;    /* eta from the mean step time so far (data waits included) */
-    int64_t skipped;            /* skipped steps so far */
-    int is_eval;                /* 1: an evaluation just finished (val_* valid) */
-    double val_loss, val_top1, val_top5;
-} fp_train_progress;
-
-typedef void (*fp_train_progress_fn)(const fp_train_progress *p, void *user);
-
-typedef struct {
-    fp_arm_config arm;          /* arm.num_classes <= 0: the dataset's class count */
+    /* The arm's settings (its policy is ignored: the comparison's precision list names each arm's).
+     * arm.num_classes <= 0: the dataset's class count. Automatic values (fp_train_config_resolve):
+     * arm.lr.base_lr NaN (sgd 0.1, or 0.1 x batch / 256 with lr_linear_scaling; adam / adamw 0.001),
+     * arm.lr.warmup_steps FP_AUTO (10, or steps / 4 in a run of fewer than 40 steps), and for the step and
+     * cosine schedules a step_size / t_max of 0 (over the run: (steps - warmup) / 3, steps - warmup). */
+    fp_arm_config arm;
+    int lr_linear_scaling;      /* 1: an automatic sgd lr scales with the batch (Goyal et al.'s 0.1 x batch / 256) */
     const char *data;           /* dataset spec (NULL: "synthetic") */
     int augment, shuffle;       /* 1 / 1 by default */
     int batch;                  /* >= 1 */
@@ -36,41 +30,37 @@ typedef struct {
     int64_t eval_batches;       /* validation batches per evaluation; 0: the whole split; < 0: never */
     const char *db;             /* store file; NULL: record nothing */
     const char *device;         /* the run's device text; NULL: "cpu: <model name of /proc/cpuinfo>" */
+    /* One arm only (a comparison of several refuses them): */
     const char *save;           /* weights (torchvision layout) at the end; NULL: none */
-    const char *checkpoint;     /* checkpoint written at the end / on Ctrl-C; NULL: none */
+    const char *checkpoint;     /* checkpoint written at the end / on a stop; NULL: none */
     int64_t checkpoint_every;   /* also every N steps (0: only at the end) */
-    const char *resume;         /* checkpoint to continue from; NULL: start fresh */
-    const char *session_name;   /* NULL: "<model> <policy>" */
-    fp_train_progress_fn progress;
-    void *progress_user;
-    double progress_interval_s; /* report at most this often (and at the first and last step); <= 0: every step */
+    const char *resume;         /* checkpoint to continue from; NULL: start fresh. A missing model or policy
+                                 * is the checkpoint's. */
+    const char *session_name;   /* NULL: "<model> <policy> vs <policy>..." */
 } fp_train_config;
 
-/* Defaults: fp_arm_config_default, synthetic, augment and shuffle on, batch 32, 100 steps, 2 loader
- * threads, eval at the end over 50 batches, no store, progress every 5 s. */
+/* `fp16probe train`'s settings: fp_arm_config_default with no model (it must be given), an automatic lr
+ * (sgd 0.1 momentum 0.9 weight decay 5e-4), no warmup, kernel threads = the online CPUs, synthetic data,
+ * augment and shuffle on, batch 32, 100 steps, 2 loader threads, evaluation at the end over 50 batches,
+ * no store. */
 void fp_train_config_default(fp_train_config *cfg);
 
-typedef struct {
-    fp_run_status status;       /* FINISHED, INTERRUPTED or FAILED */
-    int usage_error;            /* 1: a bad choice (model, policy, data scheme); nothing was recorded */
-    int64_t session_id, run_id; /* 0 when nothing was recorded */
-    int64_t steps_done;         /* iterations done (a resume counts the restored ones) */
-    int64_t skipped;
-    float last_loss;
-    double mean_step_ms;        /* arm step time (compute only), mean over this invocation */
-    double val_loss, val_top1, val_top5;   /* last evaluation; NaN when none */
-    char message[512];          /* why the run failed / was interrupted ("" when finished) */
-} fp_train_result;
+/* The optimizer kind with this project's defaults (sgd: momentum 0.9, weight decay 5e-4; adam / adamw:
+ * PyTorch's) and an automatic lr. */
+void fp_train_config_set_optimizer(fp_train_config *cfg, fp_optim_kind kind);
+/* The lr schedule kind, keeping the lr and warmup, its span over the run (automatic). */
+void fp_train_config_set_schedule(fp_train_config *cfg, fp_lr_kind kind);
+/* Where the arms train: backend (NULL: the CPU) and the device text the runs record (NULL: the CPU's name).
+ * A device backend also gets enough loader threads to feed it (half the online CPUs, 2 to 8). */
+void fp_train_config_set_device(fp_train_config *cfg, const struct fp_backend_ops *backend, const char *device);
 
-/* Runs the loop. FP_OK when the run finished or was interrupted (res->status tells); a negative FP_E*
- * code with fp_error_message() and res->message set when it failed. */
-int fp_train(const fp_train_config *cfg, fp_train_result *res);
+/* Fills in the automatic values above (eval_every is step_plan.h's). Idempotent. */
+void fp_train_config_resolve(fp_train_config *cfg);
 
-/* ---- setup helpers (also for the comparison) ---- */
-/* The choices of a run: model (FP_EINVAL listing the valid ones), the policy when check_policy, batch and
- * steps, optimizer and lr schedule settings. Nothing is touched. */
-int fp_train_check_choices(const fp_train_config *c, const fp_arm_config *a, int check_policy);
-/* Opens c->data (NULL: synthetic) at a's image size and seed with c's augment / shuffle; a->num_classes
+/* The choices of a run: model (FP_EINVAL listing the valid ones), batch and steps, optimizer and lr
+ * schedule settings (resolved). Nothing is touched. */
+int fp_train_check_choices(const fp_train_config *c);
+/* Opens c->data (NULL: synthetic) at c->arm's image size and seed with c's augment / shuffle; a->num_classes
  * <= 0 becomes the dataset's. *usage = 1 when the spec itself is bad (unknown scheme: the message lists
  * the valid ones); otherwise a failure is the data's (missing / malformed files) or too few --classes. */
 int fp_train_open_data(const fp_train_config *c, fp_arm_config *a, fp_dataset **ds, int *usage);

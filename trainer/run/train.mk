@@ -1,6 +1,7 @@
-# trainer/run/train.mk — the training loop: the arm (one model under one precision policy with its optimizer,
-# lr schedule, scaler and memory accounting), one-file checkpoints, the loop that records a run into the
-# store, and `fp16probe train`; their tests.
+# trainer/run/train.mk — what a training run is made of: the arm (one model under one precision policy with its
+# optimizer, lr schedule, scaler and memory accounting), one-file checkpoints, the run's settings and their
+# defaults, recording a run into the store, its configuration JSON, the machine's names; and `fp16probe train`
+# (a comparison of one arm: compare.mk holds the loop); their tests.
 lib_libfp_a_SOURCES += trainer/run/arm.h trainer/run/arm.c trainer/run/checkpoint.h trainer/run/checkpoint.c \
 	trainer/run/train.h trainer/run/train.c trainer/run/record.h trainer/run/record.c \
 	trainer/run/config_json.h trainer/run/config_json.c trainer/run/environment.h trainer/run/environment.c
