@@ -1,6 +1,7 @@
 /* train_options.c — the options `train` and `compare` share (train_options.h). Promise: one parser, and one
- * place that lays what the user gave over the library's defaults (the CLI sets no default of its own), so
- * both commands accept the same things; every error is one line "fp16probe: <cmd>: ..." and status 2. */
+ * place that lays what the user gave over the library's defaults (the CLI's own default is only which device
+ * a command tries when --device is not given), so both commands accept the same things; every error is one
+ * line "fp16probe: <cmd>: ..." and status 2. */
 #include "config.h"
 #include <errno.h>
 #include <inttypes.h>

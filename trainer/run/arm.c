@@ -446,7 +446,8 @@ static void step_done(fp_arm *a, fp_arm_step_result *r, int64_t t0, int64_t t1, 
  *   2. hook       (host) the forward hook: work that needs the weights this forward used, before they move,
  *                 e.g. each low-precision arm's rounding error riding on the fp32 arm's forward. Untimed.
  *   3. backward   dlogits x scale, fp_model_backward: the weight gradients, still scaled. Probes: the layer
- *                 hooks per backward phase; activation and weight gradients at a sampled step.
+ *                 hooks per backward phase; activation gradients at a sampled step (and weight gradients,
+ *                 unless the caller takes them with the parameter pass, as the loop does: step 6).
  *   4. unscale    every parameter gradient x 1/scale in backward order, checking for inf / NaN (the first
  *                 non-finite tensor is named in the result).
  *   5. scaler     GradScaler.update: inf / NaN -> the step is skipped and the scale halves; 2000 clean

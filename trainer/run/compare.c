@@ -1,7 +1,8 @@
-/* compare.c — the lockstep loop of the side-by-side comparison (compare.h): one loader whose batches are
- * kept for a turn and fed to every arm in turn, evaluations on the same validation batches, one run per arm
- * in one session. Promise: recording goes through record.c, so a compared arm's rows are exactly those
- * `train` writes; failures stay with their arm; a stop ends after the current step. */
+/* compare.c — the training loop (compare.h), `train`'s one arm and a comparison's several alike: one loader
+ * whose batches are kept for a turn and fed to every arm in turn, each step doing what its step plan says
+ * (step_plan.h), evaluations on the same validation batches, one run per arm in one session. Promise:
+ * recording goes through record.c, so a trained run's rows and a compared arm's are the same; failures stay
+ * with their arm; a stop ends after the current step. */
 #include "config.h"
 #include <inttypes.h>
 #include <math.h>
