@@ -61,22 +61,6 @@ static void cfg_one(fp_compare_config *c, const char *precision, const char *db)
     c->turn = 3;
 }
 
-/* The bytes of a file (malloc'd; NULL when unreadable). */
-static char *slurp(const char *file, long *len)
-{
-    FILE *f = fopen(file, "rb");
-    char *p = NULL;
-    *len = -1;
-    if (f && fseek(f, 0, SEEK_END) == 0 && (*len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (p = malloc((size_t)*len + 1)) && fread(p, 1, (size_t)*len, f) != (size_t)*len) {
-        free(p);
-        p = NULL;
-    }
-    if (f)
-        fclose(f);
-    return p;
-}
-
 static char *path(const char *name)
 {
     static char buf[4][128];
@@ -338,9 +322,9 @@ int main(void)
     cfg.base.resume = path("ck.safetensors");
     cfg.base.save = path("resumed.safetensors");
     int rc3 = fp_compare_train(&cfg, &res);
-    long l1, l2;
-    char *w1 = slurp(path("full.safetensors"), &l1), *w2 = slurp(path("resumed.safetensors"), &l2);
-    tap_ok(rc3 == FP_OK && res.arms[0].steps_done == 6 && w1 && w2 && l1 == l2 && memcmp(w1, w2, (size_t)l1) == 0,
+    size_t l1 = 0, l2 = 0;
+    char *w1 = tu_slurp(path("full.safetensors"), &l1), *w2 = tu_slurp(path("resumed.safetensors"), &l2);
+    tap_ok(rc3 == FP_OK && res.arms[0].steps_done == 6 && w1 && w2 && l1 == l2 && memcmp(w1, w2, l1) == 0,
            "resumed from step 4 to 6: the weights of the straight 6 steps, bit for bit (%s)", rc3 ? res.message : "ok");
     free(w1);
     free(w2);
