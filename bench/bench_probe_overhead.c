@@ -155,7 +155,7 @@ int main(void)
 {
     bench_t b;
     memset(&b, 0, sizeof b);
-    fp_gemm_use_pool(2);   /* as the CLI's --threads 2 (trainer/run/train.h fp_train_set_threads) */
+    fp_gemm_use_pool(2);   /* as the CLI's --threads 2 (trainer/run/train.h fp_env_set_threads) */
     size_t nx = (size_t)BATCH * SIZE * SIZE * 3;
     b.batch.n = BATCH;
     b.batch.size = SIZE;
