@@ -25,7 +25,7 @@ failed_run() {
         test "$("$bin" export --db "$1" --run 1 --table layers | wc -l)" -eq 1 &&
         ! "$bin" export --db "$1" --run 2 --table runs >/dev/null 2>&1
 }
-echo "1..35"
+echo "1..36"
 check "train --help lists the options" sh -c "'$bin' train --help | grep -q -- '--eval-every'"
 check "a 6-step fp32 run finishes (exit 0) with a summary line" \
     sh -c "$T --precision fp32 --steps 6 --db ok.db >run.txt && grep -q '^finished 6 steps' run.txt"
@@ -94,6 +94,14 @@ check "resume continues bit-identically (weights of 7 + 8 steps == 15 steps, acr
     cmp full.safetensors resumed.safetensors"
 check "resume with another batch size is refused, naming the setting" one_line_error 1 "ck.safetensors.*--batch" \
     "$bin" train --resume ck.safetensors --data synthetic:100 --batch 4 --optimizer adam --steps 15 --db r.db
+# a checkpoint of a newer version: one line naming the version read from the file (issue 21: it was read from
+# memory already freed; MALLOC_PERTURB_ makes freed memory garbage without ASan)
+cp ck.safetensors v2.safetensors
+off=$(grep -obUa '"version":"1"' v2.safetensors | head -n 1 | cut -d: -f1)
+printf 2 | dd of=v2.safetensors bs=1 seek=$((${off:-0} + 11)) conv=notrunc 2>/dev/null
+check "resume from a version-2 checkpoint: exit 1, one line naming the file and version '2'" one_line_error 1 \
+    "v2.safetensors: checkpoint version '2' is not supported" env MALLOC_PERTURB_=165 "$bin" train --resume v2.safetensors \
+    --data synthetic:100 --batch 8 --optimizer adam --steps 15 --db v2.db
 # (on a machine whose GPU is usable from a CUDA build these two train there instead: they then check only the
 # device column)
 if "$bin" devices 2>/dev/null | grep -q '^gpu: unavailable'; then

@@ -123,6 +123,17 @@ out:
     return rc;
 }
 
+/* s for a one-line message: at most size - 1 bytes, control characters as '?', cut with "..." when longer. */
+static void printable(char *buf, size_t size, const char *s)
+{
+    size_t n = 0, len = strlen(s);
+    for (; n + 1 < size && s[n]; n++)
+        buf[n] = (unsigned char)s[n] < 0x20 || s[n] == 0x7f ? '?' : s[n];
+    buf[n] = '\0';
+    if (n < len && size > 4)
+        memcpy(buf + size - 4, "...", 4);
+}
+
 int fp_checkpoint_open(fp_checkpoint **out, const char *path)
 {
     *out = NULL;
@@ -137,9 +148,11 @@ int fp_checkpoint_open(fp_checkpoint **out, const char *path)
                        FP_CHECKPOINT_FORMAT);
     }
     if (!ver || strcmp(ver, FP_CHECKPOINT_VERSION) != 0) {
+        char v[40];   /* ver points into the file's header, which fp_st_close frees: the message takes a copy */
+        printable(v, sizeof v, ver ? ver : "?");
         fp_st_close(st);
-        return fp_fail(FP_EVERSION, "%s: checkpoint version '%s' is not supported (this build reads %s)", path,
-                       ver ? ver : "?", FP_CHECKPOINT_VERSION);
+        return fp_fail(FP_EVERSION, "%s: checkpoint version '%s' is not supported (this build reads %s)", path, v,
+                       FP_CHECKPOINT_VERSION);
     }
     fp_checkpoint *ck = calloc(1, sizeof *ck);
     if (!ck) {
