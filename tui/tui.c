@@ -2,7 +2,6 @@
  * refresh interval, reads keys, and shows the frame drawn into the cell grid through one window per
  * panel (wnoutrefresh each, then one doupdate: no flicker). SIGWINCH only sets a flag; the loop
  * resizes. Promise: the terminal is restored on every return; the database is only read. */
-#include <errno.h>
 #include <locale.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,6 +10,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 #include <curses.h>
+#include <term.h>
 #include "clock.h"
 #include "error.h"
 #include "store.h"
@@ -152,6 +152,18 @@ static int map_key(int ch)
     }
 }
 
+/* 1 when the current terminal can address the cursor and clear the screen (the dashboard's minimum). */
+static int can_draw(void)
+{
+    const char *caps[] = {"cup", "clear"};
+    for (size_t i = 0; i < sizeof caps / sizeof *caps; i++) {
+        const char *v = tigetstr((char *)caps[i]);
+        if (!v || v == (const char *)-1)
+            return 0;
+    }
+    return 1;
+}
+
 static void term_size(int *w, int *h)
 {
     struct winsize ws;
@@ -205,6 +217,14 @@ int fp_tui_run(const fp_tui_options *o)
         return fp_fail(FP_EUNAVAIL, "unknown terminal type '%s'", term);
     }
     set_term(t.scr);
+    if (!can_draw()) {   /* TERM=dumb and the like: newterm accepts them, the frames would be garbage */
+        endwin();
+        delscreen(t.scr);
+        sigaction(SIGWINCH, &old, NULL);
+        fp_tui_model_close(&m);
+        return fp_fail(FP_EUNAVAIL, "terminal type '%s' cannot move the cursor: the dashboard needs a full-screen "
+                                    "terminal (for text output use 'fp16probe tui --headless WxH')", term);
+    }
     cbreak();
     noecho();
     nonl();
@@ -250,6 +270,9 @@ int fp_tui_run(const fp_tui_options *o)
         int64_t now = fp_clock_mono_ms();
         int wait = next_poll > now ? (int)(next_poll - now) : 0;
         wtimeout(t.input, wait);
+        /* ERR is a timeout or an interrupted wait (SIGWINCH): either way poll when due, resize at the
+         * top. errno is not looked at: it keeps EINTR from one signal forever, and reading it made every
+         * later timeout an "interrupt" that skipped the poll and spun (issue 21). */
         int ch = wgetch(t.input);
         if (ch != ERR) {
             int key = map_key(ch);
@@ -272,8 +295,6 @@ int fp_tui_run(const fp_tui_options *o)
             if (ui.role == m.arm[0].hist_role || m.narms == 0)
                 continue;   /* redraw now; poll on schedule */
         }
-        if (ch == ERR && errno == EINTR)
-            continue;
         if (fp_clock_mono_ms() >= next_poll || ch != ERR) {
             if ((rc = fp_tui_model_update(&m, ui.role)) != FP_OK)
                 break;

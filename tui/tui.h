@@ -44,7 +44,8 @@ typedef struct {
 void fp_tui_options_init(fp_tui_options *o);
 
 /* Run the interactive dashboard on the terminal (stdin/stdout). FP_OK, FP_TUI_STOPPED, or an FP_E*
- * code with a one-line message (a missing file names it; no TERM or an unknown terminal says so). */
+ * code with a one-line message (a missing file names it; no TERM, an unknown terminal or one that cannot
+ * move the cursor, such as TERM=dumb, says so: FP_EUNAVAIL). */
 int fp_tui_run(const fp_tui_options *o);
 
 /* Headless: open the database, read it as the dashboard would, apply a key script, and render one

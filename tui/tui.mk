@@ -23,8 +23,8 @@ tests_test_tui_live_LDADD = $(TEST_LDADD)
 tests_test_tui_fixture_SOURCES = tests/test_tui_fixture.c $(TUI_TEST_UTIL)
 tests_test_tui_fixture_LDADD = $(TEST_LDADD)
 
-dist_check_SCRIPTS += tests/test_tui_tmux.sh tests/test_tui_cli.sh
-TESTS += tests/test_tui_tmux.sh tests/test_tui_cli.sh
+dist_check_SCRIPTS += tests/test_tui_tmux.sh tests/test_tui_cli.sh tests/test_tui_signals.sh
+TESTS += tests/test_tui_tmux.sh tests/test_tui_cli.sh tests/test_tui_signals.sh
 EXTRA_DIST += tests/fixtures/tui/screen_80x24.txt
 
 BENCHMARKS += bench/bench_tui
