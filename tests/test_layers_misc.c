@@ -480,6 +480,19 @@ static void test_xent(void)
     rc = fp_softmax_xent(&loss, NULL, &c1, &c5, t, tl, N, C);
     tap_ok(rc == FP_OK && c1 == 2 && c5 == 3, "xent constructed top-1 = 2, top-5 = 3 (got %d, %d)", c1, c5);
 
+    /* Non-finite logits (issue 21): a row whose loss is not finite is never a hit. Row 0: the label's
+     * logit is the largest but another is NaN; row 1: all -inf; row 2: a +inf label logit; row 3: the
+     * label's logit the largest beside a -inf (finite loss: a hit for top-1 and top-5). */
+    float nf[N * C] = {9, 1, 2, NAN, 4, 5, 6,   0, 0, 0, 0, 0, 0, 0,   1, 2, INFINITY, 3, 4, 5, 6,
+                       5, 1, 2, 3, -INFINITY, 0, 0};
+    for (int j = 0; j < C; j++)
+        nf[1 * C + j] = -INFINITY;
+    int nl[N] = {0, 2, 2, 0};
+    rc = fp_softmax_xent(&loss, NULL, &c1, &c5, nf, nl, N, C);
+    tap_ok(rc == FP_OK && c1 == 1 && c5 == 1 && !isfinite(loss),
+           "xent with NaN / inf logits: only the finite row is a hit, top-1 = 1, top-5 = 1 (got %d, %d), loss %g", c1,
+           c5, loss);
+
     /* Logits of +-1000: no overflow, matches the naive (stable) double loss; rows of dlogits sum to 0. */
     float big[N * C];
     for (int i = 0; i < N * C; i++)
@@ -511,7 +524,7 @@ static void test_xent(void)
 
 int main(void)
 {
-    tap_plan(13 + 12 + 4 + 10 + 11 + 12);
+    tap_plan(13 + 12 + 4 + 10 + 11 + 13);
     test_batchnorm();
     test_maxpool();
     test_avgpool();

@@ -110,6 +110,22 @@ static void test_xent(void)
     tap_ok(rc == FP_OK && isnan(gloss) && isnan(wloss) && g1 == w1 && g5 == w5,
            "xent: a NaN label logit gives a NaN loss and is no hit, as on the CPU (hits %d/%d vs %d/%d)", g1, g5, w1, w5);
 
+    /* NaN and infinite logits elsewhere (issue 21): a NaN beside the largest label logit, a row of -inf,
+     * a +inf label logit; none is a hit, exactly as on the CPU */
+    int w1f, w5f;
+    fp_softmax_xent(&wloss, NULL, &w1f, &w5f, logits, labels, N, C);
+    logits[6 * C + labels[6]] = 100.0f;
+    logits[6 * C + (labels[6] + 1) % C] = NAN;
+    for (int j = 0; j < C; j++)
+        logits[8 * C + j] = -INFINITY;
+    logits[9 * C + labels[9]] = INFINITY;
+    fp_softmax_xent(&wloss, NULL, &w1, &w5, logits, labels, N, C);
+    cudaMemcpy(d_logits, logits, sizeof(float) * N * C, cudaMemcpyHostToDevice);
+    rc = fp_cuda_softmax_xent_sync(&gloss, &g1, &g5, NULL, d_logits, d_labels, N, C, d_res, NULL);
+    tap_ok(rc == FP_OK && g1 == w1 && g5 == w5 && w1 <= w1f && w5 <= w5f,
+           "xent: rows with a NaN or infinite logit are no hit, as on the CPU (hits %d/%d vs %d/%d)", g1, g5, w1,
+           w5);
+
     /* bad label: FP_EINVAL naming it, dlogits untouched */
     labels[7] = C + 3;
     cudaMemcpy(d_labels, labels, sizeof labels, cudaMemcpyHostToDevice);
@@ -408,7 +424,7 @@ int main(void)
 {
     tu_require_gpu();
 #ifdef HAVE_CUDA
-    tap_plan(8 + 4 + 6 + 5 + 7);
+    tap_plan(9 + 4 + 6 + 5 + 7);
     test_xent();
     test_unscale();
     test_sgd_config(0.9, 1e-4, 0, FP_DT_F16);

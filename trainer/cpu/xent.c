@@ -1,6 +1,8 @@
 /* xent.c — softmax cross-entropy with integer labels, mean over the batch, plus top-1/top-5 counts.
  * Promises: stable for any finite logits (max subtracted; exps in fp32, sums and logs in double);
- * dlogits = (softmax - onehot) / n overwritten; labels checked before anything is written. */
+ * dlogits = (softmax - onehot) / n overwritten; labels checked before anything is written. A row whose
+ * loss is not finite (any NaN or +Inf logit, a -Inf label logit) is never a top-1 / top-5 hit: NaN logits
+ * are wrong predictions, whatever the comparisons say (issue 21). Ties count in the label's favour. */
 #include <math.h>
 #include "error.h"
 #include "trainer/layers.h"
@@ -28,7 +30,8 @@ int fp_softmax_xent(float *loss, float *dlogits, int *correct1, int *correct5, c
             sum += (double)expf(l[j] - mx);
         double lse = (double)mx + log(sum);
         float ll = l[labels[i]];
-        total += lse - (double)ll;
+        double row = lse - (double)ll;
+        total += row;
         if (dlogits) {
             float *d = dlogits + (size_t)i * classes;
             float inv = (float)(1.0 / sum);
@@ -36,7 +39,7 @@ int fp_softmax_xent(float *loss, float *dlogits, int *correct1, int *correct5, c
                 d[j] = expf(l[j] - mx) * inv * invn;
             d[labels[i]] -= invn;
         }
-        if (ll == ll) {
+        if (isfinite(row)) {   /* a NaN or +Inf logit anywhere, a -Inf label logit: a wrong prediction */
             int greater = 0;
             for (int j = 0; j < classes; j++)
                 greater += l[j] > ll;

@@ -1,6 +1,7 @@
 /* xent.cu — softmax cross-entropy on the device with fp_softmax_xent's semantics (trainer/cpu/xent.c):
  * labels checked first (nothing written on a bad one), max subtracted, exps in fp32, sums and logs in
- * double, dlogits = (softmax - onehot) / n, top-1 / top-5 hits with ties in the label's favour. */
+ * double, dlogits = (softmax - onehot) / n, top-1 / top-5 hits with ties in the label's favour; a row whose
+ * loss is not finite (a NaN or +Inf logit, a -Inf label logit) is never a hit. */
 #include <math.h>
 #include "kernels.h"
 
@@ -62,8 +63,9 @@ __global__ void xent_kernel(fp_cuda_xent_result *out, float *dlogits, const floa
     }
     if (threadIdx.x == 0) {
         const double lse = (double)mx + log(sum);
-        atomicAdd(&out->loss_sum, lse - (double)ll);
-        if (ll == ll) {
+        const double row = lse - (double)ll;
+        atomicAdd(&out->loss_sum, row);
+        if (isfinite(row)) {   /* a NaN or +Inf logit anywhere, a -Inf label logit: a wrong prediction */
             if (greater < 1)
                 atomicAdd(&out->correct1, 1);
             if (greater < 5)
