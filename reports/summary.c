@@ -9,6 +9,7 @@
 #include "error.h"
 #include "formats.h"
 #include "store.h"
+#include "units.h"
 
 static int cmp_dbl(const void *a, const void *b)
 {
@@ -213,6 +214,8 @@ static int load_arm(fp_reader_t *r, fp_arm_t *a, int64_t warmup_req)
             a->val_top5 = a->evals[i].top5;
             a->val_loss = a->evals[i].loss;
         }
+    /* an evaluation always has a loss: NULL here is the NaN the writer could not store */
+    a->val_nonfinite = a->val_step >= 0 && !isfinite(a->val_loss);
     /* numerics: per layer, overflow / underflow in the shown format over every role */
     int nl = 0;
     for (size_t i = 0; i < a->nnumerics; i++)
@@ -318,6 +321,28 @@ int fp_summary_load(fp_reader_t *r, int64_t session, int64_t warmup, fp_summary_
         a->top1_gap = 100.0 * (a->val_top1 - R->val_top1);
     }
     return FP_OK;
+}
+
+char *fp_summary_fmt_val_top1(char *buf, const fp_arm_t *a)
+{
+    if (a->val_nonfinite) {
+        snprintf(buf, FP_UNIT_BUF, "non-finite");
+        return buf;
+    }
+    return fp_fmt_pct(buf, a->val_top1);
+}
+
+int fp_summary_val_note(const fp_arm_t *a, char *buf, size_t n)
+{
+    if (n)
+        buf[0] = 0;
+    if (!a->val_nonfinite)
+        return 0;
+    char pct[FP_UNIT_BUF];
+    snprintf(buf, n, "%s: validation at step %lld is non-finite (loss %s): top-1 %s counts NaN predictions as wrong",
+             a->run.policy, (long long)a->val_step, isnan(a->val_loss) ? "nan" : a->val_loss > 0 ? "inf" : "-inf",
+             fp_fmt_pct(pct, a->val_top1));
+    return 1;
 }
 
 int fp_summary_run_kernels(fp_reader_t *r, int64_t run, fp_kernel_sum_t **k, size_t *n, fp_kernel_flag_t **fl,

@@ -42,6 +42,8 @@ typedef struct {
     double final_loss, loss_gap; /* gap: this - reference */
     double val_top1, val_top5, val_loss, top1_gap;   /* top-1 as stored (0..1); gap in points (x100) */
     int64_t val_step;            /* -1: no validation */
+    int val_nonfinite;           /* 1: the last validation's loss is NaN or infinite (stored NULL or inf): its
+                                    top-1 / top-5 count those predictions as wrong, the figures are no measure */
     int64_t skipped;
     double skip_rate;            /* skipped / steps */
     double final_loss_scale;     /* NaN: none */
@@ -89,6 +91,13 @@ int fp_summary_run_kernels(fp_reader_t *r, int64_t run, fp_kernel_sum_t **k, siz
                            size_t *nf);
 /* The tensor-core flag of the kernel called name (the last such row): 1, 0, or -1 when unknown. */
 int fp_kernel_flag_of(const fp_kernel_flag_t *fl, size_t nf, const char *name);
+/* The arm's validation top-1 as the summary shows it: "non-finite" when the evaluation was (val_nonfinite),
+ * else fp_fmt_pct's text ("n/a" without one). buf holds FP_UNIT_BUF (reports/units.h) bytes; returns buf. */
+char *fp_summary_fmt_val_top1(char *buf, const fp_arm_t *a);
+/* One line for an arm whose last validation was non-finite (without '\n': "fp16: validation at step 80 is
+ * non-finite (loss nan): top-1 0.00% counts NaN predictions as wrong"); returns 1 and writes it, else 0
+ * and writes "". */
+int fp_summary_val_note(const fp_arm_t *a, char *buf, size_t n);
 /* Median of n values (copied and sorted; NaN when n == 0). */
 double fp_median(const double *x, size_t n);
 

@@ -8,11 +8,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <sqlite3.h>
 #include "error.h"
 #include "reports/html_writer.h"
 #include "reports/report.h"
 #include "reports/sha256.h"
 #include "reports/gate.h"
+#include "reports/summary.h"
+#include "reports/units.h"
 #include "reports/svg_chart.h"
 #include "report_testutil.h"
 #include "store_testutil.h"
@@ -228,10 +231,61 @@ static void report_tests(void)
     tu_rmdir(dir);
 }
 
+/* A validation whose loss was NaN (stored NULL) or inf: the summary says it was non-finite (issue 21). */
+static void nonfinite_eval(void)
+{
+    char *dir = tu_mkdir();
+    char *db = tu_path(dir, "nf.db");
+    rt_gate_spec_t g;
+    rt_default_gate(&g, db, 7);
+    g.steps = 40;
+    tap_ok(rt_write_gate(&g) == FP_OK, "lean fp32 + fp16 session with a validation at the end");
+    sqlite3 *h = NULL;
+    int ok = sqlite3_open(db, &h) == SQLITE_OK &&
+             sqlite3_exec(h, "UPDATE evaluations SET loss = NULL, top1 = 0.685 WHERE run = 2;"
+                             "UPDATE evaluations SET loss = 9e999 WHERE run = 1;", NULL, NULL, NULL) == SQLITE_OK;
+    sqlite3_close(h);
+    tap_ok(ok, "fp16's validation loss made NaN (NULL), fp32's inf");
+    fp_reader_t *r;
+    fp_summary_t s;
+    if (fp_reader_open_snapshot(&r, db) != FP_OK || fp_summary_load(r, 0, -1, &s) != FP_OK) {
+        tap_ok(0, "summary loads (%s)", fp_error_message());
+        return;
+    }
+    fp_reader_close(r);
+    const fp_arm_t *a = fp_summary_arm(&s, "fp16"), *b = fp_summary_arm(&s, "fp32");
+    char buf[FP_UNIT_BUF], note[256];
+    tap_ok(a && a->val_nonfinite && b && b->val_nonfinite, "both validations are non-finite");
+    tap_is_str(fp_summary_fmt_val_top1(buf, a), "non-finite", "val top-1 reads 'non-finite', not 68.50%%");
+    tap_ok(fp_summary_val_note(a, note, sizeof note) == 1 && strstr(note, "fp16: validation at step") &&
+               strstr(note, "non-finite (loss nan)"),
+           "the note names the arm and the NaN loss: %s", note);
+    tap_ok(fp_summary_val_note(b, note, sizeof note) == 1 && strstr(note, "(loss inf)"), "fp32's: %s", note);
+    fp_summary_free(&s);
+    /* a finite validation is shown as before */
+    ok = sqlite3_open(db, &h) == SQLITE_OK &&
+         sqlite3_exec(h, "UPDATE evaluations SET loss = 1.5, top1 = 0.5;", NULL, NULL, NULL) == SQLITE_OK;
+    sqlite3_close(h);
+    if (ok && fp_reader_open_snapshot(&r, db) == FP_OK) {
+        ok = fp_summary_load(r, 0, -1, &s) == FP_OK;
+        fp_reader_close(r);
+        a = ok ? fp_summary_arm(&s, "fp16") : NULL;
+        tap_ok(a && !a->val_nonfinite && strcmp(fp_summary_fmt_val_top1(buf, a), "50.00%") == 0 &&
+                   fp_summary_val_note(a, note, sizeof note) == 0 && note[0] == 0,
+               "a finite validation: '%s', no note", a ? buf : "?");
+        if (ok)
+            fp_summary_free(&s);
+    } else
+        tap_ok(0, "finite validation reloads");
+    free(db);
+    tu_rmdir(dir);
+}
+
 int main(void)
 {
     primitives();
     chart_bounds();
     report_tests();
+    nonfinite_eval();
     return tap_done();
 }
