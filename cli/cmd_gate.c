@@ -1,7 +1,8 @@
 /* cmd_gate.c — `fp16probe gate [--baseline A.db] [--candidate B.db] [options]`: the CI gate
- * (reports/gate.h). Prints a table of every check; exit 0 pass, 1 regression, 2 inconclusive, 3 error
- * (usage errors included). --junit / --markdown files are written atomically; the Markdown is also
- * appended to $GITHUB_STEP_SUMMARY when that is set. */
+ * (reports/gate.h). Prints a table of every check; exit 0 pass, 1 regression, 2 inconclusive (only with
+ * --inconclusive fail), 3 error (usage errors included), 4 not comparable. --junit / --markdown / --json
+ * files are written atomically; the Markdown is also appended to $GITHUB_STEP_SUMMARY when that is
+ * set, and GitHub annotations are printed when $GITHUB_ACTIONS is "true". */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,28 +15,50 @@
 #include "store.h"
 #include "store_cli.h"
 
-enum { GATE_ERROR = 3 };
-
 static void usage(FILE *to)
 {
     fputs("usage: fp16probe gate [--baseline A.db] [--candidate B.db] [--session ID] [--baseline-session ID]\n"
-          "                      [--warmup N] [--min-steps N] [--alpha P] [--max-slowdown PCT]\n"
-          "                      [--min-speedup X] [--max-loss-gap X] [--max-acc-drop PT]\n"
-          "                      [--max-skip-rate PCT] [--max-overflows N] [--junit FILE] [--markdown FILE]\n"
-          "Check the candidate session (default: the latest in --candidate, or --db, default ./" FP_STORE_DEFAULT_PATH ")\n"
-          "against the baseline's arms of the same model and policy, and against thresholds:\n"
-          "  step time      Mann-Whitney U on step times after warm-up; fails when p < --alpha (0.01)\n"
-          "                 and the median is more than --max-slowdown percent (5) slower\n"
-          "  speedup        low-precision arms over fp32 >= --min-speedup (default 1.0 on a GPU; on the\n"
-          "                 CPU only when given)\n"
-          "  loss gap       final loss - fp32 final loss <= --max-loss-gap (0.1)\n"
-          "  accuracy drop  fp32 val top-1 - arm val top-1 <= --max-acc-drop points (1.0)\n"
-          "  skipped steps  <= --max-skip-rate percent of steps (5)\n"
-          "  overflow       activation/weight overflows + NaN/Inf + NaN events <= --max-overflows (0)\n"
-          "  status         the run did not fail\n"
-          "Fewer than --min-steps (20) step times after warm-up (default: 10% of steps, 5..100) is\n"
-          "inconclusive. Without --baseline only the threshold checks run.\n"
-          "exit: 0 pass, 1 regression, 2 inconclusive, 3 error\n", to);
+          "                      [--inconclusive pass|fail] [--allow-config-diff KEY,...] [thresholds]\n"
+          "                      [--junit FILE] [--markdown FILE] [--json FILE]\n"
+          "Checks the candidate session (default: the latest in --candidate, or --db, default ./" FP_STORE_DEFAULT_PATH ")\n"
+          "on its own and, with --baseline, against the baseline's arms of the same policy.\n"
+          "\n"
+          "Comparable first: model, policies, batch, image size, data, steps, optimizer and its config, lr,\n"
+          "device and fp16probe version must match and every baseline run must have finished, else the\n"
+          "gate says NOT COMPARABLE (exit 4), names what differs and runs no baseline comparison;\n"
+          "--allow-config-diff KEY,... accepts differences on purpose (keys: model, policy, batch,\n"
+          "image_size, data, steps, optimizer, lr, device, version).\n"
+          "\n"
+          "On the candidate alone, per arm (fp32 is the reference):\n"
+          "  status          only a finished run passes (failed, interrupted or killed, running fail)\n"
+          "  speedup         low-precision arm over fp32 >= --min-speedup (1.0 on a GPU; on the CPU only\n"
+          "                  when given)\n"
+          "  loss_gap        final loss - fp32's <= --max-loss-gap (0.1); above it a failure only when\n"
+          "                  significant against the standard error of the last-N-steps means\n"
+          "  acc_drop        fp32 val top-1 - the arm's <= --max-acc-drop points (1.0); above it a failure\n"
+          "                  only when a two-proportion test on the evaluated images is significant\n"
+          "  skipped         skipped steps after GradScaler's calibration <= --max-skip-rate percent (5);\n"
+          "                  calibration skips are reported apart\n"
+          "  overflow        activation/weight overflows + NaN/Inf + NaN events <= --max-overflows (0)\n"
+          "  lost_updates    % of weights with a nonzero gradient left unchanged <= --max-lost-updates (1)\n"
+          "Against the baseline, per arm:\n"
+          "  step_time             step time per image: fails when Mann-Whitney p < --alpha and the median\n"
+          "                        is more than --max-slowdown percent (5) slower\n"
+          "  loss_vs_base          final loss rise, as loss_gap (--max-loss-gap)\n"
+          "  acc_vs_base           val top-1 drop, as acc_drop (--max-acc-drop)\n"
+          "  memory_vs_base        peak memory growth <= --max-mem-growth percent (5)\n"
+          "  skipped_vs_base       skip-rate rise after calibration <= --max-skip-rise points (1), failing\n"
+          "                        only when significant\n"
+          "  lost_updates_vs_base  lost-update rise <= --max-lost-rise points (1)\n"
+          "  overflow_vs_base      overflow count rise <= --max-overflows, failing only when significant\n"
+          "\n"
+          "Statistical tests use --alpha (0.01). Fewer than --min-steps (20) step times after warm-up\n"
+          "(--warmup N, default 10% of steps, 5..100) makes a timing check inconclusive; so does a figure\n"
+          "above its limit that its sample cannot tell from noise. --inconclusive pass (default) counts\n"
+          "those as passes with a warning line; --inconclusive fail as failures (exit 2). JUnit, JSON and\n"
+          "Markdown give every check the same verdict as the exit status.\n"
+          "exit: 0 pass, 1 regression, 2 inconclusive (--inconclusive fail), 3 error, 4 not comparable\n",
+          to);
 }
 
 static int num(const char *opt, const char *s, double lo, double *out)
@@ -44,32 +67,20 @@ static int num(const char *opt, const char *s, double lo, double *out)
     errno = 0;
     double v = strtod(s, &end);
     if (errno || end == s || *end || !isfinite(v) || v < lo) {
-        cli_error(GATE_ERROR, "gate: %s takes a number >= %g, not '%s'", opt, lo, s);
+        cli_error(FP_GATE_ERROR, "gate: %s takes a number >= %g, not '%s'", opt, lo, s);
         return -1;
     }
     *out = v;
     return 0;
 }
 
-static int load(const char *path, const char *session_s, int64_t warmup, fp_summary_t *s, char *label, size_t cap)
+static int load(const char *path, const char *session_s, int64_t warmup, fp_gate_side_t *side)
 {
     long long sess = 0;
     if (session_s && cli_integer(session_s, 1, &sess))
-        return cli_error(GATE_ERROR, "gate: a session id is a positive integer, not '%s'", session_s);
-    fp_reader_t *r;
-    if (fp_reader_open_snapshot(&r, path) != FP_OK)
-        return cli_error(GATE_ERROR, "gate: %s", fp_error_message());
-    int rc = fp_summary_load(r, (int64_t)sess, warmup, s);
-    fp_reader_close(r);
-    if (rc != FP_OK)
-        return cli_error(GATE_ERROR, "gate: %s", fp_error_message());
-    snprintf(label, cap, "%s session %lld (%s", path, (long long)s->session.id, s->model);
-    for (size_t i = 0; i < s->narms; i++) {
-        size_t len = strlen(label);
-        snprintf(label + len, cap - len, "%s%s", i ? ", " : ": ", s->arms[i].run.policy);
-    }
-    size_t len = strlen(label);
-    snprintf(label + len, cap - len, ")");
+        return cli_error(FP_GATE_ERROR, "gate: a session id is a positive integer, not '%s'", session_s);
+    if (fp_gate_load(path, (int64_t)sess, warmup, side) != FP_OK)
+        return cli_error(FP_GATE_ERROR, "gate: %s", fp_error_message());
     return 0;
 }
 
@@ -86,10 +97,72 @@ static int write_file(const char *path, writer_fn fn, const fp_gate_result_t *re
     return rc == FP_OK ? 0 : -1;
 }
 
+static int parse_allow(const char *list, unsigned *allow)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    char *save = NULL;
+    int any = 0;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        while (*t == ' ')
+            t++;
+        int k = fp_gate_key_parse(t);
+        if (k < 0)
+            return cli_error(FP_GATE_ERROR, "gate: --allow-config-diff: unknown key '%s' (keys: %s)", t,
+                             fp_gate_key_list());
+        *allow |= 1u << k;
+        any = 1;
+    }
+    if (!any)
+        return cli_error(FP_GATE_ERROR, "gate: --allow-config-diff takes keys (%s)", fp_gate_key_list());
+    return 0;
+}
+
+enum {
+    O_WARMUP, O_MIN_STEPS, O_ALPHA, O_SLOWDOWN, O_SPEEDUP, O_LOSS_GAP, O_ACC_DROP, O_SKIP_RATE, O_SKIP_RISE,
+    O_OVERFLOWS, O_LOST, O_LOST_RISE, O_MEM_GROWTH, O_COUNT
+};
+static const char *const numeric[O_COUNT] = {
+    "--warmup", "--min-steps", "--alpha", "--max-slowdown", "--min-speedup", "--max-loss-gap", "--max-acc-drop",
+    "--max-skip-rate", "--max-skip-rise", "--max-overflows", "--max-lost-updates", "--max-lost-rise",
+    "--max-mem-growth"};
+
+static int set_numeric(fp_gate_opts_t *o, int which, const char *v)
+{
+    double d;
+    if (num(numeric[which], v, 0, &d))
+        return -1;
+    int integral = which == O_WARMUP || which == O_MIN_STEPS || which == O_OVERFLOWS;
+    if (integral && (d != floor(d) || d > 1e15))
+        return cli_error(-1, "gate: %s takes an integer, not '%s'", numeric[which], v);
+    if ((which == O_LOST || which == O_SKIP_RATE) && d > 100)
+        return cli_error(-1, "gate: %s takes a percentage (0..100), not '%s'", numeric[which], v);
+    switch (which) {
+    case O_WARMUP: o->warmup = (int64_t)d; break;
+    case O_MIN_STEPS: o->min_steps = (size_t)d; break;
+    case O_ALPHA:
+        if (d <= 0 || d >= 1)
+            return cli_error(-1, "gate: --alpha takes a probability between 0 and 1, not '%s'", v);
+        o->alpha = d;
+        break;
+    case O_SLOWDOWN: o->max_slowdown = d / 100; break;
+    case O_SPEEDUP: o->min_speedup = d; break;
+    case O_LOSS_GAP: o->max_loss_gap = d; break;
+    case O_ACC_DROP: o->max_acc_drop = d; break;
+    case O_SKIP_RATE: o->max_skip_rate = d / 100; break;
+    case O_SKIP_RISE: o->max_skip_rise = d / 100; break;
+    case O_OVERFLOWS: o->max_overflows = (int64_t)d; break;
+    case O_LOST: o->max_lost_updates = d; break;
+    case O_LOST_RISE: o->max_lost_rise = d; break;
+    default: o->max_mem_growth = d / 100; break;
+    }
+    return 0;
+}
+
 int cmd_gate(int argc, char **argv)
 {
     const char *base_db = NULL, *cand_db = FP_STORE_DEFAULT_PATH, *sess = NULL, *base_sess = NULL;
-    const char *junit = NULL, *markdown = NULL;
+    const char *junit = NULL, *markdown = NULL, *json = NULL, *inconclusive = NULL, *allow = NULL;
     fp_gate_opts_t o;
     fp_gate_defaults(&o);
     for (int i = 1; i < argc; i++) {
@@ -99,86 +172,82 @@ int cmd_gate(int argc, char **argv)
         }
         const char *v = NULL;
         int k;
-        double d;
         const cli_opt_t paths[] = {{"--baseline", &base_db}, {"--candidate", &cand_db}, {"--db", &cand_db},
                                    {"--session", &sess}, {"--baseline-session", &base_sess}, {"--junit", &junit},
-                                   {"--markdown", &markdown}, {NULL, NULL}};
+                                   {"--markdown", &markdown}, {"--json", &json}, {"--inconclusive", &inconclusive},
+                                   {"--allow-config-diff", &allow}, {NULL, NULL}};
         if ((k = cli_options(argc, argv, &i, paths)) != 0) {
             if (k < 0)
-                return GATE_ERROR;
+                return FP_GATE_ERROR;
             continue;
         }
-        static const char *const numeric[] = {"--warmup", "--min-steps", "--alpha", "--max-slowdown", "--min-speedup",
-                                              "--max-loss-gap", "--max-acc-drop", "--max-skip-rate", "--max-overflows"};
         int which = -1;
-        for (int q = 0; q < 9 && which < 0; q++) {
+        for (int q = 0; q < O_COUNT && which < 0; q++) {
             k = cli_option(argc, argv, &i, numeric[q], &v);
             if (k < 0)
-                return GATE_ERROR;
+                return FP_GATE_ERROR;
             if (k > 0)
                 which = q;
         }
         if (which < 0)
-            return cli_error(GATE_ERROR, "gate: unexpected argument '%s' (see 'fp16probe gate --help')", argv[i]);
-        if (num(numeric[which], v, 0, &d))
-            return GATE_ERROR;
-        int integral = which == 0 || which == 1 || which == 8;
-        if (integral && d != floor(d))
-            return cli_error(GATE_ERROR, "gate: %s takes an integer, not '%s'", numeric[which], v);
-        switch (which) {
-        case 0: o.warmup = (int64_t)d; break;
-        case 1: o.min_steps = (size_t)d; break;
-        case 2:
-            if (d <= 0 || d >= 1)
-                return cli_error(GATE_ERROR, "gate: --alpha takes a probability between 0 and 1, not '%s'", v);
-            o.alpha = d;
-            break;
-        case 3: o.max_slowdown = d / 100; break;
-        case 4: o.min_speedup = d; break;
-        case 5: o.max_loss_gap = d; break;
-        case 6: o.max_acc_drop = d; break;
-        case 7: o.max_skip_rate = d / 100; break;
-        default: o.max_overflows = (int64_t)d; break;
-        }
+            return cli_error(FP_GATE_ERROR, "gate: unexpected argument '%s' (see 'fp16probe gate --help')", argv[i]);
+        if (set_numeric(&o, which, v))
+            return FP_GATE_ERROR;
     }
     if (base_sess && !base_db)
-        return cli_error(GATE_ERROR, "gate: --baseline-session needs --baseline");
-    if ((junit && !*junit) || (markdown && !*markdown))
-        return cli_error(GATE_ERROR, "gate: --junit and --markdown take a non-empty path");
-    fp_summary_t base, cand;
-    fp_gate_result_t res;
-    char cand_label[256], base_label[256] = "";
-    if (load(cand_db, sess, o.warmup, &cand, cand_label, sizeof cand_label))
-        return GATE_ERROR;
-    if (base_db && load(base_db, base_sess, o.warmup, &base, base_label, sizeof base_label)) {
-        fp_summary_free(&cand);
-        return GATE_ERROR;
+        return cli_error(FP_GATE_ERROR, "gate: --baseline-session needs --baseline");
+    if ((junit && !*junit) || (markdown && !*markdown) || (json && !*json))
+        return cli_error(FP_GATE_ERROR, "gate: --junit, --markdown and --json take a non-empty path");
+    if (inconclusive) {
+        if (strcmp(inconclusive, "pass") == 0)
+            o.inconclusive_fails = 0;
+        else if (strcmp(inconclusive, "fail") == 0)
+            o.inconclusive_fails = 1;
+        else
+            return cli_error(FP_GATE_ERROR, "gate: --inconclusive takes pass or fail, not '%s'", inconclusive);
     }
+    if (allow && parse_allow(allow, &o.allow))
+        return FP_GATE_ERROR;
+    fp_gate_side_t base, cand;
+    if (load(cand_db, sess, o.warmup, &cand))
+        return FP_GATE_ERROR;
+    if (base_db && load(base_db, base_sess, o.warmup, &base)) {
+        fp_gate_side_free(&cand);
+        return FP_GATE_ERROR;
+    }
+    fp_gate_result_t res;
     int rc = fp_gate_run(base_db ? &base : NULL, &cand, &o, &res);
-    fp_summary_free(&cand);
+    fp_gate_side_free(&cand);
     if (base_db)
-        fp_summary_free(&base);
+        fp_gate_side_free(&base);
     if (rc != FP_OK)
-        return cli_error(GATE_ERROR, "gate: %s", fp_error_message());
-    snprintf(res.candidate, sizeof res.candidate, "%s", cand_label);
-    snprintf(res.baseline, sizeof res.baseline, "%s", base_label);
+        return cli_error(FP_GATE_ERROR, "gate: %s", fp_error_message());
     fp_gate_print_table(stdout, &res);
+    const char *gha = getenv("GITHUB_ACTIONS");
+    if (gha && strcmp(gha, "true") == 0)
+        fp_gate_github(stdout, &res);
     fflush(stdout);
+    char note[2048];
+    fp_gate_inconclusive_note(note, sizeof note, &res);
+    if (note[0])
+        fprintf(stderr, "fp16probe: gate: warning: %s\n", note);
     int code = fp_gate_exit_code(&res);
     if (junit && write_file(junit, fp_gate_junit, &res))
-        code = cli_error(GATE_ERROR, "gate: %s", fp_error_message());
+        code = cli_error(FP_GATE_ERROR, "gate: %s", fp_error_message());
     if (markdown && write_file(markdown, fp_gate_markdown, &res))
-        code = cli_error(GATE_ERROR, "gate: %s", fp_error_message());
+        code = cli_error(FP_GATE_ERROR, "gate: %s", fp_error_message());
+    if (json && write_file(json, fp_gate_json, &res))
+        code = cli_error(FP_GATE_ERROR, "gate: %s", fp_error_message());
     const char *summary = getenv("GITHUB_STEP_SUMMARY");
     if (markdown && summary && *summary) {
         FILE *f = fopen(summary, "a");
         if (!f) {
-            code = cli_error(GATE_ERROR, "gate: cannot append to $GITHUB_STEP_SUMMARY (%s): %s", summary,
+            code = cli_error(FP_GATE_ERROR, "gate: cannot append to $GITHUB_STEP_SUMMARY (%s): %s", summary,
                              strerror(errno));
         } else {
             fp_gate_markdown(f, &res);
             if (fclose(f) != 0)
-                code = cli_error(GATE_ERROR, "gate: cannot append to $GITHUB_STEP_SUMMARY (%s)", summary);
+                code = cli_error(FP_GATE_ERROR, "gate: cannot append to $GITHUB_STEP_SUMMARY (%s)", summary);
         }
     }
     fp_gate_result_free(&res);

@@ -142,6 +142,15 @@ typedef struct {
 } fp_eval_row_t;
 /* Evaluations of a run, by step then split. */
 int fp_reader_evaluations(fp_reader_t *r, int64_t run, fp_eval_row_t **rows, size_t *n);
+/* How many images each evaluation of a run used, where the file records it (a column
+ * evaluations.images; NULL reads as -1). *n = 0 when the file has no such column: derive the count
+ * from the run's configuration (eval_batches x batch). By step then split. */
+typedef struct {
+    int64_t step;
+    char split[16];
+    int64_t images;
+} fp_eval_images_t;
+int fp_reader_eval_images(fp_reader_t *r, int64_t run, fp_eval_images_t **rows, size_t *n);
 
 typedef struct {
     int64_t start, step;         /* step < 0: none */

@@ -345,3 +345,38 @@ int fp_reader_layer_times(fp_reader_t *r, int64_t run, int64_t step_lo, int64_t 
                       " WHERE run = ?1 AND step BETWEEN ?2 AND ?3 ORDER BY step, layer, phase",
                    args, 3, 1, sizeof **rows, (void **)rows, n, fill_layer_time, "reading layer times");
 }
+
+/* ---------------------------------------------------------------- evaluated images (the gate) */
+
+static int fill_count(sqlite3_stmt *st, void *elem, fp_reader_t *r)
+{
+    (void)r;
+    *(int64_t *)elem = sqlite3_column_int64(st, 0);
+    return FP_OK;
+}
+
+static int fill_eval_images(sqlite3_stmt *st, void *elem, fp_reader_t *r)
+{
+    (void)r;
+    fp_eval_images_t *e = elem;
+    e->step = sqlite3_column_int64(st, 0);
+    fp_col_text(st, 1, e->split, sizeof e->split);
+    e->images = fp_col_i64(st, 2);
+    return FP_OK;
+}
+
+int fp_reader_eval_images(fp_reader_t *r, int64_t run, fp_eval_images_t **rows, size_t *n)
+{
+    *rows = NULL;
+    *n = 0;
+    int64_t *has = NULL;
+    size_t nh = 0;
+    int rc = collect(r, "SELECT count(*) FROM pragma_table_info('evaluations') WHERE name = 'images'", &run, 0, 0,
+                     sizeof *has, (void **)&has, &nh, fill_count, "reading the evaluations table's columns");
+    int present = rc == FP_OK && nh == 1 && has[0] > 0;
+    free(has);
+    if (rc != FP_OK || !present)
+        return rc;
+    return collect(r, "SELECT step, split, images FROM evaluations WHERE run = ?1 ORDER BY step, split", &run, 1, 1,
+                   sizeof **rows, (void **)rows, n, fill_eval_images, "reading evaluated image counts");
+}

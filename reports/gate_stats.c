@@ -1,6 +1,7 @@
-/* gate_stats.c — the Mann–Whitney U test (gate.h): average ranks for ties, the tie-corrected normal
- * approximation with continuity correction, and the exact null distribution for small samples
- * without ties. Promise: two-sided p-values in [0, 1]; identical samples give p = 1. */
+/* gate_stats.c — the gate's statistics (gate.h): the Mann–Whitney U test (average ranks for ties, the
+ * tie-corrected normal approximation with continuity correction, the exact null distribution for small
+ * samples without ties), the normal tail and its inverse, the one-sided two-proportion z-test, Wilson
+ * intervals and the standard error of a mean. Promise: p-values in [0, 1]; identical samples give p = 1. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,4 +113,70 @@ int fp_mann_whitney(const double *a, size_t na, const double *b, size_t nb, fp_m
     out->z = (d - cc) / sqrt(var);
     out->p = fmin(1.0, erfc(fabs(out->z) / sqrt(2.0)));
     return FP_OK;
+}
+
+double fp_normal_upper(double z)
+{
+    return 0.5 * erfc(z / sqrt(2.0));
+}
+
+double fp_normal_quantile_upper(double p)
+{
+    if (!(p > 0 && p < 1))
+        return NAN;
+    double lo = -40, hi = 40;   /* fp_normal_upper falls from 1 to 0 over [lo, hi] */
+    for (int i = 0; i < 200; i++) {
+        double mid = (lo + hi) / 2;
+        if (fp_normal_upper(mid) > p)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return (lo + hi) / 2;
+}
+
+double fp_two_prop_p(double k1, double n1, double k2, double n2)
+{
+    if (!(n1 >= 1 && n2 >= 1) || isnan(k1) || isnan(k2))
+        return NAN;
+    double p1 = k1 / n1, p2 = k2 / n2;
+    if (p1 <= p2)
+        return 1;
+    double pool = (k1 + k2) / (n1 + n2);
+    double se = sqrt(pool * (1 - pool) * (1 / n1 + 1 / n2));
+    if (!(se > 0))
+        return 1;
+    return fp_normal_upper((p1 - p2) / se);
+}
+
+void fp_wilson(double k, double n, double alpha, double *lo, double *hi)
+{
+    if (!(n >= 1) || isnan(k)) {
+        *lo = *hi = NAN;
+        return;
+    }
+    double z = fp_normal_quantile_upper(alpha / 2), p = k / n, z2 = z * z;
+    double centre = (p + z2 / (2 * n)) / (1 + z2 / n);
+    double half = z / (1 + z2 / n) * sqrt(p * (1 - p) / n + z2 / (4 * n * n));
+    *lo = fmax(0, centre - half);
+    *hi = fmin(1, centre + half);
+}
+
+size_t fp_mean_se(const double *x, size_t n, double *mean, double *se)
+{
+    size_t k = 0;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(x[i]))
+            sum += x[i], k++;
+    *mean = k ? sum / (double)k : NAN;
+    *se = NAN;
+    if (k < 2)
+        return k;
+    double ss = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(x[i]))
+            ss += (x[i] - *mean) * (x[i] - *mean);
+    *se = sqrt(ss / (double)(k - 1)) / sqrt((double)k);
+    return k;
 }

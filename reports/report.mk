@@ -6,7 +6,8 @@ reports_libfpreport_a_SOURCES = reports/report.h reports/summary.h reports/summa
 	reports/sha256.h reports/sha256.c \
 	reports/html_writer.h reports/html_writer.c reports/units.h reports/units.c \
 	reports/svg_chart.h reports/svg_chart.c reports/report_html.c reports/report_csv.c reports/report_write.c \
-	reports/trace_chrome.c reports/gate.h reports/gate_stats.c reports/gate.c reports/gate_output.c
+	reports/trace_chrome.c reports/gate.h reports/gate_stats.c reports/gate.c reports/gate_output.c \
+	reports/gate_load.c reports/gate_config.c
 REPORT_LDADD = reports/libfpreport.a $(FP_LDADD)
 
 fp16probe_SOURCES += cli/cmd_report.c cli/cmd_gate.c cli/cmd_trace.c
@@ -18,7 +19,8 @@ check_PROGRAMS += $(REPORT_TESTS) tests/test_report_fixture
 TESTS += $(REPORT_TESTS)
 tests_test_report_html_SOURCES = tests/test_report_html.c $(REPORT_TEST_UTIL) $(STORE_TEST_UTIL)
 tests_test_report_html_LDADD = tests/libtap.a $(REPORT_LDADD)
-tests_test_gate_SOURCES = tests/test_gate.c $(REPORT_TEST_UTIL) $(STORE_TEST_UTIL)
+GATE_TEST_UTIL = tests/gate_testutil.c tests/gate_testutil.h
+tests_test_gate_SOURCES = tests/test_gate.c $(GATE_TEST_UTIL) $(REPORT_TEST_UTIL) $(STORE_TEST_UTIL)
 tests_test_gate_LDADD = tests/libtap.a $(REPORT_LDADD)
 # writes generated sessions for tests/test_report_cli.sh
 tests_test_report_fixture_SOURCES = tests/test_report_fixture.c $(REPORT_TEST_UTIL)

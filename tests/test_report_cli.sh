@@ -1,10 +1,10 @@
 #!/bin/sh
-# test_report_cli.sh — `fp16probe report`, `export --chrome-trace` and `gate` as a user and a CI job
-# meet them, on sessions written by tests/test_report_fixture: the HTML parses (python3 html.parser,
-# with a strict balance check) and holds every chart, CSV files parse with the right columns, the trace
-# JSON parses and holds the expected events, gate exit codes 0/1/2/3 with JUnit and Markdown, bad input
-# gives one line, the documented status and no output file; and, where Debian's `chromium` is
-# installed, a headless render (a non-blank screenshot, a DOM with the charts).
+# test_report_cli.sh — `fp16probe report` and `export --chrome-trace` as a user and a CI job meet them
+# (the gate's command: tests/test_gate_cli.sh), on sessions written by tests/test_report_fixture: the
+# HTML parses (python3 html.parser, with a strict balance check) and holds every chart, CSV files parse
+# with the right columns, the trace JSON parses and holds the expected events, bad input gives one
+# line, the documented status and no output file; and, where Debian's `chromium` is installed, a
+# headless render (a non-blank screenshot, a DOM with the charts).
 bin="${top_builddir:-.}/fp16probe"
 fixture="${top_builddir:-.}/tests/test_report_fixture"
 if ! "$bin" report --help >/dev/null 2>&1; then
@@ -25,7 +25,7 @@ status_line() {
     "$@" >"$tmp/out" 2>"$tmp/err"; got=$?
     test "$got" -eq "$want" && test "$(wc -l <"$tmp/err")" -eq 1 && grep -q "^fp16probe: .*$word" "$tmp/err"
 }
-echo "1..33"
+echo "1..18"
 check "report --help" sh -c "'$bin' report --help | grep -q 'usage: fp16probe report'"
 check "report --html --csv" "$bin" report --db "$db" --html "$tmp/r.html" --csv "$tmp/csv"
 check "the HTML and five CSV files exist, nothing else" \
@@ -137,7 +137,6 @@ fi
 
 # ---- bad input: one line, the documented status, no output left behind
 "$fixture" "$tmp/empty.db" empty
-"$fixture" "$tmp/vgg.db" vgg
 check "report: a missing session: status 1, one line" status_line 1 "no session 9" "$bin" report --db "$db" --session 9 --html "$tmp/x.html"
 check "report: an empty session: status 1, one line" status_line 1 "empty" "$bin" report --db "$tmp/empty.db" --html "$tmp/x.html"
 check "report: an unwritable output path: status 1, one line" status_line 1 "cannot write" "$bin" report --db "$db" --html "$tmp/no/dir/x.html"
@@ -148,35 +147,6 @@ check "report --session abc: status 2" status_line 2 "abc" "$bin" report --db "$
 check "export --chrome-trace to an unwritable path: status 1, no file" \
     sh -c "! '$bin' export --db '$db' --chrome-trace '$tmp/no/t.json' 2>/dev/null && test ! -e '$tmp/no'"
 check "export --chrome-trace on a missing session: status 1" status_line 1 "no session 5" "$bin" export --db "$db" --session 5 --chrome-trace "$tmp/t2.json"
-
-# ---- the gate
-"$fixture" "$tmp/base.db" base 1 && "$fixture" "$tmp/same.db" same 2 && "$fixture" "$tmp/slow.db" slow 3 &&
-    "$fixture" "$tmp/few.db" few 4 && "$fixture" "$tmp/fp32only.db" fp32only 5
-gate() { "$bin" gate "$@" >"$tmp/gate.out" 2>"$tmp/gate.err"; echo $?; }
-check "gate: same distribution passes (exit 0)" test "$(gate --baseline "$tmp/base.db" --candidate "$tmp/same.db")" -eq 0
-check "gate: the table lists every check" sh -c "grep -q '^step_time\\[fp16\\] *PASS' '$tmp/gate.out' && grep -q '^gate: PASS' '$tmp/gate.out'"
-check "gate: a 10% slowdown is a regression (exit 1)" test "$(gate --baseline "$tmp/base.db" --candidate "$tmp/slow.db" --junit "$tmp/j.xml" --markdown "$tmp/s.md")" -eq 1
-check "gate: the table shows the failing check" grep -q '^step_time\[fp32\] *FAIL' "$tmp/gate.out"
-if [ -n "$PY" ]; then
-    check "gate --junit: XML parses, one testcase per check, failures marked" "$PY" -c "
-import sys, xml.etree.ElementTree as ET
-t = ET.parse('$tmp/j.xml').getroot(); cases = t.findall('.//testcase')
-lines = [l for l in open('$tmp/gate.out') if l.split()[:1] and '[' in l.split()[0]]
-sys.exit(0 if len(cases) == len(lines) and len(t.findall('.//failure')) >= 2 else 1)"
-else
-    skip "python3 not found: JUnit parse"
-fi
-check "gate --markdown: a summary file" grep -q '^### fp16probe gate: REGRESSION' "$tmp/s.md"
-: >"$tmp/step_summary.md"
-check "gate appends the Markdown to \$GITHUB_STEP_SUMMARY" sh -c "GITHUB_STEP_SUMMARY='$tmp/step_summary.md' '$bin' gate --baseline '$tmp/base.db' --candidate '$tmp/same.db' --markdown '$tmp/s2.md' >/dev/null && grep -q 'fp16probe gate: PASS' '$tmp/step_summary.md'"
-check "gate: too few steps is inconclusive (exit 2)" test "$(gate --baseline "$tmp/base.db" --candidate "$tmp/few.db")" -eq 2
-check "gate: a missing arm is an error (exit 3, one line)" status_line 3 "missing arm" "$bin" gate --baseline "$tmp/base.db" --candidate "$tmp/fp32only.db"
-check "gate: sessions of different models: exit 3" status_line 3 "different models" "$bin" gate --baseline "$tmp/base.db" --candidate "$tmp/vgg.db"
-check "gate: a missing database: exit 3" status_line 3 "nothing.db" "$bin" gate --candidate "$tmp/nothing.db"
-check "gate: a usage error is exit 3" status_line 3 "unexpected" "$bin" gate --frobnicate
-check "gate without --baseline: threshold checks only (exit 0)" test "$(gate --candidate "$tmp/same.db")" -eq 0
-check "gate: --max-slowdown 20 lets the 10% slowdown pass" test "$(gate --baseline "$tmp/base.db" --candidate "$tmp/slow.db" --max-slowdown 20)" -eq 0
-check "gate --junit to an unwritable path: exit 3, no file" sh -c "'$bin' gate --candidate '$tmp/same.db' --junit '$tmp/no/j.xml' >/dev/null 2>&1; test \$? -eq 3 && test ! -e '$tmp/no'"
 
 # ---- headless Chromium (Debian package `chromium`): optional
 CHROME=$(command -v chromium || command -v chromium-browser || true)

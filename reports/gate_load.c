@@ -1,0 +1,162 @@
+/* gate_load.c — what the gate reads of a session (gate.h), through the store reader only: the summary
+ * (summary.h) and, per arm, its environment and configuration, the lost-update rate of the parameter
+ * pass's events and how many images its last validation used (the store's count where it keeps one,
+ * else derived from the run's configuration, saying so). Promise: what is not recorded stays unknown
+ * (NaN, -1), never a guess presented as a measurement. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "error.h"
+#include "gate.h"
+#include "store.h"
+
+double fp_gate_lost_pct(const char *text)
+{
+    static const char head[] = "lost updates at step";
+    if (strncmp(text, head, sizeof head - 1) != 0)
+        return NAN;
+    const char *colon = strchr(text, ':');
+    if (!colon)
+        return NAN;
+    char *end;
+    double v = strtod(colon + 1, &end);
+    return end != colon + 1 && *end == '%' && v >= 0 && v <= 100 ? v : NAN;
+}
+
+/* Images in the validation split of a data spec; -1 unknown (trainer/data: synthetic has 10,000,
+ * synthetic:N has max(N / 5, 10), CIFAR-10's test batch 10,000; an image folder's size is not stored). */
+static int64_t val_split_size(const char *data)
+{
+    if (strcmp(data, "synthetic") == 0)
+        return 10000;
+    if (strncmp(data, "synthetic:", 10) == 0) {
+        char *end;
+        long long n = strtoll(data + 10, &end, 10);
+        if (end == data + 10 || *end || n < 10)
+            return -1;
+        return n / 5 > 10 ? n / 5 : 10;
+    }
+    if (strncmp(data, "cifar10:", 8) == 0 || strcmp(data, "cifar10") == 0)
+        return 10000;
+    return -1;
+}
+
+static int64_t json_int(const char *json, const char *key)
+{
+    char v[32], *end;
+    if (!fp_json_lookup(json, key, v, sizeof v))
+        return -1;
+    long long x = strtoll(v, &end, 10);
+    return end != v && !*end && x >= 0 ? (int64_t)x : -1;
+}
+
+int64_t fp_gate_eval_images_from_config(const char *config, char *why, size_t cap)
+{
+    char data[160] = "";
+    char dummy[8];
+    if (!why)
+        why = dummy, cap = sizeof dummy;
+    why[0] = '\0';
+    fp_json_lookup(config, "data", data, sizeof data);
+    int64_t batches = json_int(config, "eval_batches"), batch = json_int(config, "batch");
+    int64_t split = data[0] ? val_split_size(data) : -1;
+    if (batches > 0 && batch > 0) {
+        int64_t n = batches * batch;
+        if (split > 0 && split < n) {
+            snprintf(why, cap, "the whole %s validation split (derived from the run's configuration)", data);
+            return split;
+        }
+        snprintf(why, cap, "eval_batches %lld x batch %lld, derived from the run's configuration%s",
+                 (long long)batches, (long long)batch, split > 0 ? "" : " (at most: the split's size is not stored)");
+        return n;
+    }
+    if (batches == 0 && split > 0) {
+        snprintf(why, cap, "the whole %s validation split (derived from the run's configuration)", data);
+        return split;
+    }
+    snprintf(why, cap, "unknown: the store keeps no image count and the run's configuration does not give one");
+    return -1;
+}
+
+static int load_extra(fp_reader_t *r, const fp_arm_t *a, fp_gate_extra_t *x)
+{
+    memset(x, 0, sizeof *x);
+    x->lost_pct = x->lost_max = NAN;
+    x->eval_images = -1;
+    int rc = fp_reader_run_env(r, a->run.id, &x->env);
+    if (rc != FP_OK)
+        return rc;
+    fp_event_row_t *ev = NULL;
+    size_t nev = 0;
+    if ((rc = fp_reader_events(r, a->run.id, FP_EVENT_INFO, 0, &ev, &nev)) != FP_OK)
+        return rc;
+    double sum = 0;
+    for (size_t i = 0; i < nev; i++) {
+        double v = fp_gate_lost_pct(ev[i].text);
+        if (isnan(v))
+            continue;
+        sum += v;
+        x->lost_max = x->lost_samples ? fmax(x->lost_max, v) : v;
+        x->lost_samples++;
+    }
+    free(ev);
+    if (x->lost_samples)
+        x->lost_pct = sum / x->lost_samples;
+    /* the last validation's image count: the store's, else the configuration's */
+    fp_eval_images_t *im = NULL;
+    size_t nim = 0;
+    if ((rc = fp_reader_eval_images(r, a->run.id, &im, &nim)) != FP_OK)
+        return rc;
+    for (size_t i = 0; i < nim; i++)
+        if (im[i].step == a->val_step && strcmp(im[i].split, "val") == 0 && im[i].images > 0) {
+            x->eval_images = im[i].images;
+            snprintf(x->eval_from, sizeof x->eval_from, "recorded by the store");
+        }
+    free(im);
+    if (x->eval_images < 0)
+        x->eval_images = fp_gate_eval_images_from_config(x->env.config, x->eval_from, sizeof x->eval_from);
+    return FP_OK;
+}
+
+void fp_gate_side_free(fp_gate_side_t *side)
+{
+    if (!side)
+        return;
+    fp_summary_free(&side->s);
+    free(side->x);
+    side->x = NULL;
+}
+
+int fp_gate_load(const char *path, int64_t session, int64_t warmup, fp_gate_side_t *side)
+{
+    memset(side, 0, sizeof *side);
+    fp_reader_t *r;
+    int rc = fp_reader_open_snapshot(&r, path);
+    if (rc != FP_OK)
+        return rc;
+    rc = fp_summary_load(r, session, warmup, &side->s);
+    if (rc != FP_OK) {   /* nothing left allocated */
+        fp_reader_close(r);
+        memset(side, 0, sizeof *side);
+        return rc;
+    }
+    if (!(side->x = calloc(side->s.narms, sizeof *side->x)))
+        rc = fp_fail(FP_ENOMEM, "out of memory");
+    for (size_t i = 0; rc == FP_OK && i < side->s.narms; i++)
+        rc = load_extra(r, &side->s.arms[i], &side->x[i]);
+    fp_reader_close(r);
+    if (rc != FP_OK) {
+        fp_gate_side_free(side);
+        return rc;
+    }
+    char *label = side->label;
+    size_t cap = sizeof side->label;
+    snprintf(label, cap, "%s session %lld (%s", path, (long long)side->s.session.id, side->s.model);
+    for (size_t i = 0; i < side->s.narms; i++) {
+        size_t len = strlen(label);
+        snprintf(label + len, cap - len, "%s%s", i ? ", " : ": ", side->s.arms[i].run.policy);
+    }
+    size_t len = strlen(label);
+    snprintf(label + len, cap - len, ")");
+    return FP_OK;
+}
