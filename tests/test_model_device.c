@@ -52,7 +52,7 @@ int main(void)
     fake.name = "cpu-as-device";
     fake.host_memory = 0;
     fake.alloc = fake_alloc;
-    tap_plan(3 + 4 * 7);
+    tap_plan(3 + 4 * 8);
 
     float *x = malloc((size_t)N * SIZE * SIZE * 3 * sizeof(float));
     int labels[N] = {1, 4, 7, 9};
@@ -116,6 +116,14 @@ int main(void)
         rc = rc ? rc : fp_model_backward(d, dl);
         tap_ok(rc == FP_OK && same(fp_model_grads(c), fp_model_grads(d), fp_model_num_params(c)),
                "%s: backward of host dlogits: gradients equal", policies[p]);
+        /* zero_grad after the host has read the gradients: the host must see the zeros (the device copy is
+         * the one cleared; the host mirror is downloaded again, not left with the old values) */
+        fp_model_zero_grad(d);
+        const float *zg = fp_model_grads(d);
+        size_t nonzero = 0;
+        for (size_t i = 0; zg && i < fp_model_num_params(d); i++)
+            nonzero += zg[i] != 0.0f;
+        tap_ok(zg && nonzero == 0, "%s: zero_grad: the host reads zero gradients (%zu not zero)", policies[p], nonzero);
         int nl = fp_model_layer_count(c), cnt = fp_model_layer_output(c, nl / 2, NULL, 0, NULL);
         float *oc = malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof(float)), *od = malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof(float));
         int r1 = cnt > 0 ? fp_model_layer_output(c, nl / 2, oc, (size_t)cnt, NULL) : -1;
