@@ -710,7 +710,9 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
     double t0 = fp_clock_mono_s();
     int rc = FP_OK, interrupted = 0, first = 1;
     int64_t t = c->start_iter;   /* steps every active arm has been offered (a resume starts further on) */
-    while (t < steps && !interrupted) {
+    /* rc != FP_OK: the store failed (every step polls it) and nothing more can be recorded, so the loop stops
+     * now rather than train on unrecorded (the next turn's ring_reserve used to clear rc) */
+    while (t < steps && !interrupted && rc == FP_OK) {
         int any = 0;
         for (int i = 0; i < c->narms; i++)
             any |= c->arms[i].active;
@@ -757,7 +759,11 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
     }
     fp_cmp_gpu_probes_end(c);
     if (rc) {   /* the store failed: nothing more can be recorded */
-        snprintf(res->message, sizeof res->message, "%s", fp_error_message());
+        int64_t done = 0;
+        for (int i = 0; i < c->narms; i++)
+            done = res->arms[i].steps_done > done ? res->arms[i].steps_done : done;
+        snprintf(res->message, sizeof res->message, "training stopped after step %" PRId64 ": %s", done,
+                 fp_error_message());
         for (int i = 0; i < c->narms; i++)
             if (res->arms[i].status == FP_RUN_RUNNING) {
                 res->arms[i].status = FP_RUN_FAILED;

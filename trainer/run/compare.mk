@@ -11,6 +11,11 @@ tests_test_step_plan_LDADD = $(TEST_LDADD)
 tests_test_compare_SOURCES = tests/test_compare.c $(STORE_TEST_UTIL)
 tests_test_compare_LDADD = tests/libtap.a $(REPORT_LDADD)
 dist_check_SCRIPTS += tests/test_compare_cli.sh
+# The loop while another process holds the database: a short lock waited out, a long one stopping the run.
+check_PROGRAMS += tests/test_compare_busy
+TESTS += tests/test_compare_busy
+tests_test_compare_busy_SOURCES = tests/test_compare_busy.c $(STORE_TEST_UTIL)
+tests_test_compare_busy_LDADD = $(TEST_LDADD)
 
 # The GPU probes in a short CUDA comparison (kernel rows, device samples, step energy); skips without a GPU.
 check_PROGRAMS += tests/gpu/test_gpu_probes
