@@ -166,8 +166,12 @@ static void bad_meta(const char *good, const char *key, const char *value, const
     int rc = rewrite_meta(good, p, key, value);
     rc = rc ? -1000 + rc : fp_checkpoint_open(&ck, p);
     const char *m = fp_error_message();
+    char shown[200] = "";   /* the value for the test's one line */
+    size_t k = 0;
+    for (const char *q = value ? value : "(none)"; *q && k + 3 < sizeof shown; q++)
+        k += (size_t)snprintf(shown + k, sizeof shown - k, *q == '\n' ? "\\n" : "%c", *q);
     tap_ok(rc == FP_EFORMAT && !ck && one_line(m) && strstr(m, "meta_") && strstr(m, key) && (!want || strstr(m, want)),
-           "checkpoint with %s '%s' refused at open, one line naming file and field (%s)", key, value ? value : "(none)",
+           "checkpoint with %s '%s' refused at open, one line naming file and field (%s)", key, shown,
            rc == FP_OK ? "opened" : m);
     fp_checkpoint_close(ck);
 }
@@ -221,6 +225,47 @@ int main(void)
     tap_ok(rc == FP_EVERSION && !ck && one_line(fp_error_message()) && strstr(fp_error_message(), "v2.safetensors") &&
                strstr(fp_error_message(), "version '2' is not supported"),
            "version 2: FP_EVERSION naming the file and the version (%s)", fp_error_message());
+
+    /* metadata a hostile or broken file may carry (issue 21 #10): each refused at open, naming file and field */
+    bad_meta(good, "scaler_scale", "nan", "finite number > 0");
+    bad_meta(good, "scaler_scale", "0x0p+0", "finite number > 0");
+    bad_meta(good, "scaler_scale", "-0x1p+0", NULL);
+    bad_meta(good, "scaler_scale", "inf", NULL);
+    bad_meta(good, "scaler_scale", "0x1p+200", NULL);   /* finite, but no float */
+    bad_meta(good, "scaler_scale", " 0x1p+0", NULL);
+    bad_meta(good, "scaler_scale", NULL, "has no");
+    bad_meta(good, "iteration", "1e6", "not an integer");
+    bad_meta(good, "iteration", " 5", NULL);
+    bad_meta(good, "iteration", "+5", NULL);
+    bad_meta(good, "iteration", "0x10", NULL);
+    bad_meta(good, "iteration", "-3", "out of range");
+    bad_meta(good, "iteration", "2000000000000", "out of range");
+    bad_meta(good, "optim_step", "5", "out of range");   /* beyond the iteration (0) */
+    bad_meta(good, "data_batch", "-1", NULL);
+    bad_meta(good, "scaler_mode", "7", NULL);
+    bad_meta(good, "scaler_growth_interval", "0", NULL);
+    bad_meta(good, "scaler_backoff_factor", "0x1p+1", NULL);
+    bad_meta(good, "scaler_growth_factor", "0x1p-1", NULL);
+    bad_meta(good, "optimizer_config", "{\"kind\":\"sgd\"", "optimizer JSON");
+    bad_meta(good, "optimizer_config", "not json\nat all", "optimizer JSON");
+    bad_meta(good, "optimizer_config",
+             "{\"kind\":\"adam\",\"momentum\":0.90000000000000002,\"nesterov\":0,\"weight_decay\":0.00050000000000000001,"
+             "\"beta1\":0.90000000000000002,\"beta2\":0.999,\"eps\":1e-08}",
+             "kind");
+    bad_meta(good, "optimizer_config",
+             "{\"kind\":\"sgd\",\"momentum\":nan,\"nesterov\":0,\"weight_decay\":0.00050000000000000001,"
+             "\"beta1\":0.90000000000000002,\"beta2\":0.999,\"eps\":1e-08}",
+             "out of range");
+    bad_meta(good, "model", "tiny\nnet", "not a name");
+    bad_meta(good, "policy", "", "not a name");
+    {   /* a large iteration is still a checkpoint (a resume refuses it when it is at or past --steps) */
+        snprintf(path, sizeof path, "%s/iter.safetensors", dir);
+        rc = rewrite_meta(good, path, "iteration", "1000000");
+        rc = rc ? rc : fp_checkpoint_open(&ck, path);
+        tap_ok(rc == FP_OK, "iteration 1000000 (>= optimizer step) opens (%s)", rc ? fp_error_message() : "ok");
+        fp_checkpoint_close(ck);
+        ck = NULL;
+    }
 
     /* plain weights (no checkpoint metadata) are refused as a checkpoint */
     snprintf(p2, sizeof p2, "%s/weights.safetensors", dir);

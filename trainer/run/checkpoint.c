@@ -3,6 +3,9 @@
  * C99 hex), so a restore reproduces the saved state bit for bit. */
 #include "config.h"
 #include <errno.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +32,148 @@ static int meta_double(fp_st_writer *w, const char *key, double v)
     char buf[48];
     snprintf(buf, sizeof buf, "%a", v);   /* exact */
     return fp_st_writer_metadata(w, key, buf);
+}
+
+/* s for a one-line message: at most size - 1 bytes, control characters as '?', cut with "..." when longer. */
+static void printable(char *buf, size_t size, const char *s)
+{
+    size_t n = 0, len = strlen(s);
+    for (; n + 1 < size && s[n]; n++)
+        buf[n] = (unsigned char)s[n] < 0x20 || s[n] == 0x7f ? '?' : s[n];
+    buf[n] = '\0';
+    if (n < len && size > 4)
+        memcpy(buf + size - 4, "...", 4);
+}
+
+/* ---- reading __metadata__: exactly the text the writer writes, every value in its range ---- */
+
+/* FP_EFORMAT naming the file, the key and its value (made printable) and what was wanted. */
+static int bad_meta(const fp_st *st, const char *key, const char *s, const char *want)
+{
+    char v[64];
+    printable(v, sizeof v, s);
+    return fp_fail(FP_EFORMAT, "%s: checkpoint metadata '%s' is '%s': %s", fp_st_path(st), key, v, want);
+}
+
+/* An integer of __metadata__ as meta_i64 writes it (an optional '-', digits: no spaces, '+', hex or exponent)
+ * within [lo, hi]. */
+static int get_i64_st(const fp_st *st, const char *key, int64_t lo, int64_t hi, int64_t *out)
+{
+    const char *s = fp_st_metadata(st, key);
+    if (!s)
+        return fp_fail(FP_EFORMAT, "%s: checkpoint metadata has no '%s'", fp_st_path(st), key);
+    const char *d = s + (*s == '-');
+    int ok = *d != '\0';
+    for (const char *q = d; ok && *q; q++)
+        ok = *q >= '0' && *q <= '9';
+    char *end;
+    errno = 0;
+    long long v = ok ? strtoll(s, &end, 10) : 0;
+    if (!ok || errno || *end) {
+        char want[96];
+        snprintf(want, sizeof want, "not an integer in [%" PRId64 ", %" PRId64 "]", lo, hi);
+        return bad_meta(st, key, s, want);
+    }
+    if (v < lo || v > hi) {
+        char want[96];
+        snprintf(want, sizeof want, "out of range (an integer in [%" PRId64 ", %" PRId64 "])", lo, hi);
+        return bad_meta(st, key, s, want);
+    }
+    *out = v;
+    return FP_OK;
+}
+
+/* A number of __metadata__ as meta_double writes it (C99 hex, "%a"; plain decimal is read too; no spaces, no
+ * inf or nan): finite, in [lo, hi] (lo excluded when lo_open). */
+static int get_double_st(const fp_st *st, const char *key, double lo, int lo_open, double hi, double *out)
+{
+    const char *s = fp_st_metadata(st, key);
+    if (!s)
+        return fp_fail(FP_EFORMAT, "%s: checkpoint metadata has no '%s'", fp_st_path(st), key);
+    const char *d = s + (*s == '-');
+    int ok = *d >= '0' && *d <= '9';
+    for (const char *q = d; ok && *q; q++)
+        ok = strchr("0123456789abcdefABCDEFxXpP.+-", *q) != NULL;
+    char *end;
+    double v = ok ? strtod(s, &end) : NAN;
+    ok = ok && !*end && isfinite(v);
+    if (!ok || v < lo || (lo_open && v == lo) || v > hi) {
+        char want[96];
+        snprintf(want, sizeof want, "needs a finite number %s %g and <= %g", lo_open ? ">" : ">=", lo, hi);
+        return bad_meta(st, key, s, want);
+    }
+    *out = v;
+    return FP_OK;
+}
+
+/* A name (model, policy, optimizer): 1 to 63 of [a-z0-9_.-]. */
+static int get_name_st(const fp_st *st, const char *key)
+{
+    const char *s = fp_st_metadata(st, key);
+    if (!s)
+        return fp_fail(FP_EFORMAT, "%s: checkpoint metadata has no '%s'", fp_st_path(st), key);
+    size_t n = strlen(s);
+    int ok = n > 0 && n < 64;
+    for (const char *q = s; ok && *q; q++)
+        ok = (*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9') || *q == '_' || *q == '.' || *q == '-';
+    return ok ? FP_OK : bad_meta(st, key, s, "not a name");
+}
+
+/* The optimizer's hyperparameters as fp_checkpoint_save writes them (optimizer_json): exactly that text, of
+ * the checkpoint's optimizer, every value finite and in its range. */
+static void optimizer_json(char *buf, size_t size, const char *kind, double momentum, int nesterov,
+                           double weight_decay, double beta1, double beta2, double eps)
+{
+    snprintf(buf, size,
+             "{\"kind\":\"%s\",\"momentum\":%.17g,\"nesterov\":%d,\"weight_decay\":%.17g,\"beta1\":%.17g,"
+             "\"beta2\":%.17g,\"eps\":%.17g}",
+             kind, momentum, nesterov, weight_decay, beta1, beta2, eps);
+}
+
+static int check_optimizer_config(const fp_st *st)
+{
+    const char *s = fp_st_metadata(st, "optimizer_config"), *kind = fp_st_metadata(st, "optimizer");
+    if (!s)
+        return fp_fail(FP_EFORMAT, "%s: checkpoint metadata has no 'optimizer_config'", fp_st_path(st));
+    char k[16], again[512];
+    double m, wd, b1, b2, eps;
+    int nest, used = -1;
+    int n = sscanf(s, "{\"kind\":\"%15[a-z]\",\"momentum\":%lf,\"nesterov\":%d,\"weight_decay\":%lf,\"beta1\":%lf,"
+                      "\"beta2\":%lf,\"eps\":%lf}%n",
+                   k, &m, &nest, &wd, &b1, &b2, &eps, &used);
+    if (n == 7 && used >= 0)
+        optimizer_json(again, sizeof again, k, m, nest, wd, b1, b2, eps);
+    if (n != 7 || used < 0 || s[used] || strcmp(again, s) != 0)
+        return bad_meta(st, "optimizer_config", s, "not the optimizer JSON fp16probe writes");
+    if (!kind || strcmp(k, kind) != 0)
+        return bad_meta(st, "optimizer_config", s, "its kind is not the checkpoint's optimizer");
+    if (!isfinite(m) || m < 0 || (nest != 0 && nest != 1) || !isfinite(wd) || wd < 0 || !isfinite(b1) || b1 < 0 ||
+        b1 >= 1 || !isfinite(b2) || b2 < 0 || b2 >= 1 || !isfinite(eps) || eps <= 0)
+        return bad_meta(st, "optimizer_config", s, "a hyperparameter out of range");
+    return FP_OK;
+}
+
+/* Every value fp_checkpoint_restore and a resume read, checked where the file is opened (so that a bad
+ * checkpoint is refused before anything is recorded). */
+static int check_meta(const fp_st *st)
+{
+    int64_t iter, ostep, v;
+    double d;
+    int rc = get_name_st(st, "model");
+    rc = rc ? rc : get_name_st(st, "policy");
+    rc = rc ? rc : get_name_st(st, "optimizer");
+    rc = rc ? rc : check_optimizer_config(st);
+    rc = rc ? rc : get_i64_st(st, "iteration", 0, FP_CHECKPOINT_MAX_STEPS, &iter);
+    rc = rc ? rc : get_i64_st(st, "optim_step", 0, iter, &ostep);
+    rc = rc ? rc : get_i64_st(st, "data_epoch", 0, FP_CHECKPOINT_MAX_STEPS, &v);
+    rc = rc ? rc : get_i64_st(st, "data_batch", 0, FP_CHECKPOINT_MAX_STEPS, &v);
+    rc = rc ? rc : get_i64_st(st, "scaler_mode", FP_SCALE_NONE, FP_SCALE_STATIC, &v);
+    rc = rc ? rc : get_double_st(st, "scaler_scale", 0, 1, FLT_MAX, &d);
+    rc = rc ? rc : get_double_st(st, "scaler_growth_factor", 1, 0, FLT_MAX, &d);
+    rc = rc ? rc : get_double_st(st, "scaler_backoff_factor", 0, 1, 1, &d);
+    rc = rc ? rc : get_i64_st(st, "scaler_growth_interval", 1, INT_MAX, &v);
+    rc = rc ? rc : get_i64_st(st, "scaler_clean_steps", 0, INT_MAX, &v);
+    return rc;
 }
 
 int fp_checkpoint_save(const char *path, fp_arm *arm, const fp_checkpoint_state *st)
@@ -82,10 +227,8 @@ int fp_checkpoint_save(const char *path, fp_arm *arm, const fp_checkpoint_state 
     if (rc)
         goto out;
     char buf[512];
-    snprintf(buf, sizeof buf,
-             "{\"kind\":\"%s\",\"momentum\":%.17g,\"nesterov\":%d,\"weight_decay\":%.17g,\"beta1\":%.17g,"
-             "\"beta2\":%.17g,\"eps\":%.17g}",
-             fp_optim_name(oc->kind), oc->momentum, oc->nesterov, oc->weight_decay, oc->beta1, oc->beta2, oc->eps);
+    optimizer_json(buf, sizeof buf, fp_optim_name(oc->kind), oc->momentum, oc->nesterov, oc->weight_decay, oc->beta1,
+                   oc->beta2, oc->eps);
     rc = fp_st_writer_metadata(w, "format", FP_CHECKPOINT_FORMAT);
     rc = rc ? rc : fp_st_writer_metadata(w, "version", FP_CHECKPOINT_VERSION);
     rc = rc ? rc : fp_st_writer_metadata(w, "model", fp_model_name(m));
@@ -123,17 +266,6 @@ out:
     return rc;
 }
 
-/* s for a one-line message: at most size - 1 bytes, control characters as '?', cut with "..." when longer. */
-static void printable(char *buf, size_t size, const char *s)
-{
-    size_t n = 0, len = strlen(s);
-    for (; n + 1 < size && s[n]; n++)
-        buf[n] = (unsigned char)s[n] < 0x20 || s[n] == 0x7f ? '?' : s[n];
-    buf[n] = '\0';
-    if (n < len && size > 4)
-        memcpy(buf + size - 4, "...", 4);
-}
-
 int fp_checkpoint_open(fp_checkpoint **out, const char *path)
 {
     *out = NULL;
@@ -154,6 +286,10 @@ int fp_checkpoint_open(fp_checkpoint **out, const char *path)
         return fp_fail(FP_EVERSION, "%s: checkpoint version '%s' is not supported (this build reads %s)", path, v,
                        FP_CHECKPOINT_VERSION);
     }
+    if ((rc = check_meta(st))) {
+        fp_st_close(st);
+        return rc;
+    }
     fp_checkpoint *ck = calloc(1, sizeof *ck);
     if (!ck) {
         fp_st_close(st);
@@ -173,32 +309,6 @@ void fp_checkpoint_close(fp_checkpoint *ck)
 }
 
 const char *fp_checkpoint_meta(const fp_checkpoint *ck, const char *key) { return fp_st_metadata(ck->st, key); }
-
-static int get_i64(const fp_checkpoint *ck, const char *key, int64_t *out)
-{
-    const char *s = fp_st_metadata(ck->st, key);
-    char *end;
-    if (!s)
-        return fp_fail(FP_EFORMAT, "%s: checkpoint metadata has no '%s'", fp_st_path(ck->st), key);
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end)
-        return fp_fail(FP_EFORMAT, "%s: checkpoint metadata '%s' is not an integer ('%s')", fp_st_path(ck->st), key, s);
-    *out = v;
-    return FP_OK;
-}
-
-static int get_double(const fp_checkpoint *ck, const char *key, double *out)
-{
-    const char *s = fp_st_metadata(ck->st, key);
-    char *end;
-    if (!s)
-        return fp_fail(FP_EFORMAT, "%s: checkpoint metadata has no '%s'", fp_st_path(ck->st), key);
-    *out = strtod(s, &end);
-    if (end == s || *end)
-        return fp_fail(FP_EFORMAT, "%s: checkpoint metadata '%s' is not a number ('%s')", fp_st_path(ck->st), key, s);
-    return FP_OK;
-}
 
 static int expect_str(const fp_checkpoint *ck, const char *key, const char *want)
 {
@@ -221,15 +331,19 @@ int fp_checkpoint_restore(const fp_checkpoint *ck, fp_arm *arm, int64_t *data_ep
         return rc;
     int64_t iter, ostep, ep, bi, mode, gi, clean;
     double scale, gf, bf;
-    if ((rc = get_i64(ck, "iteration", &iter)) || (rc = get_i64(ck, "optim_step", &ostep)) ||
-        (rc = get_i64(ck, "data_epoch", &ep)) || (rc = get_i64(ck, "data_batch", &bi)) ||
-        (rc = get_i64(ck, "scaler_mode", &mode)) || (rc = get_i64(ck, "scaler_growth_interval", &gi)) ||
-        (rc = get_i64(ck, "scaler_clean_steps", &clean)) || (rc = get_double(ck, "scaler_scale", &scale)) ||
-        (rc = get_double(ck, "scaler_growth_factor", &gf)) || (rc = get_double(ck, "scaler_backoff_factor", &bf)))
+    if ((rc = check_meta(ck->st)))   /* checked at open: read again here, the ranges with them */
         return rc;
-    if (iter < 0 || ostep < 0 || ostep > iter || ep < 0 || bi < 0)
-        return fp_fail(FP_EFORMAT, "%s: checkpoint counters are inconsistent (iteration %" PRId64 ", optimizer step %"
-                       PRId64 ")", path, iter, ostep);
+    fp_st *st = ck->st;
+    get_i64_st(st, "iteration", 0, FP_CHECKPOINT_MAX_STEPS, &iter);
+    get_i64_st(st, "optim_step", 0, iter, &ostep);
+    get_i64_st(st, "data_epoch", 0, FP_CHECKPOINT_MAX_STEPS, &ep);
+    get_i64_st(st, "data_batch", 0, FP_CHECKPOINT_MAX_STEPS, &bi);
+    get_i64_st(st, "scaler_mode", FP_SCALE_NONE, FP_SCALE_STATIC, &mode);
+    get_i64_st(st, "scaler_growth_interval", 1, INT_MAX, &gi);
+    get_i64_st(st, "scaler_clean_steps", 0, INT_MAX, &clean);
+    get_double_st(st, "scaler_scale", 0, 1, FLT_MAX, &scale);
+    get_double_st(st, "scaler_growth_factor", 1, 0, FLT_MAX, &gf);
+    get_double_st(st, "scaler_backoff_factor", 0, 1, 1, &bf);
     /* Model tensors (shapes checked, missing ones named); the optimizer's entries are extra here. */
     if ((rc = fp_model_load_st(m, ck->st, 1)))
         return rc;
@@ -303,9 +417,12 @@ int fp_checkpoint_settings_check(const fp_checkpoint *ck, const char *path, cons
         const char *have = fp_checkpoint_meta(ck, e->kv[2 * i]);
         if (!have)
             return fp_fail(FP_EFORMAT, "%s: checkpoint metadata has no '%s'", path, e->kv[2 * i]);
-        if (strcmp(have, e->val[i]) != 0)
+        if (strcmp(have, e->val[i]) != 0) {
+            char h[400];   /* the file's value on one line */
+            printable(h, sizeof h, have);
             return fp_fail(FP_EINVAL, "%s: checkpoint was made with %s %s, this run has %s (resume with the same "
-                           "settings)", path, what[i], have, e->val[i]);
+                           "settings)", path, what[i], h, e->val[i]);
+        }
     }
     return FP_OK;
 }

@@ -11,6 +11,7 @@
 
 #define FP_CHECKPOINT_FORMAT "fp16probe-checkpoint"
 #define FP_CHECKPOINT_VERSION "1"
+#define FP_CHECKPOINT_MAX_STEPS (INT64_C(1) << 40)   /* iteration and data position at most this (as --steps) */
 
 /* Where the loop stands: the arm's iteration is taken from the arm itself. */
 typedef struct {
@@ -27,8 +28,12 @@ int fp_checkpoint_save(const char *path, fp_arm *arm, const fp_checkpoint_state 
 
 typedef struct fp_checkpoint fp_checkpoint;
 
-/* Opens and checks a checkpoint (format and version). FP_EIO / FP_EFORMAT with one line naming the
- * file (and the tensor or key) otherwise. */
+/* Opens and checks a checkpoint: format and version (FP_EVERSION), and every __metadata__ value a restore or a
+ * resume reads, exactly as fp_checkpoint_save writes it and in its range: the names (model, policy, optimizer),
+ * the optimizer JSON, iteration and optimizer step (0 <= step <= iteration <= FP_CHECKPOINT_MAX_STEPS), the
+ * data position, the scaler (mode; scale finite, > 0, a float; growth >= 1; backoff in (0, 1]; interval >= 1;
+ * clean steps >= 0). FP_EIO / FP_EFORMAT with one line naming the file and the key (its value made printable)
+ * or tensor otherwise. */
 int fp_checkpoint_open(fp_checkpoint **out, const char *path);
 void fp_checkpoint_close(fp_checkpoint *ck);    /* NULL is fine */
 
