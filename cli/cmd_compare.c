@@ -1,7 +1,8 @@
 /* cmd_compare.c — `fp16probe compare` and `fp16probe <model>`: one model trained under several precision
  * policies side by side (trainer/run/compare.c), progress lines per arm, and the end-of-run summary table from
  * reports/summary.c (the figures the HTML report and the gate use). Exit status: 0 every arm finished,
- * 1 an arm or the comparison failed, 2 usage error (the valid choices listed), 130 interrupted. */
+ * 1 an arm or the comparison failed, 2 usage error (the valid choices listed), 130 interrupted (Ctrl-C or the
+ * dashboard's stop; 128 + the signal for another: 143 SIGTERM). */
 #include "config.h"
 #include <inttypes.h>
 #include <math.h>
@@ -340,7 +341,8 @@ int cmd_compare(int argc, char **argv)
         if (rc)
             fprintf(stderr, "fp16probe: compare: %s\n", res.message);
         int sst = print_summary(cfg.base.db, res.session_id, &res);
-        status = res.status == FP_RUN_INTERRUPTED ? 130 : (rc || res.nfailed || sst) ? 1 : 0;
+        const int sig = fp_store_signalled();   /* 128 + the signal, as the shell reports one; the dashboard's stop 130 */
+        status = res.status == FP_RUN_INTERRUPTED ? (sig ? 128 + sig : 130) : (rc || res.nfailed || sst) ? 1 : 0;
         if (!tmpdb[0])
             printf("session %" PRId64 " in %s\n", res.session_id, cfg.base.db);
     }

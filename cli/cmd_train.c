@@ -1,7 +1,8 @@
 /* cmd_train.c — `fp16probe train`: parses the options, picks the device, and runs the training loop on one
  * arm (trainer/run/compare.h: train is a comparison of one policy, under the same probes) with a progress
  * line every few seconds. Exit status: 0 finished, 1 failed, 2 usage error
- * (bad choice: the message lists the valid ones), 130 interrupted (Ctrl-C, run marked interrupted). */
+ * (bad choice: the message lists the valid ones), 128 + the signal when a signal interrupted it (130 Ctrl-C,
+ * 143 SIGTERM; the run marked interrupted). */
 #include "config.h"
 #include <inttypes.h>
 #include <math.h>
@@ -136,7 +137,7 @@ int cmd_train(int argc, char **argv)
         snprintf(where, sizeof where, "; run %" PRId64 " in %s", r->run_id, c.base.db);
     if (res.status == FP_RUN_INTERRUPTED) {
         printf("interrupted after step %" PRId64 "%s\n", r->steps_done, where);
-        return 130;
+        return fp_store_signalled() ? 128 + fp_store_signalled() : 130;   /* as the shell reports a signal */
     }
     printf("finished %" PRId64 " steps: loss %.4f", r->steps_done, r->last_loss);
     if (!isnan(r->val_top1))

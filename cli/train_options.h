@@ -37,7 +37,8 @@ int fp_train_options_parse(fp_train_options *o, int argc, char **argv, int *i);
  * 3 (the command exits 0); otherwise as fp_train_options_parse (1 taken, 0 the command's own, 2 error). */
 int fp_train_options_next(fp_train_options *o, int argc, char **argv, int *i, void (*usage)(FILE *to));
 
-/* Integer / number parsing with the command's error line (2 on error, printed). */
+/* Integer parsing with the command's error line (2 on error, printed): plain decimal only (an optional '-' and
+ * digits: no spaces, '+' or hex), within [lo, hi]. */
 int fp_cli_parse_i64(const char *cmd, const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out);
 int fp_cli_parse_int(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out);
 

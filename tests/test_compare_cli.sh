@@ -17,7 +17,7 @@ usage_error() { # usage_error PATTERN ARGS...: exit 2, one stderr line matching 
     test "$got" -eq 2 && test "$(wc -l <err.txt)" -eq 1 && grep -Eq "^fp16probe: compare: .*$pat" err.txt &&
         ! test -e bad.db
 }
-echo "1..22"
+echo "1..24"
 check "compare --help lists --turn and --precision" sh -c "'$bin' compare --help | grep -q -- '--turn' && '$bin' compare --help | grep -q -- '--precision'"
 check "fp16probe tinynet --steps 4 --no-tui finishes (exit 0)" sh -c "'$bin' tinynet --steps 4 $O --db a.db >a.txt 2>a.err"
 check "... progress lines per arm: step, loss, img/s, eta" sh -c "grep -Eq '^fp32  step 4/4  loss [0-9.]+  [0-9.]+ img/s.* eta ' a.txt && grep -Eq '^fp16  step 4/4 .* scale 65536' a.txt"
@@ -58,6 +58,15 @@ wait $pid; st=$?
 check "Ctrl-C: exit 130 and the summary so far" sh -c "test $st -eq 130 && grep -q '^summary: tinynet, session 1 (interrupted)' d.txt"
 check "... both runs stored as interrupted" \
     sh -c "'$bin' export --db d.db --run 1 --table runs | grep -q ',interrupted,' && '$bin' export --db d.db --run 2 --table runs | grep -q ',interrupted,'"
+"$bin" tinynet --steps 100000 $O --db e.db >e.txt 2>e.err &
+pid=$!
+i=0
+while ! grep -q 'step' e.txt 2>/dev/null && test $i -lt 100; do sleep 0.1; i=$((i + 1)); done
+sleep 0.3
+kill -TERM $pid
+wait $pid; st=$?
+check "SIGTERM: exit 143 (128 + 15; was 130) and the summary so far" sh -c "test $st -eq 143 && grep -q '^summary: tinynet, session 1 (interrupted)' e.txt"
+check "a number with a leading space (--steps ' 4'): exit 2" usage_error "--steps" tinynet --steps ' 4' $O
 check "an unknown command still lists the commands (compare among them)" \
     sh -c "'$bin' nosuch 2>err.txt; test \$? -eq 2 && grep -q 'compare' err.txt"
 exit $fail

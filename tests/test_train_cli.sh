@@ -25,7 +25,7 @@ failed_run() {
         test "$("$bin" export --db "$1" --run 1 --table layers | wc -l)" -eq 1 &&
         ! "$bin" export --db "$1" --run 2 --table runs >/dev/null 2>&1
 }
-echo "1..36"
+echo "1..41"
 check "train --help lists the options" sh -c "'$bin' train --help | grep -q -- '--eval-every'"
 check "a 6-step fp32 run finishes (exit 0) with a summary line" \
     sh -c "$T --precision fp32 --steps 6 --db ok.db >run.txt && grep -q '^finished 6 steps' run.txt"
@@ -57,6 +57,15 @@ check "unknown model: exit 2, one line listing the models, no database" \
 check "unknown policy: exit 2, lists fp16-noscale, no database" \
     sh -c "$T --precision fp8 --db bad.db 2>err.txt; test \$? -eq 2 && grep -q 'fp16-noscale' err.txt && ! test -e bad.db"
 check "unknown optimizer: exit 2, lists adamw" one_line_error 2 "adamw" $T --precision fp32 --optimizer lamb --db bad.db
+# numbers are plain decimal (issue 21 #10): leading spaces and hex floats, which strtod takes, are refused
+check "--lr ' 0.1' (a leading space): exit 2, one line, no database" \
+    sh -c "$T --precision fp32 --lr ' 0.1' --db bad.db 2>err.txt; test \$? -eq 2 && test \$(wc -l <err.txt) -eq 1 && grep -q -- '--lr needs a finite number' err.txt && ! test -e bad.db"
+check "--lr 0x1p-3 (a hex float): exit 2, no database" \
+    sh -c "$T --precision fp32 --lr 0x1p-3 --db bad.db 2>err.txt; test \$? -eq 2 && grep -q -- '--lr' err.txt && ! test -e bad.db"
+check "--steps ' 5' and --batch 0x8: exit 2" \
+    sh -c "$T --precision fp32 --steps ' 5' --db bad.db 2>/dev/null; a=\$?; $T --precision fp32 --batch 0x8 --db bad.db 2>/dev/null; b=\$?; test \$a -eq 2 && test \$b -eq 2 && ! test -e bad.db"
+check "--lr 1e-3 and --weight-decay .0005 (plain decimal) are taken" \
+    sh -c "$T --precision fp32 --steps 1 --lr 1e-3 --weight-decay .0005 --db dec.db >/dev/null && '$bin' export --db dec.db --run 1 --table runs | grep -q '\"\"lr\"\":0.001,'"
 check "unknown data scheme: exit 2, lists cifar10, no database" \
     sh -c "$T --precision fp32 --data mnist:/x --db bad.db 2>err.txt; test \$? -eq 2 && grep -q 'cifar10' err.txt && ! test -e bad.db"
 check "missing dataset directory: exit 1, one line naming it" one_line_error 1 "nodir" \
@@ -138,4 +147,11 @@ check "SIGINT: exit 130 and an 'interrupted after step' line" sh -c "test $st -e
 check "... the run is interrupted, its steps and a checkpoint are kept" sh -c "
     '$bin' export --db int.db --run 1 --table runs | grep -q ',interrupted,' &&
     test \$('$bin' export --db int.db --run 1 --table steps | wc -l) -ge 2 && test -s int.safetensors"
+# SIGTERM: the same stop, exit 143 (128 + 15, as the shell reports it; Ctrl-C stays 130)
+$T --precision fp32 --steps 1000000 --data synthetic:400 --db term.db >term.txt 2>&1 &
+pid=$!
+i=0; while [ $i -lt 100 ] && ! grep -q '^step 1/' term.txt 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+sleep 0.3; kill -TERM $pid; wait $pid; st=$?
+check "SIGTERM: exit 143 (was 130), an 'interrupted after step' line, the run interrupted" sh -c "test $st -eq 143 &&
+    grep -q '^interrupted after step' term.txt && '$bin' export --db term.db --run 1 --table runs | grep -q ',interrupted,'"
 exit $fail
