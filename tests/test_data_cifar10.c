@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define REC 3073
 
@@ -166,6 +167,16 @@ int main(void)
     write_cifar(dir, "data_batch_2.bin", 2, 0, -1, 0);
     rc = open_cifar(&ds, dir, 32, 0);
     tap_ok(rc == FP_EFORMAT && strstr(fp_error_message(), path), "empty file: %s", fp_error_message());
+
+    /* a FIFO as a batch file: refused at once, never read (issue 21; alarm: the old fopen blocked forever) */
+    unlink(path);
+    int made = mkfifo(path, 0644) == 0;
+    alarm(20);
+    rc = open_cifar(&ds, dir, 32, 0);
+    alarm(0);
+    tap_ok(made && rc == FP_EIO && strstr(fp_error_message(), path) && strstr(fp_error_message(), "FIFO"),
+           "a FIFO: FP_EIO at once, naming it: %s", fp_error_message());
+    unlink(path);
 
     free(x);
     free(y);

@@ -3,8 +3,12 @@
  * pure function of (seed, split, epoch). */
 #include "trainer/data/data_internal.h"
 #include "error.h"
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 const float fp_imagenet_mean[3] = { 0.485f, 0.456f, 0.406f };
 const float fp_imagenet_std[3] = { 0.229f, 0.224f, 0.225f };
@@ -15,6 +19,47 @@ void fp_data_opts_default(fp_data_opts *opts)
     opts->seed = 0;
     opts->augment = 1;
     opts->shuffle = 1;
+}
+
+static const char *file_kind(mode_t m)
+{
+    return S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a plain file";
+}
+
+int fp_data_open_regular(const char *path, int missing_ok, FILE **f, long long *size)
+{
+    *f = NULL;
+    *size = 0;
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT && missing_ok)
+            return FP_OK;
+        return fp_fail(FP_EIO, "%s: cannot open: %s", path, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return fp_fail(FP_EIO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return fp_fail(FP_EIO, "%s: not a regular file (%s)", path, file_kind(st.st_mode));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE *fh = fdopen(fd, "rb");
+    if (!fh) {
+        int e = errno;
+        close(fd);
+        return fp_fail(FP_EIO, "%s: cannot open: %s", path, strerror(e));
+    }
+    *f = fh;
+    *size = (long long)st.st_size;
+    return FP_OK;
 }
 
 int fp_data_buf_reserve(fp_data_buf *b, size_t n)

@@ -15,3 +15,6 @@ tests_test_data_loader_LDADD = $(TEST_LDADD)
 BENCHMARKS += bench/bench_data
 bench_bench_data_LDADD = $(FP_LDADD)
 EXTRA_DIST += tests/data_testutil.h
+# bad data sets through the command: one exit status for an image folder's problems, FIFOs refused
+dist_check_SCRIPTS += tests/test_data_cli.sh
+TESTS += tests/test_data_cli.sh

@@ -1,7 +1,8 @@
 /* data_cifar10.c — the `cifar10:DIR` dataset: CIFAR-10's binary files (records of 1 label byte and
  * 3x1024 bytes of R, G, B planes) read whole into memory; training augmentation is the usual
  * random crop of the 4-pixel zero-padded image + horizontal flip. Promise: every record is checked
- * at open (truncation, labels > 9), and errors name the file and the record. */
+ * at open (truncation, labels > 9), and errors name the file and the record; a file that is not a regular
+ * one (a FIFO) is refused without reading from it. */
 #include "trainer/data/data_internal.h"
 #include "error.h"
 #include <errno.h>
@@ -35,19 +36,12 @@ static void cifar_close(void *p)
 static int read_records(const char *path, uint8_t **buf, int64_t *n, int *exists)
 {
     *exists = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT)
-            return FP_OK;
-        return fp_fail(FP_EIO, "%s: cannot open: %s", path, strerror(errno));
-    }
+    FILE *f;
+    long long size;
+    int rc = fp_data_open_regular(path, 1, &f, &size);   /* a FIFO is refused, not waited on */
+    if (rc != FP_OK || !f)
+        return rc;
     *exists = 1;
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return fp_fail(FP_EIO, "%s: not a regular file", path);
-    }
-    long long size = (long long)st.st_size;
     if (size == 0) {
         fclose(f);
         return fp_fail(FP_EFORMAT, "%s: empty file (no CIFAR-10 records of %d bytes)", path, REC);

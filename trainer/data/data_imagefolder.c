@@ -1,6 +1,9 @@
 /* data_imagefolder.c — the `imagefolder:DIR` dataset (DIR/train/CLASS/NAME.jpg|jpeg|png, DIR/val/...)
  * with JPEG decoding by libjpeg-turbo and PNG decoding by libpng, to RGB8. Promise: classes and
- * files are listed in sorted order (deterministic); a corrupt image is an error naming the file. */
+ * files are listed in sorted order (deterministic); a corrupt image is an error naming the file. A folder
+ * whose contents are wrong (no train/, an empty one, a class without images, a val class unknown to train/)
+ * is FP_EIO / FP_EFORMAT like a corrupt image, never FP_EINVAL (a bad spec): one exit status for all of
+ * them; a listed file that is no longer a regular file (a FIFO) is refused, never waited on. */
 #include "trainer/data/data_internal.h"
 #include "error.h"
 #include <dirent.h>
@@ -301,16 +304,13 @@ static int folder_get(const fp_dataset *ds, int split, int64_t index, int augmen
     const folder_impl *f = ds->impl;
     const char *path = f->pool + f->offset[split][index];
     *label = f->label[split][index];
-    FILE *fh = fopen(path, "rb");
-    if (!fh)
-        return fp_fail(FP_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(fh), &st) != 0) {
-        fclose(fh);
-        return fp_fail(FP_EIO, "%s: cannot stat: %s", path, strerror(errno));
-    }
-    size_t len = (size_t)st.st_size;
-    int rc = fp_data_buf_reserve(&scratch->file, len ? len : 1);
+    FILE *fh;
+    long long size;
+    int rc = fp_data_open_regular(path, 0, &fh, &size);   /* listed as a file; now a FIFO: refused, not waited on */
+    if (rc != FP_OK)
+        return rc;
+    size_t len = (size_t)size;
+    rc = fp_data_buf_reserve(&scratch->file, len ? len : 1);
     if (rc) {
         fclose(fh);
         return rc;
@@ -338,7 +338,7 @@ static int scan_split(fp_dataset *ds, folder_impl *f, int split, const char *roo
         if (label < 0) {
             char **hit = bsearch(&dirs.v[i], classes, (size_t)nclasses, sizeof *classes, cmp_str);
             if (!hit) {
-                rc = fp_fail(FP_EINVAL, "%s/%s: validation class '%s' is not a class of train/", root,
+                rc = fp_fail(FP_EFORMAT, "%s/%s: validation class '%s' is not a class of train/", root,
                              dirs.v[i], dirs.v[i]);
                 break;
             }
@@ -355,7 +355,7 @@ static int scan_split(fp_dataset *ds, folder_impl *f, int split, const char *roo
         rc = list_dir(cdir, 0, &files);
         free(cdir);
         if (rc == FP_OK && split == FP_SPLIT_TRAIN && files.n == 0)
-            rc = fp_fail(FP_EINVAL, "%s/%s: class directory has no .jpg, .jpeg or .png images", root, dirs.v[i]);
+            rc = fp_fail(FP_EFORMAT, "%s/%s: class directory has no .jpg, .jpeg or .png images", root, dirs.v[i]);
         for (size_t j = 0; rc == FP_OK && j < files.n; j++)
             rc = folder_add(ds, f, split, root, dirs.v[i], files.v[j], label);
     }
@@ -390,11 +390,11 @@ int fp_data_open_imagefolder(fp_dataset *ds, const char *dir)
     if (rc)
         goto out;
     if (classes.n == 0) {
-        rc = fp_fail(FP_EINVAL, "imagefolder:%s: %s is empty (expected one subdirectory per class)", dir, train);
+        rc = fp_fail(FP_EFORMAT, "imagefolder:%s: %s is empty (expected one subdirectory per class)", dir, train);
         goto out;
     }
     if (classes.n > 1000000) {
-        rc = fp_fail(FP_EINVAL, "imagefolder:%s: too many classes (%zu)", dir, classes.n);
+        rc = fp_fail(FP_EFORMAT, "imagefolder:%s: too many classes (%zu)", dir, classes.n);
         goto out;
     }
     ds->num_classes = (int)classes.n;

@@ -7,6 +7,7 @@
 #include "trainer/data/data.h"
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* ---- RNG: splitmix64 over a seed mixed from keys ---- */
 typedef struct { uint64_t s; } fp_data_rng;
@@ -86,6 +87,12 @@ struct fp_dataset {
 int fp_data_open_synthetic(fp_dataset *ds, const char *arg);
 int fp_data_open_cifar10(fp_dataset *ds, const char *dir);
 int fp_data_open_imagefolder(fp_dataset *ds, const char *dir);
+
+/* Opens path for reading only when it is a regular file, without blocking on anything else (a FIFO, a
+ * device: opened O_NONBLOCK, checked by fstat before a byte is read). FP_OK with *f and *size set; with
+ * missing_ok, a path that does not exist is FP_OK with *f NULL; else FP_EIO naming the path and the cause
+ * ("not a regular file (a FIFO)", strerror). */
+int fp_data_open_regular(const char *path, int missing_ok, FILE **f, long long *size);
 
 /* The order of split's indices in epoch (identity unless train + shuffle); perm has size[split]. */
 void fp_data_permutation(const fp_dataset *ds, int split, int64_t epoch, int64_t *perm);
