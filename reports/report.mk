@@ -22,12 +22,16 @@ tests_test_report_html_LDADD = tests/libtap.a $(REPORT_LDADD)
 GATE_TEST_UTIL = tests/gate_testutil.c tests/gate_testutil.h
 tests_test_gate_SOURCES = tests/test_gate.c $(GATE_TEST_UTIL) $(REPORT_TEST_UTIL) $(STORE_TEST_UTIL)
 tests_test_gate_LDADD = tests/libtap.a $(REPORT_LDADD)
+# writes recorded gate sessions for tests/test_gate_cli.sh
+check_PROGRAMS += tests/test_gate_fixture
+tests_test_gate_fixture_SOURCES = tests/test_gate_fixture.c $(GATE_TEST_UTIL) $(REPORT_TEST_UTIL) $(STORE_TEST_UTIL)
+tests_test_gate_fixture_LDADD = tests/libtap.a $(REPORT_LDADD)
 # writes generated sessions for tests/test_report_cli.sh
 tests_test_report_fixture_SOURCES = tests/test_report_fixture.c $(REPORT_TEST_UTIL)
 tests_test_report_fixture_LDADD = $(REPORT_LDADD)
 
-dist_check_SCRIPTS += tests/test_report_cli.sh
-TESTS += tests/test_report_cli.sh
+dist_check_SCRIPTS += tests/test_report_cli.sh tests/test_gate_cli.sh tests/test_gate_readme.sh
+TESTS += tests/test_report_cli.sh tests/test_gate_cli.sh tests/test_gate_readme.sh
 
 BENCHMARKS += bench/bench_report
 bench_bench_report_SOURCES = bench/bench_report.c $(BENCH_COMMON) $(REPORT_TEST_UTIL)
