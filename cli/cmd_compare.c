@@ -333,7 +333,7 @@ int cmd_compare(int argc, char **argv)
         status = cli_error(2, "compare: %s", res.message);
     else if (rc && res.session_id <= 0)
         status = cli_error(1, "compare: %s", res.message);
-    else if (rc && !any_steps(&res)) {   /* failed before a step (e.g. --weights): one line, the runs recorded failed */
+    else if (rc && !any_steps(&res)) {   /* every arm failed at its first step: one line, the runs recorded failed */
         status = cli_error(1, "compare: %s", res.message);
         if (!tmpdb[0])
             printf("session %" PRId64 " in %s (its runs failed before the first step)\n", res.session_id, cfg.base.db);

@@ -124,7 +124,7 @@ int fp_train_options_parse(fp_train_options *o, int argc, char **argv, int *i)
     if (OPT("--shuffle"))
         RET((o->set_shuffle = 1, m > 0 && parse_onoff(c, "--shuffle", v, "on", "off", &o->shuffle)));
     if (OPT("--steps"))
-        I64(set_steps, "--steps", 0, INT64_C(1) << 40, &o->steps);
+        I64(set_steps, "--steps", 1, INT64_C(1) << 40, &o->steps);
     if (OPT("--batch"))
         INT(set_batch, "--batch", 1, 1 << 20, &o->batch);
     if (OPT("--image-size"))

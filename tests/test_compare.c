@@ -5,7 +5,8 @@
  * arm marked failed while the other finishes, a stop request ending as interrupted, and CPU arms keeping the GPU
  * probes out (no kernel rows, device samples or GPU events; every step row written); one arm (`train`): one
  * policy only, checkpoints and resume refused for several, and a checkpoint taken mid-turn by a stop resuming
- * bit for bit. */
+ * bit for bit; bad inputs (0 steps, data that do not open, unwritable outputs, weights that do not load, a resume
+ * with nothing left to train) recording nothing. */
 #include "config.h"
 #include <math.h>
 #include <stdio.h>
@@ -133,6 +134,33 @@ int main(void)
     cfg_tiny(&cfg, "fp32,half,fp32", 2, path("bad.db"));
     tap_ok(fp_compare_open(&c, &cfg, &res) == FP_EINVAL && res.usage_error && access(path("bad.db"), F_OK) != 0,
            "duplicate policy: usage error, no database (%s)", res.message);
+
+    /* ---- bad inputs record nothing either (issue 21 #9, issue 19): no session without a step ---- */
+    cfg_tiny(&cfg, "fp32,fp16", 2, path("bad.db"));
+    cfg.base.steps = 0;
+    tap_ok(fp_compare_open(&c, &cfg, &res) == FP_EINVAL && res.usage_error && strstr(res.message, "--steps") &&
+               access(path("bad.db"), F_OK) != 0,
+           "0 steps: usage error, no database (%s)", res.message);
+    cfg_tiny(&cfg, "fp32,fp16", 2, path("bad.db"));
+    cfg.base.data = "cifar10:/nonexistent-dir";
+    tap_ok(fp_compare_open(&c, &cfg, &res) != FP_OK && !res.usage_error && res.session_id == 0 &&
+               res.arms[0].run_id == 0 && strstr(res.message, "nonexistent-dir") && access(path("bad.db"), F_OK) != 0,
+           "data that do not open: an error, no session, no database (%s)", res.message);
+    cfg_one(&cfg, "fp32", path("bad.db"));
+    cfg.base.save = path("nodir/w.safetensors");
+    tap_ok(fp_compare_open(&c, &cfg, &res) == FP_EIO && !res.usage_error && strstr(res.message, "does not exist") &&
+               access(path("bad.db"), F_OK) != 0,
+           "--save into a missing directory: refused before anything is recorded (%s)", res.message);
+    cfg_one(&cfg, "fp32", path("bad.db"));
+    cfg.base.checkpoint = "";
+    tap_ok(fp_compare_open(&c, &cfg, &res) == FP_EINVAL && res.usage_error && access(path("bad.db"), F_OK) != 0,
+           "--checkpoint '': usage error, no database (%s)", res.message);
+    cfg_one(&cfg, "fp32", path("bad.db"));
+    cfg.base.arm.weights = path("nosuch.safetensors");
+    tap_ok(fp_compare_open(&c, &cfg, &res) != FP_OK && !res.usage_error && res.session_id == 0 &&
+               res.arms[0].status == FP_RUN_FAILED && strstr(res.arms[0].message, "nosuch") &&
+               access(path("bad.db"), F_OK) != 0,
+           "weights that do not load: the arm failed, no session recorded (%s)", res.message);
 
     /* ---- three arms, turns of 2 ---- */
     const char *db1 = path("a.db");
@@ -331,6 +359,15 @@ int main(void)
     tap_ok(tu_sql_int(path("one.db"), "SELECT count(*) FROM events WHERE text LIKE 'resumed from %ck.safetensors at "
                                       "step 4 (data epoch 0, batch 4)'") == 1,
            "the resumed run says where it continued (step 4, data batch 4)");
+    /* a resume with nothing left to train is a usage error, recorded nowhere (issue 19) */
+    long long runs_before = tu_sql_int(path("one.db"), "SELECT count(*) FROM runs");
+    cfg_one(&cfg, "fp16", path("one.db"));
+    cfg.precision = NULL;
+    cfg.base.resume = path("ck.safetensors");
+    cfg.base.steps = 4;
+    tap_ok(fp_compare_open(&c, &cfg, &res) == FP_EINVAL && res.usage_error && strstr(res.message, "at step 4") &&
+               tu_sql_int(path("one.db"), "SELECT count(*) FROM runs") == runs_before,
+           "resume at step 4 with 4 steps: usage error, no run recorded (%s)", res.message);
 
     char cmd[160];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

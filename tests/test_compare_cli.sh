@@ -17,7 +17,7 @@ usage_error() { # usage_error PATTERN ARGS...: exit 2, one stderr line matching 
     test "$got" -eq 2 && test "$(wc -l <err.txt)" -eq 1 && grep -Eq "^fp16probe: compare: .*$pat" err.txt &&
         ! test -e bad.db
 }
-echo "1..24"
+echo "1..26"
 check "compare --help lists --turn and --precision" sh -c "'$bin' compare --help | grep -q -- '--turn' && '$bin' compare --help | grep -q -- '--precision'"
 check "fp16probe tinynet --steps 4 --no-tui finishes (exit 0)" sh -c "'$bin' tinynet --steps 4 $O --db a.db >a.txt 2>a.err"
 check "... progress lines per arm: step, loss, img/s, eta" sh -c "grep -Eq '^fp32  step 4/4  loss [0-9.]+  [0-9.]+ img/s.* eta ' a.txt && grep -Eq '^fp16  step 4/4 .* scale 65536' a.txt"
@@ -45,8 +45,11 @@ check "a failing arm (lr 1e10, fp16-noscale): exit 1, the other arm finishes, th
     sh -c "'$bin' tinynet --precision fp16,fp16-noscale --lr 1e10 --steps 4 $O --db c.db >c.txt 2>c.err; test \$? -eq 1 && grep -q 'fp16-noscale  FAILED' c.txt && grep -Eq '^  status +finished +failed' c.txt && grep -q 'fp16-noscale failed: loss is NaN' c.txt"
 check "the fp32 reference listed second: the fp16 arm's rounding error still measured (rows at steps 2 and 4)" \
     sh -c "'$bin' tinynet --precision fp16,fp32 --steps 4 --error-every 2 $O --db r.db >r.txt 2>r.err && '$bin' export --db r.db --run 2 --table precision_error | grep -q '^2,1,2,' && '$bin' export --db r.db --run 2 --table precision_error | grep -q '^2,1,4,'"
-check "a missing --weights file: exit 1, one stderr line naming it, the runs recorded as failed" \
-    sh -c "'$bin' tinynet --steps 2 --device cpu --weights nosuch.safetensors $O --db w.db >w.txt 2>w.err; test \$? -eq 1 && test \$(wc -l <w.err) -eq 1 && grep -q 'nosuch.safetensors' w.err && ! grep -q '^summary' w.txt && '$bin' export --db w.db --run 1 --table runs | grep -q ',failed,'"
+check "a missing --weights file: exit 1, one stderr line naming it, nothing recorded (no session without a step)" \
+    sh -c "'$bin' tinynet --steps 2 --device cpu --weights nosuch.safetensors $O --db w.db >w.txt 2>w.err; test \$? -eq 1 && test \$(wc -l <w.err) -eq 1 && grep -q 'nosuch.safetensors' w.err && ! grep -q '^summary' w.txt && ! test -e w.db"
+check "a missing data directory: exit 1, one line naming it, nothing recorded" \
+    sh -c "'$bin' tinynet --steps 2 --device cpu --data cifar10:nodir --batch 8 --image-size 32 --threads 1 --no-tui --db nd.db >nd.txt 2>nd.err; test \$? -eq 1 && test \$(wc -l <nd.err) -eq 1 && grep -q 'nodir' nd.err && ! test -e nd.db"
+check "--steps 0: exit 2" usage_error "--steps" tinynet --steps 0 $O
 # Ctrl-C: a long run in the background, SIGINT once it has stepped
 "$bin" tinynet --steps 100000 $O --db d.db >d.txt 2>d.err &
 pid=$!

@@ -17,15 +17,9 @@ one_line_error() {
     "$@" >out.txt 2>err.txt; got=$?
     test "$got" -eq "$want" && test "$(wc -l <err.txt)" -eq 1 && grep -Eq "^fp16probe: .*$pat" err.txt
 }
-# failed_run DB PATTERN: the database holds one run, failed, with a message matching PATTERN, no steps, no layers
-failed_run() {
-    "$bin" export --db "$1" --run 1 --table runs >runs.csv 2>/dev/null &&
-        test "$(wc -l <runs.csv)" -eq 2 && grep -q ",failed," runs.csv && grep -Eq "$2" runs.csv &&
-        test "$("$bin" export --db "$1" --run 1 --table steps | wc -l)" -eq 1 &&
-        test "$("$bin" export --db "$1" --run 1 --table layers | wc -l)" -eq 1 &&
-        ! "$bin" export --db "$1" --run 2 --table runs >/dev/null 2>&1
-}
-echo "1..41"
+# nothing_recorded DB: no database file was made (no session, no run: issues 19 and 21)
+nothing_recorded() { ! test -e "$1"; }
+echo "1..53"
 check "train --help lists the options" sh -c "'$bin' train --help | grep -q -- '--eval-every'"
 check "a 6-step fp32 run finishes (exit 0) with a summary line" \
     sh -c "$T --precision fp32 --steps 6 --db ok.db >run.txt && grep -q '^finished 6 steps' run.txt"
@@ -66,25 +60,56 @@ check "--steps ' 5' and --batch 0x8: exit 2" \
     sh -c "$T --precision fp32 --steps ' 5' --db bad.db 2>/dev/null; a=\$?; $T --precision fp32 --batch 0x8 --db bad.db 2>/dev/null; b=\$?; test \$a -eq 2 && test \$b -eq 2 && ! test -e bad.db"
 check "--lr 1e-3 and --weight-decay .0005 (plain decimal) are taken" \
     sh -c "$T --precision fp32 --steps 1 --lr 1e-3 --weight-decay .0005 --db dec.db >/dev/null && '$bin' export --db dec.db --run 1 --table runs | grep -q '\"\"lr\"\":0.001,'"
+# inputs and outputs checked before anything is recorded or trained (issue 21 #9, issue 19)
+check "--steps 0: exit 2, one line, no database (was 'finished 0 steps: loss nan', exit 0)" \
+    one_line_error 2 "--steps" $T --precision fp32 --steps 0 --db s.db
+check "... no database" nothing_recorded s.db
+check "--save '': exit 2, one line, no database" \
+    sh -c "$T --precision fp32 --steps 2 --save '' --db s.db >out.txt 2>err.txt; test \$? -eq 2 && test \$(wc -l <err.txt) -eq 1 &&
+        grep -q -- \"--save needs a file name\" err.txt && ! test -e s.db && ! grep -q step out.txt"
+check "--save into a missing directory: exit 1 before training, one line naming it, no database" \
+    sh -c "$T --precision fp32 --steps 2 --save nodir/w.safetensors --db s.db >out.txt 2>err.txt; test \$? -eq 1 &&
+        test \$(wc -l <err.txt) -eq 1 && grep -q 'nodir/w.safetensors: cannot write: directory nodir does not exist' err.txt &&
+        ! test -e s.db && ! grep -q step out.txt"
+echo x >afile
+check "--checkpoint under a regular file: exit 1 before training, one line, no database" \
+    sh -c "$T --precision fp32 --steps 2 --checkpoint afile/ck.safetensors --db s.db >out.txt 2>err.txt; test \$? -eq 1 &&
+        test \$(wc -l <err.txt) -eq 1 && grep -q 'afile is not a directory' err.txt && ! test -e s.db && ! grep -q step out.txt"
+mkdir -p adir && mkfifo afifo
+check "--save naming a directory, or a FIFO: exit 2, no database" \
+    sh -c "$T --precision fp32 --steps 2 --save adir --db s.db 2>err.txt; a=\$?; $T --precision fp32 --steps 2 --save afifo --db s.db 2>>err.txt; b=\$?
+        test \$a -eq 2 && test \$b -eq 2 && grep -q 'is a directory' err.txt && grep -q 'not a regular file' err.txt && ! test -e s.db"
+if [ "$(id -u)" -ne 0 ]; then
+    mkdir -p rodir && chmod 555 rodir
+    check "--save into a read-only directory: exit 1 before training, no database" \
+        sh -c "$T --precision fp32 --steps 2 --save rodir/w.safetensors --db s.db >out.txt 2>err.txt; test \$? -eq 1 &&
+            grep -q 'rodir is not writable' err.txt && ! test -e s.db && ! grep -q step out.txt"
+else
+    n=$((n + 1)); echo "ok $n # SKIP root writes into read-only directories"
+fi
+check "--checkpoint-every without --checkpoint: exit 2, no database" one_line_error 2 "--checkpoint-every needs --checkpoint" \
+    $T --precision fp32 --steps 2 --checkpoint-every 1 --db s.db
+check "--classes 5 with 10-class data: exit 2, no database" \
+    sh -c "$T --precision fp32 --steps 2 --classes 5 --db s.db 2>err.txt; test \$? -eq 2 && grep -q 'fewer than the 10 classes' err.txt && ! test -e s.db"
 check "unknown data scheme: exit 2, lists cifar10, no database" \
     sh -c "$T --precision fp32 --data mnist:/x --db bad.db 2>err.txt; test \$? -eq 2 && grep -q 'cifar10' err.txt && ! test -e bad.db"
 check "missing dataset directory: exit 1, one line naming it" one_line_error 1 "nodir" \
     $T --precision fp32 --data cifar10:nodir --db miss.db
-check "... only the failed run and its message are recorded" failed_run miss.db "nodir"
+check "... nothing is recorded: no session, no run (was a session with one failed run)" nothing_recorded miss.db
 mkdir -p cif && head -c 5000 /dev/zero >cif/data_batch_1.bin
 check "truncated CIFAR-10 file: exit 1, one line naming file and record" one_line_error 1 "data_batch_1.bin.*record" \
     $T --precision fp32 --data cifar10:cif --db trunc.db
-check "... only the failed run is recorded" failed_run trunc.db "data_batch_1.bin"
+check "... nothing is recorded" nothing_recorded trunc.db
 printf 'garbage, not safetensors' >bad.safetensors
 check "weights with a bad header: exit 1, one line naming the file" one_line_error 1 "bad.safetensors" \
     $T --precision fp32 --weights bad.safetensors --db badw.db
-check "... only the failed run is recorded" failed_run badw.db "bad.safetensors"
-"$bin" train --model resnet18 --precision fp32 --steps 0 --eval-batches 0 --data synthetic:20 --batch 2 --db none.db \
+check "... nothing is recorded" nothing_recorded badw.db
+"$bin" train --model resnet18 --precision fp32 --steps 1 --eval-batches 0 --data synthetic:20 --batch 2 --db none.db \
     --save r18.safetensors --threads 1 >/dev/null 2>&1
 check "weights missing a tensor (resnet18 file into resnet34): one line naming file and tensor" one_line_error 1 \
     "r18.safetensors.*layer1.2" "$bin" train --model resnet34 --precision fp32 --steps 1 --batch 2 --data synthetic:20 \
     --weights r18.safetensors --db missw.db --threads 1
-"$bin" train --model tinynet --precision fp32 --steps 0 --data synthetic:20 --batch 2 --db none.db --save t10.safetensors >/dev/null 2>&1
+"$bin" train --model tinynet --precision fp32 --steps 1 --eval-batches 0 --data synthetic:20 --batch 2 --db none.db --save t10.safetensors >/dev/null 2>&1
 check "weights with a shape mismatch (10 classes into 12): names file and fc.weight" one_line_error 1 \
     "t10.safetensors.*fc.weight.*shape" $T --precision fp32 --classes 12 --weights t10.safetensors --db shape.db
 check "fp32 with lr 1e10: NaN loss stops the run, exit 1, one line" one_line_error 1 "NaN.*no loss scaler" \
@@ -102,7 +127,21 @@ check "resume continues bit-identically (weights of 7 + 8 steps == 15 steps, acr
         --steps 15 --db r.db --save resumed.safetensors &&
     cmp full.safetensors resumed.safetensors"
 check "resume with another batch size is refused, naming the setting" one_line_error 1 "ck.safetensors.*--batch" \
-    "$bin" train --resume ck.safetensors --data synthetic:100 --batch 4 --optimizer adam --steps 15 --db r.db
+    "$bin" train --resume ck.safetensors --data synthetic:100 --batch 4 --optimizer adam --steps 15 --db rb.db
+check "... before anything is recorded" nothing_recorded rb.db
+# a resume with nothing left to train (issue 19): a usage error, not 'finished 7 steps: loss nan' and exit 0
+check "--resume of a step-7 checkpoint with --steps 7: exit 2, one line, nothing recorded" sh -c "
+    '$bin' train --resume ck.safetensors --data synthetic:100 --batch 8 --optimizer adam --steps 7 --db r7.db >out.txt 2>err.txt
+    test \$? -eq 2 && test \$(wc -l <err.txt) -eq 1 && grep -q 'ck.safetensors: the checkpoint is at step 7 and --steps is 7' err.txt &&
+    ! test -e r7.db && ! grep -q finished out.txt"
+# a checkpoint whose loss scale is 0 (same length as 0x1p+16): refused at once, naming file and field
+cp ck.safetensors s0.safetensors
+off=$(grep -obUa '"scaler_scale":"0x1p+16"' s0.safetensors | head -n 1 | cut -d: -f1)
+printf 0x0p+16 | dd of=s0.safetensors bs=1 seek=$((${off:-0} + 16)) conv=notrunc 2>/dev/null
+check "resume from a checkpoint with loss scale 0: exit 1, one line naming file and scaler_scale, nothing recorded" sh -c "
+    '$bin' train --resume s0.safetensors --data synthetic:100 --batch 8 --optimizer adam --steps 15 --db s0.db >/dev/null 2>err.txt
+    test \$? -eq 1 && test \$(wc -l <err.txt) -eq 1 && grep -q \"s0.safetensors: checkpoint metadata 'scaler_scale' is '0x0p+16'\" err.txt &&
+    ! test -e s0.db"
 # a checkpoint of a newer version: one line naming the version read from the file (issue 21: it was read from
 # memory already freed; MALLOC_PERTURB_ makes freed memory garbage without ASan)
 cp ck.safetensors v2.safetensors

@@ -154,9 +154,9 @@ void fp_cmp_arm_fail(fp_compare *c, fp_compare_result *res, int i, const char *m
     }
 }
 
-/* Records the session and one run per arm, the reference first so the others can name it; after a failed
- * setup (setup_ok 0) only the runs, which then fail. */
-static int begin_store(fp_compare *c, fp_compare_result *res, int setup_ok)
+/* Records the session and one run per arm, the reference first so the others can name it; an arm that failed
+ * to be created is recorded failed with its message. */
+static int begin_store(fp_compare *c, fp_compare_result *res)
 {
     const fp_compare_config *cf = &c->cfg;
     int rc = fp_store_open(&c->store, cf->base.db);
@@ -201,12 +201,12 @@ static int begin_store(fp_compare *c, fp_compare_result *res, int setup_ok)
     free(sjson);
     free(optjson);
     for (int i = 0; i < c->narms && rc == FP_OK; i++) {
-        if (c->arms[i].arm && setup_ok)
+        if (c->arms[i].arm)
             rc = fp_record_layers(c->store, c->arms[i].run, fp_arm_model(c->arms[i].arm), cf->base.batch);
         else if (res->arms[i].status == FP_RUN_FAILED)
             rc = fp_store_end_run(c->store, c->arms[i].run, FP_RUN_FAILED, res->arms[i].message);
     }
-    if (rc == FP_OK && setup_ok && cf->base.resume && c->arms[0].arm)
+    if (rc == FP_OK && cf->base.resume && c->arms[0].arm)
         fp_record_event(c->store, c->arms[0].run, fp_arm_iteration(c->arms[0].arm), -1, FP_EVENT_INFO,
                         "resumed from %s at step %" PRId64 " (data epoch %" PRId64 ", batch %" PRId64 ")",
                         cf->base.resume, fp_arm_iteration(c->arms[0].arm), c->start_epoch, c->start_batch);
@@ -290,10 +290,9 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
         cf->progress_interval_s = cf->base.steps <= 20 ? 0 : 5.0;
     const int train = strcmp(cf->command, "train") == 0;
 
-    /* ---- 1. choices: nothing is recorded when one is bad ---- */
+    /* ---- 1. choices and inputs: nothing is recorded when one is bad ---- */
     int rc = FP_OK;
-    if (cf->base.resume && (!cf->base.arm.model || !cf->precision) && (rc = fp_cmp_resume_choices(c))) {
-        /* without a model and a policy there is no run to record the failure in */
+    if (cf->base.resume && (rc = fp_cmp_resume_choices(c))) {   /* the checkpoint opens, its metadata sound */
         snprintf(res->message, sizeof res->message, "%s", fp_error_message());
         fp_compare_close(c);
         return rc;
@@ -316,14 +315,17 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
     if (rc == FP_OK && cf->turn < 0)
         rc = fp_fail(FP_EINVAL, "--turn must be >= 1 (0: automatic)");
     int usage = rc != FP_OK;
+    if (rc == FP_OK)   /* where the run will write, before anything is trained or recorded */
+        rc = fp_train_check_outputs(&cf->base, &usage);
     if (rc == FP_OK)
         rc = fp_train_open_data(&cf->base, &c->acfg, &c->ds, &usage);
-    if (usage) {
-        res->usage_error = 1;
+    if (rc) {   /* a bad choice (usage), or data that do not open: no session, no run */
+        res->usage_error = usage;
         snprintf(res->message, sizeof res->message, "%s", fp_error_message());
         fp_compare_close(c);
         return rc;
     }
+    c->data = fp_dataset_spec(c->ds);
     {   /* the periods as the step plan resolves them (the configuration JSON records these) */
         fp_step_periods p = fp_step_periods_for(cf, cf->base.steps);
         cf->hist_every = p.hist;
@@ -343,6 +345,12 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
         c->arms[i].policy = c->pols[i]->name;
         c->arms[i].last_report = -1;
         snprintf(res->arms[i].policy, sizeof res->arms[i].policy, "%s", c->pols[i]->name);
+    }
+    if (cf->base.resume && (rc = fp_cmp_resume_check(c, &usage))) {   /* steps left, the same settings */
+        res->usage_error = usage;
+        snprintf(res->message, sizeof res->message, "%s", fp_error_message());
+        fp_compare_close(c);
+        return rc;
     }
     extra_json(c->extra, sizeof c->extra, c);
 
@@ -366,7 +374,6 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
         c->acfg.arena_bytes = fp_backend_cuda_arena_share(c->narms);
 #endif
     if (rc == FP_OK) {
-        c->data = fp_dataset_spec(c->ds);
         for (int i = 0; i < c->narms; i++) {
             fp_arm_config ac = c->acfg;
             ac.policy = c->pols[i]->name;
@@ -403,12 +410,21 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
             a->data_batch = c->start_batch;
         }
     }
-    if (setup_rc)
+    if (setup_rc) {   /* no arm to train (its weights, the checkpoint's tensors, memory, the loader): nothing
+                       * is recorded, no session without a step (issue 19) */
         snprintf(res->message, sizeof res->message, "%s", fp_error_message());
+        for (int i = 0; i < c->narms; i++)
+            if (res->arms[i].status != FP_RUN_FAILED) {
+                res->arms[i].status = FP_RUN_FAILED;
+                snprintf(res->arms[i].message, sizeof res->arms[i].message, "%s", res->message);
+            }
+        fp_compare_close(c);
+        return fp_fail(setup_rc, "%s", res->message);
+    }
 
-    /* ---- 3. the session and its runs ---- */
+    /* ---- 3. the session and its runs (an arm that alone failed to be created, as failed) ---- */
     if (cf->base.db) {
-        int src = begin_store(c, res, setup_rc == FP_OK);
+        int src = begin_store(c, res);
         if (src) {
             snprintf(res->message, sizeof res->message, "%s", fp_error_message());
             fp_store_close(c->store, FP_RUN_FAILED, res->message);
@@ -416,19 +432,6 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
             fp_compare_close(c);
             return fp_fail(src, "%s", res->message);
         }
-    }
-    if (setup_rc) {
-        for (int i = 0; i < c->narms; i++)
-            if (res->arms[i].status != FP_RUN_FAILED) {
-                res->arms[i].status = FP_RUN_FAILED;
-                snprintf(res->arms[i].message, sizeof res->arms[i].message, "%s", res->message);
-            }
-        if (c->store) {
-            fp_store_close(c->store, FP_RUN_FAILED, res->message);
-            c->store = NULL;
-        }
-        fp_compare_close(c);
-        return fp_fail(setup_rc, "%s", res->message);
     }
     c->batch_floats = (size_t)cf->base.batch * (size_t)c->acfg.image_size * (size_t)c->acfg.image_size * 3;
     for (int k = 0; k < c->narms; k++) {   /* the reference first: the others' precision error rides on its probes */

@@ -2,8 +2,9 @@
  * comparison of one arm; `fp16probe compare`, `fp16probe <model>`), arms created from the same initial weights,
  * fed the same batches of one loader in the same order, trained in lockstep turns of K steps under the same
  * probes, evaluated on the same validation batches, every arm a run of one session in the store; one arm may
- * resume from a checkpoint, write checkpoints and save its weights. Promises: bad choices are refused before anything is
- * recorded; a failing arm (NaN loss without a scaler, out of memory) is marked failed with its message
+ * resume from a checkpoint, write checkpoints and save its weights. Promises: bad choices and inputs (data that do
+ * not open, outputs that cannot be written, a checkpoint that does not fit, weights that do not load) are refused
+ * before anything is recorded, so no session is left without a step; the store failing stops the loop at once; a failing arm (NaN loss without a scaler, out of memory) is marked failed with its message
  * while the others carry on; a stop request (Ctrl-C, the dashboard) ends every arm after its current step,
  * flushes everything and marks the session interrupted; nothing here prints (progress is a callback). */
 #ifndef FP_COMPARE_H
@@ -104,12 +105,14 @@ typedef struct {
 
 typedef struct fp_compare fp_compare;
 
-/* Checks the choices (the automatic values resolved: train.h, step_plan.h), opens the data, creates every
- * arm (same seed / weights; one arm with base.resume restored from its checkpoint, whose settings must be
- * this run's), starts the loader and records the session and one run per arm (reference first). FP_OK, or
- * an FP_E* code with res->message: usage errors (res->usage_error) record nothing; other setup failures
- * record the session with failed runs and return the error (*out is then NULL). An arm that alone fails to
- * be created is marked failed while the others go on. */
+/* Checks the choices (the automatic values resolved: train.h, step_plan.h; steps >= 1), the output files
+ * (fp_train_check_outputs), opens the data and base.resume's checkpoint (its metadata sound, steps left before
+ * base.steps, made with this run's settings), creates every arm (same seed / weights; one arm with base.resume
+ * restored from its checkpoint), starts the loader and records the session and one run per arm (reference
+ * first). FP_OK, or an FP_E* code with res->message and *out NULL: a failure before the session records nothing
+ * (res->session_id 0; res->usage_error 1 for a bad choice, 0 for an input or setup failure: the data, an output
+ * directory, the checkpoint, the weights, memory). An arm that alone fails to be created while others are
+ * created is recorded failed while the others go on. */
 int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_result *res);
 int fp_compare_arm_count(const fp_compare *c);
 fp_arm *fp_compare_get_arm(fp_compare *c, int i);   /* NULL for an arm that failed to be created */

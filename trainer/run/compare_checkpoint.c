@@ -3,6 +3,7 @@
  * checkpoint's, and checkpoints at the arm's own data position. Promise: a run resumed from a checkpoint
  * continues bit-identically to one that never stopped (the same batches, the same state). */
 #include "config.h"
+#include <inttypes.h>
 #include <stdlib.h>
 #include "error.h"
 #include "trainer/run/compare_internal.h"
@@ -33,6 +34,25 @@ static int settings(const fp_compare *c, fp_checkpoint_settings *s)
                                 optjson);
     free(optjson);
     return FP_OK;
+}
+
+int fp_cmp_resume_check(fp_compare *c, int *usage)
+{
+    const char *path = c->cfg.base.resume;
+    *usage = 0;
+    int rc = c->ck ? FP_OK : fp_checkpoint_open(&c->ck, path);
+    if (rc)
+        return rc;
+    /* checked at open: a decimal integer in [0, FP_CHECKPOINT_MAX_STEPS] */
+    const int64_t at = strtoll(fp_checkpoint_meta(c->ck, "iteration"), NULL, 10), steps = c->cfg.base.steps;
+    if (at >= steps) {
+        *usage = 1;
+        return fp_fail(FP_EINVAL, "%s: the checkpoint is at step %" PRId64 " and --steps is %" PRId64 ": nothing "
+                       "left to train (--steps counts from the run's start: give more)", path, at, steps);
+    }
+    fp_checkpoint_settings s;
+    rc = settings(c, &s);
+    return rc ? rc : fp_checkpoint_settings_check(c->ck, path, &s);
 }
 
 int fp_cmp_resume(fp_compare *c)

@@ -119,6 +119,9 @@ int fp_cmp_flush_steps(fp_compare *c, arm_state *a);
  * none (opens c->ck); the arm restored from it once its settings were checked (c->start_*); a checkpoint of
  * arm i at its data position (FP_OK, nothing written, without base.checkpoint). */
 int fp_cmp_resume_choices(fp_compare *c);
+/* Before anything is recorded: the checkpoint has steps left before --steps (else FP_EINVAL, *usage = 1) and
+ * was made with this run's settings (else FP_EINVAL / FP_EFORMAT naming the file and the option). */
+int fp_cmp_resume_check(fp_compare *c, int *usage);
 int fp_cmp_resume(fp_compare *c);
 int fp_cmp_checkpoint(fp_compare *c, int i);
 /* compare.c: marks arm i failed with msg (its run closed as failed); the others carry on. */

@@ -2,8 +2,13 @@
  * the choices, opening the data. Promise: each default is written once, here (or in compare.c's
  * fp_compare_config_default*), and resolving it depends only on the settings themselves. */
 #include "config.h"
+#include <errno.h>
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "error.h"
 #include "trainer/backend.h"
 #include "trainer/run/environment.h"
@@ -94,11 +99,62 @@ int fp_train_check_choices(const fp_train_config *c)
         return fp_fail(FP_EINVAL, "no model given (--model); valid models: %s", fp_model_names_joined());
     if (!is_model_name(a->model))
         return fp_fail(FP_EINVAL, "unknown model '%s'; valid models: %s", a->model, fp_model_names_joined());
-    if (c->batch < 1 || c->steps < 0)
-        return fp_fail(FP_EINVAL, "batch must be >= 1 and steps >= 0");
+    if (c->batch < 1)
+        return fp_fail(FP_EINVAL, "--batch must be >= 1");
+    if (c->steps < 1)
+        return fp_fail(FP_EINVAL, "--steps must be >= 1 (a run of %" PRId64 " steps trains nothing)", c->steps);
+    if (c->checkpoint_every < 0 || (c->checkpoint_every > 0 && !c->checkpoint))
+        return fp_fail(FP_EINVAL, "--checkpoint-every needs --checkpoint FILE (where to write) and a period >= 0");
     int rc = fp_optim_config_check(&a->optim);
     if (rc == FP_OK)
         rc = fp_lr_schedule_check(&a->lr);
+    return rc;
+}
+
+/* One output file: a name; not a directory nor anything but a regular file (the atomic write renames over it);
+ * in a directory that exists and takes a new file. */
+static int check_output(const char *opt, const char *path, int *usage)
+{
+    struct stat sb;
+    *usage = 1;
+    if (!*path)
+        return fp_fail(FP_EINVAL, "%s needs a file name (got '')", opt);
+    size_t len = strlen(path);
+    if (path[len - 1] == '/' || (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)))
+        return fp_fail(FP_EINVAL, "%s %s: is a directory, not a file", opt, path);
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return fp_fail(FP_EINVAL, "%s %s: exists and is not a regular file (it would be replaced)", opt, path);
+    *usage = 0;
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (stat(dir, &sb) != 0)
+        return fp_fail(FP_EIO, "%s %s: cannot write: directory %s %s", opt, path, dir,
+                       errno == ENOENT ? "does not exist" : strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return fp_fail(FP_EIO, "%s %s: cannot write: %s is not a directory", opt, path, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return fp_fail(FP_EIO, "%s %s: cannot write: directory %s is not writable (%s)", opt, path, dir,
+                       strerror(errno));
+    return FP_OK;
+}
+
+int fp_train_check_outputs(const fp_train_config *c, int *usage)
+{
+    *usage = 0;
+    int rc = c->save ? check_output("--save", c->save, usage) : FP_OK;
+    if (rc == FP_OK && c->checkpoint)
+        rc = check_output("--checkpoint", c->checkpoint, usage);
+    if (rc == FP_OK && c->save && c->checkpoint && strcmp(c->save, c->checkpoint) == 0) {
+        *usage = 1;
+        rc = fp_fail(FP_EINVAL, "--save and --checkpoint name the same file %s (the weights would overwrite the "
+                     "checkpoint)", c->save);
+    }
     return rc;
 }
 
@@ -121,7 +177,7 @@ int fp_train_open_data(const fp_train_config *c, fp_arm_config *a, fp_dataset **
     if (a->num_classes <= 0)
         a->num_classes = dclasses;
     else if (a->num_classes < dclasses)
-        return fp_fail(FP_EINVAL, "--classes %d is fewer than the %d classes of %s", a->num_classes, dclasses,
+        return *usage = 1, fp_fail(FP_EINVAL, "--classes %d is fewer than the %d classes of %s", a->num_classes, dclasses,
                        fp_dataset_spec(*ds));
     return FP_OK;
 }

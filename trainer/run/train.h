@@ -57,12 +57,18 @@ void fp_train_config_set_device(fp_train_config *cfg, const struct fp_backend_op
 /* Fills in the automatic values above (eval_every is step_plan.h's). Idempotent. */
 void fp_train_config_resolve(fp_train_config *cfg);
 
-/* The choices of a run: model (FP_EINVAL listing the valid ones), batch and steps, optimizer and lr
- * schedule settings (resolved). Nothing is touched. */
+/* The choices of a run: model (FP_EINVAL listing the valid ones), batch, steps (>= 1), --checkpoint-every (only
+ * with a checkpoint), optimizer and lr schedule settings (resolved). Nothing is touched. */
 int fp_train_check_choices(const fp_train_config *c);
+/* The files a run will write, before it starts: save and checkpoint each a name (not '', not a directory, not
+ * an existing file that is not a regular one), not the same file, in a directory that exists and is writable.
+ * FP_EINVAL with *usage = 1 for a bad name, FP_EIO with *usage = 0 when the directory cannot take the file; the
+ * message names the option and the path. Nothing is created. */
+int fp_train_check_outputs(const fp_train_config *c, int *usage);
 /* Opens c->data (NULL: synthetic) at c->arm's image size and seed with c's augment / shuffle; a->num_classes
  * <= 0 becomes the dataset's. *usage = 1 when the spec itself is bad (unknown scheme: the message lists
- * the valid ones); otherwise a failure is the data's (missing / malformed files) or too few --classes. */
+ * the valid ones) or --classes is fewer than the data's; otherwise a failure is the data's (missing / malformed
+ * files). */
 int fp_train_open_data(const fp_train_config *c, fp_arm_config *a, fp_dataset **ds, int *usage);
 
 #endif
