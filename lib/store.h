@@ -10,9 +10,15 @@
  *    half a step).
  *  - Session and run ids are known to the caller when fp_store_begin_session / fp_store_begin_run
  *    return: those two (and fp_store_flush) go through the writer thread and wait for its commit.
- *  - On a disk-full or I/O error the writer stops, the run(s) are marked failed when still possible,
- *    and every record function (and fp_store_writer_status) returns FP_EIO with the message; what
- *    was committed before stays readable.
+ *  - Another process's lock on the file (its BEGIN EXCLUSIVE, a backup) is waited out: the writer retries
+ *    with back-off for up to FP_STORE_LOCK_PATIENCE_MS while the queue keeps taking records; meanwhile
+ *    fp_store_status says FP_STORE_WAITING (how long so far), and once the lock is had a warning event on
+ *    each run says how long recording waited. Nothing is lost.
+ *  - On a disk-full or I/O error, or a lock held past the patience, the writer stops for good: from that
+ *    moment fp_store_writer_status (and fp_store_status, and every record function) returns FP_EIO with
+ *    one line naming the file and the cause, so a training loop that polls it each step stops within a
+ *    step; the run(s) are marked failed when still possible (for a lock: by fp_store_close, once it is
+ *    released); what was committed before stays readable.
  *  - Nothing here prints or exits. One writing process per file at a time.
  *
  * Not measured = NULL in the file: pass NaN for a double field, a negative value for a nullable
@@ -26,6 +32,7 @@
 
 #define FP_STORE_DEFAULT_PATH "fp16probe.db"
 #define FP_STORE_COMMIT_MS 100          /* a batch is committed at least this often (<= 250 ms) */
+#define FP_STORE_LOCK_PATIENCE_MS 30000 /* how long another process's lock is waited out (default) */
 
 typedef enum { FP_RUN_RUNNING = 0, FP_RUN_FINISHED, FP_RUN_FAILED, FP_RUN_INTERRUPTED } fp_run_status;
 typedef enum { FP_PHASE_FORWARD = 0, FP_PHASE_BACKWARD_DATA, FP_PHASE_BACKWARD_WEIGHTS, FP_PHASE_COUNT } fp_phase;
@@ -167,8 +174,31 @@ int fp_store_event(fp_store_t *s, int64_t run, int64_t time_ns, int64_t step, in
 /* End one run now (queued after its records). */
 int fp_store_end_run(fp_store_t *s, int64_t run, fp_run_status status, const char *message);
 
-/* FP_OK while the writer is healthy; else its error code (and fp_error_message() gets its text). */
+/* The poll a training loop makes each step: FP_OK while recording can go on (also while a lock is being
+ * waited out); else the writer's error code (FP_EIO, FP_ENOMEM) with fp_error_message() set to its one
+ * line ("FILE: the database stayed locked by another process for 30 s while writing steps; recording
+ * stopped", "FILE: the disk is full while ..."): recording has stopped for good, stop training. Cheap
+ * (one atomic load while healthy); any thread. */
 int fp_store_writer_status(fp_store_t *s);
+
+/* The same, with what the writer is doing for a progress line or a dashboard. */
+typedef enum {
+    FP_STORE_RECORDING = 0,     /* healthy */
+    FP_STORE_WAITING,           /* waiting out another process's lock (records queue meanwhile) */
+    FP_STORE_FAILED             /* stopped for good: code and message say why */
+} fp_store_state;
+typedef struct {
+    fp_store_state state;
+    int code;                   /* FP_OK, or FAILED: the FP_E* code (as fp_store_writer_status) */
+    double waiting_s;           /* WAITING: seconds waited for the lock so far */
+    double patience_s;          /* how long a lock is waited out before recording stops */
+    char message[512];          /* WAITING / FAILED: one line naming the file ("" when RECORDING) */
+} fp_store_status_t;
+/* Fills st; returns st->code (FP_OK unless FAILED, then with fp_error_message() set). Any thread. */
+int fp_store_status(fp_store_t *s, fp_store_status_t *st);
+/* How long the writer waits out another process's lock (default FP_STORE_LOCK_PATIENCE_MS; 0: not at
+ * all, the first busy answer stops recording). Any time, any thread. */
+void fp_store_set_lock_patience(fp_store_t *s, int64_t ms);
 void fp_store_get_stats(fp_store_t *s, fp_store_stats_t *st);
 
 /* ---- signals (store_signal.c) ----

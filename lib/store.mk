@@ -10,7 +10,7 @@ lib_libfp_a_SOURCES += lib/store.h lib/store_reader.h lib/store_db.h lib/store_q
 
 STORE_TEST_UTIL = tests/store_testutil.c tests/store_testutil.h
 STORE_TESTS = tests/test_store_open tests/test_store_writer tests/test_store_reader \
-	tests/test_store_concurrency tests/test_store_crash
+	tests/test_store_concurrency tests/test_store_crash tests/test_store_busy
 check_PROGRAMS += $(STORE_TESTS)
 TESTS += $(STORE_TESTS)
 tests_test_store_open_SOURCES = tests/test_store_open.c $(STORE_TEST_UTIL)
@@ -23,6 +23,8 @@ tests_test_store_concurrency_SOURCES = tests/test_store_concurrency.c $(STORE_TE
 tests_test_store_concurrency_LDADD = $(TEST_LDADD)
 tests_test_store_crash_SOURCES = tests/test_store_crash.c $(STORE_TEST_UTIL)
 tests_test_store_crash_LDADD = $(TEST_LDADD)
+tests_test_store_busy_SOURCES = tests/test_store_busy.c $(STORE_TEST_UTIL)
+tests_test_store_busy_LDADD = $(TEST_LDADD)
 # the fixture writer for tests/test_store_cli.sh (cli/store_cli.mk)
 check_PROGRAMS += tests/test_store_fixture
 tests_test_store_fixture_SOURCES = tests/test_store_fixture.c $(STORE_TEST_UTIL)

@@ -185,6 +185,7 @@ int fp_store_open(fp_store_t **out, const char *path)
     pthread_mutex_init(&s->sync_mu, NULL);
     pthread_cond_init(&s->sync_cv, NULL);
     pthread_mutex_init(&s->intern_mu, NULL);
+    atomic_store(&s->lock_patience_ns, (int64_t)FP_STORE_LOCK_PATIENCE_MS * 1000000);
     int rc = fp_store_db_open(path, FP_STORE_WRITE, &s->db);
     if (rc == FP_OK)
         rc = fix_up_stale_runs(s->db, path);
@@ -194,6 +195,8 @@ int fp_store_open(fp_store_t **out, const char *path)
         rc = fp_sw_load_strings(s);
     if (rc == FP_OK)
         rc = fp_queue_init(&s->q, QUEUE_INITIAL, QUEUE_MAX);
+    if (rc == FP_OK)   /* from here a lock is waited out by the writer itself, a slice at a time */
+        sqlite3_busy_timeout(s->db, FP_STORE_LOCK_SLICE_MS);
     if (rc == FP_OK && pthread_create(&s->thread, NULL, fp_sw_thread_main, s) != 0)
         rc = fp_fail(FP_EINTERNAL, "%s: cannot start the writer thread", path);
     if (rc != FP_OK) {
@@ -227,6 +230,22 @@ static int sync_request(fp_store_t *s, sync_kind kind, const void *info, int sta
     return FP_OK;
 }
 
+/* After the writer thread gave up without marking its runs: one more try, on this thread, waiting a few
+ * seconds for the lock, so that the runs read 'failed' with the writer's message rather than 'running'. */
+static void mark_failed_late(fp_store_t *s)
+{
+    sqlite3_busy_timeout(s->db, FP_STORE_BUSY_TIMEOUT_MS);
+    if (!sqlite3_get_autocommit(s->db))
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        return;
+    if (fp_sw_finish_all(s, FP_RUN_FAILED, s->fail_msg) == SQLITE_OK &&
+        sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
+        s->runs_unmarked = 0;
+    else
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
 int fp_store_close(fp_store_t *s, fp_run_status status, const char *message)
 {
     if (!s)
@@ -237,6 +256,8 @@ int fp_store_close(fp_store_t *s, fp_run_status status, const char *message)
     fp_queue_stop(&s->q);
     pthread_join(s->thread, NULL);
     atomic_fetch_sub(&live_writers, 1);
+    if (s->runs_unmarked)   /* the writer gave up (a lock that outlasted its patience): mark the runs now if it can */
+        mark_failed_late(s);
     if (rc == FP_OK)
         rc = fp_sw_failed_rc(s);
     else

@@ -5,7 +5,7 @@
 #include "store_writer_internal.h"
 
 static const char *const stmt_sql[ST_COUNT] = {
-    [ST_BEGIN] = "BEGIN",
+    [ST_BEGIN] = "BEGIN IMMEDIATE",   /* the write lock up front: a busy file is met here, before any row */
     [ST_COMMIT] = "COMMIT",
     [ST_KERNEL] = "INSERT INTO kernels (run, step, layer, phase, start, end, deviceId, streamId, correlationId,"
                   " gridX, gridY, gridZ, blockX, blockY, blockZ, shortName, demangledName, tensorCore, kernelClass)"

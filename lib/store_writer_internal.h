@@ -14,6 +14,13 @@
 #include "store_db.h"
 #include "store_queue.h"
 
+/* Waiting out another process's lock (store_writer.c): each attempt lets SQLite's busy handler wait up to
+ * FP_STORE_LOCK_SLICE_MS, then the writer sleeps FP_STORE_LOCK_RETRY_MIN_MS doubling to _MAX_MS between
+ * attempts, until FP_STORE_LOCK_PATIENCE_MS (store.h; fp_store_set_lock_patience) have passed. */
+#define FP_STORE_LOCK_SLICE_MS 250
+#define FP_STORE_LOCK_RETRY_MIN_MS 50
+#define FP_STORE_LOCK_RETRY_MAX_MS 1000
+
 /* A request a producer waits on (begin_session, begin_run, flush, close): queued as an FP_REC_SYNC
  * record, applied by the writer thread, completed when its transaction commits. */
 typedef enum { SYNC_SESSION, SYNC_RUN, SYNC_FLUSH, SYNC_FINISH } sync_kind;
@@ -49,6 +56,9 @@ struct fp_store {
     atomic_int failed;
     int fail_code;
     char fail_msg[512];
+    int runs_unmarked;          /* 1: failed before this store's runs could be marked failed */
+    /* another process's lock: the writer's wait (mono ns it began, 0: not waiting) and its patience */
+    _Atomic int64_t lock_since_ns, lock_patience_ns;
     /* completion of synchronous requests */
     pthread_mutex_t sync_mu;
     pthread_cond_t sync_cv;
