@@ -144,10 +144,11 @@ typedef struct {
     char kind[32];          /* "step_time" */
     char arm[32];           /* "" for session-level checks */
     fp_check_status status;
-    double value, limit;    /* NaN when none */
-    double other;           /* the figure compared against (reference or baseline); NaN when none */
+    double value, limit;    /* what is judged and its limit, in `unit`; NaN when none */
+    double other;           /* the counterpart's own figure (the reference's or the baseline's: ns per image,
+                             * bytes, final loss, top-1 %, rate %, count); NaN when none */
     double p;               /* p-value of the check's test; NaN when none */
-    char unit[16];          /* of value / limit / other: "ratio", "loss", "points", "percent", "count", "x" */
+    char unit[16];          /* of value and limit: "percent", "points", "loss", "count", "x" */
     char figures[480];      /* what was measured, for people */
 } fp_check_t;
 
