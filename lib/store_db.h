@@ -35,9 +35,16 @@ typedef enum {
  * up (busy timeout; WAL and synchronous=NORMAL when writing). On failure *db is NULL and the
  * message names the file. */
 int fp_store_db_open(const char *path, fp_store_mode mode, sqlite3 **db);
+/* The same; *immutable (may be NULL) says whether a reader's connection reads the file immutable: no
+ * writer was active, or the side files could not be used (an I/O error through them, e.g. a -shm that a
+ * full disk keeps from growing) while the WAL held nothing. A write open that fails removes the -wal
+ * and -shm files it made when the WAL holds nothing (and the empty file it created). */
+int fp_store_db_open_ex(const char *path, fp_store_mode mode, sqlite3 **db, int *immutable);
 
 /* 1 when PATH-wal exists (a writer is active, or died without cleaning up). */
 int fp_store_wal_exists(const char *path);
+/* Its size in bytes; -1 when there is none. */
+long long fp_store_wal_size(const char *path);
 
 /* Turn an SQLite result code into an FP_E* code and a message "PATH: <what went wrong> while
  * DOING"; returns the FP_E* code. */

@@ -230,11 +230,12 @@ static int sync_request(fp_store_t *s, sync_kind kind, const void *info, int sta
     return FP_OK;
 }
 
-/* After the writer thread gave up without marking its runs: one more try, on this thread, waiting a few
- * seconds for the lock, so that the runs read 'failed' with the writer's message rather than 'running'. */
+/* After the writer thread gave up without marking its runs: one more try, on this thread, waiting a second
+ * for the lock, so that the runs read 'failed' with the writer's message rather than 'running' (else
+ * readers show them interrupted once this process is gone). */
 static void mark_failed_late(fp_store_t *s)
 {
-    sqlite3_busy_timeout(s->db, FP_STORE_BUSY_TIMEOUT_MS);
+    sqlite3_busy_timeout(s->db, 1000);
     if (!sqlite3_get_autocommit(s->db))
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)

@@ -288,9 +288,65 @@ int fp_store_wal_exists(const char *path)
     return side_file_size(path, "-wal", &size);
 }
 
+long long fp_store_wal_size(const char *path)
+{
+    long long size;
+    return side_file_size(path, "-wal", &size) ? size : -1;
+}
+
+/* A start that failed after SQLite made PATH-wal and PATH-shm (a full disk while switching to WAL mode
+ * leaves a 3-byte -shm and an empty -wal, through which every later reader then had to go): removed when
+ * this open made them (neither was there before) and the WAL holds nothing, so not a byte of data goes;
+ * likewise the empty database file this open created. */
+static void drop_failed_start(const char *path, int existed, int side_before)
+{
+    char side[PATH_MAX + 8];
+    long long wal = fp_store_wal_size(path);
+    if (side_before || wal > 0)
+        return;
+    snprintf(side, sizeof side, "%s-wal", path);
+    if (wal == 0)
+        unlink(side);
+    snprintf(side, sizeof side, "%s-shm", path);
+    unlink(side);
+    struct stat st;
+    if (!existed && stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
+        unlink(path);
+}
+
+/* Reading through the side files failed with an I/O error (a -shm that cannot be grown on a full disk, a
+ * read-only or leftover one): when the WAL holds nothing, the database file alone is the whole database, so
+ * it is read immutable, without them. *db is replaced on success; else the first error stands. */
+static int read_without_side_files(const char *path, int rc, sqlite3 **db, identity_t *id, int *immutable)
+{
+    char first[1024];
+    snprintf(first, sizeof first, "%s", fp_error_message());
+    if (rc != FP_EIO || fp_store_wal_size(path) != 0)
+        return rc;
+    sqlite3 *alt = NULL;
+    int rc2 = open_conn(path, SQLITE_OPEN_READONLY, 1, &alt);
+    if (rc2 == FP_OK)
+        rc2 = read_identity(alt, path, id);
+    if (rc2 != FP_OK) {
+        sqlite3_close(alt);
+        return fp_fail(rc, "%s", first);
+    }
+    sqlite3_close(*db);
+    *db = alt;
+    *immutable = 1;
+    return FP_OK;
+}
+
 int fp_store_db_open(const char *path, fp_store_mode mode, sqlite3 **out)
 {
+    return fp_store_db_open_ex(path, mode, out, NULL);
+}
+
+int fp_store_db_open_ex(const char *path, fp_store_mode mode, sqlite3 **out, int *immutable_out)
+{
     *out = NULL;
+    if (immutable_out)
+        *immutable_out = 0;
     if (!path || !*path)
         return fp_fail(FP_EINVAL, "no database file given");
     int exists, rc = check_path(path, mode, &exists);
@@ -302,10 +358,16 @@ int fp_store_db_open(const char *path, fp_store_mode mode, sqlite3 **out)
      * files) unless a writer is active, so that a refused file is left exactly as it was. */
     sqlite3 *db = NULL;
     identity_t id = {0, 0, 0};
+    char shm[PATH_MAX + 8];
+    snprintf(shm, sizeof shm, "%s-shm", path);
+    int side_before = fp_store_wal_exists(path) || access(shm, F_OK) == 0;
+    int immutable = !fp_store_wal_exists(path);
     if (!empty) {
-        rc = open_conn(path, SQLITE_OPEN_READONLY, !fp_store_wal_exists(path), &db);
+        rc = open_conn(path, SQLITE_OPEN_READONLY, immutable, &db);
         if (rc == FP_OK)
             rc = read_identity(db, path, &id);
+        if (rc != FP_OK && !immutable && mode != FP_STORE_WRITE)
+            rc = read_without_side_files(path, rc, &db, &id, &immutable);
     }
     if (rc == FP_OK && mode != FP_STORE_WRITE) {
         if (id.tables == 0)
@@ -315,6 +377,8 @@ int fp_store_db_open(const char *path, fp_store_mode mode, sqlite3 **out)
                          "(which migrates it) before reading", path, id.version, FP_STORE_SCHEMA_VERSION);
         if (rc == FP_OK) {
             *out = db;
+            if (immutable_out)
+                *immutable_out = immutable;
             return FP_OK;
         }
     }
@@ -330,6 +394,7 @@ int fp_store_db_open(const char *path, fp_store_mode mode, sqlite3 **out)
         rc = bring_up_to_date(db, path);
     if (rc != FP_OK) {
         sqlite3_close(db);
+        drop_failed_start(path, exists, side_before);
         return rc;
     }
     *out = db;

@@ -24,8 +24,9 @@ static const char *const query_sql[Q_COUNT] = {
     [Q_RUN_LAST] = "SELECT loss FROM steps WHERE run = ?1 ORDER BY step DESC LIMIT 1",
 };
 
-/* A reader opened while no writer was active reads the file immutable (no side files); a live one
- * reconnects normally as soon as a writer appears (its -wal file exists), before its next query. */
+/* A reader opened while no writer was active reads the file immutable (no side files), and so does one whose
+ * side files could not be used while the WAL was empty (store_db.h); a live one reconnects normally as soon
+ * as a writer appears (its -wal file holds frames, or the file changed), before its next query. */
 struct fp_reader {
     char *path;
     sqlite3 *db;
@@ -46,10 +47,9 @@ static void disconnect(fp_reader_t *r)
 
 static int connect(fp_reader_t *r)
 {
-    r->immutable = !fp_store_wal_exists(r->path);
     if (stat(r->path, &r->seen) != 0)
         memset(&r->seen, 0, sizeof r->seen);
-    return fp_store_db_open(r->path, FP_STORE_READ, &r->db);
+    return fp_store_db_open_ex(r->path, FP_STORE_READ, &r->db, &r->immutable);
 }
 
 static int open_mode(fp_reader_t **out, const char *path, int live)
@@ -105,8 +105,10 @@ int fp_reader_fail(fp_reader_t *r, int rc, const char *doing)
 int fp_reader_begin(fp_reader_t *r)
 {
     struct stat now;
+    /* a writer appeared: a -wal with frames in it (an empty one may be a failed start's leftover) or the file
+     * itself changed (a new writer switching it to WAL mode) */
     if (r->live && r->immutable &&
-        (fp_store_wal_exists(r->path) || stat(r->path, &now) != 0 || now.st_size != r->seen.st_size ||
+        (fp_store_wal_size(r->path) > 0 || stat(r->path, &now) != 0 || now.st_size != r->seen.st_size ||
          now.st_mtim.tv_sec != r->seen.st_mtim.tv_sec || now.st_mtim.tv_nsec != r->seen.st_mtim.tv_nsec)) {
         disconnect(r);
         int rc = connect(r);

@@ -4,7 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "error.h"
 #include "store.h"
@@ -367,6 +370,106 @@ static void test_refusals(void)
     free(nofile);
 }
 
+/* ---- a full disk, simulated by a file size limit in a child process (issue 21 #8) ---- */
+
+/* In a child under RLIMIT_FSIZE = limit bytes (SIGXFSZ ignored: the write fails instead): fn(arg); its
+ * result, and the child's last error message into msg. */
+static int limited(long limit, int (*fn)(const char *), const char *arg, char *msg, size_t cap)
+{
+    int p[2];
+    if (pipe(p))
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {(rlim_t)limit, (rlim_t)limit};
+        int rc = setrlimit(RLIMIT_FSIZE, &rl) == 0 ? fn(arg) : 99;
+        const char *m = fp_error_message();
+        if (write(p[1], m, strlen(m)) < 0) { /* the parent reads nothing */ }
+        _exit(rc);
+    }
+    close(p[1]);
+    size_t n = 0;
+    ssize_t got;
+    while (n + 1 < cap && (got = read(p[0], msg + n, cap - 1 - n)) > 0)
+        n += (size_t)got;
+    msg[n] = 0;
+    close(p[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 98;
+}
+
+static int try_write_open(const char *path)
+{
+    fp_store_t *s = NULL;
+    int rc = fp_store_open(&s, path);
+    if (rc == FP_OK)
+        fp_store_close(s, FP_RUN_FINISHED, NULL);
+    return rc == FP_OK ? 0 : 1;
+}
+
+static int try_read(const char *path)
+{
+    for (int live = 0; live < 2; live++) {
+        fp_reader_t *r = NULL;
+        fp_session_row_t *ss = NULL;
+        fp_run_row_t *runs = NULL;
+        size_t ns = 0, nr = 0;
+        int rc = live ? fp_reader_open(&r, path) : fp_reader_open_snapshot(&r, path);
+        for (int q = 0; rc == FP_OK && q < 3; q++) {   /* a live reader queries again: no reconnect loop */
+            free(ss);
+            free(runs);
+            ss = NULL;
+            runs = NULL;
+            rc = fp_reader_sessions(r, &ss, &ns);
+            if (rc == FP_OK)
+                rc = fp_reader_runs(r, 0, &runs, &nr);
+        }
+        free(ss);
+        free(runs);
+        fp_reader_close(r);
+        if (rc != FP_OK || ns != 1 || nr != 2)
+            return 1;
+    }
+    return 0;
+}
+
+static void test_full_disk(void)
+{
+    char *db = tu_path(dir, "full.db"), msg[1024];
+    int64_t runs[2];
+    int ok = tu_write_fixture(db, 30, 4, runs) == FP_OK && tu_no_side_files(db);
+    tap_ok(ok, "fixture written and closed cleanly (no -wal, no -shm)");
+    /* a write open that cannot grow the -shm (as on a 100% full disk) */
+    int rc = limited(16384, try_write_open, db, msg, sizeof msg);
+    tap_ok(rc == 1 && strstr(msg, db) && strstr(msg, "limit"), "recording under a 16 KiB file size limit fails, "
+           "naming the file and the cause: %s", msg);
+    tap_ok(tu_no_side_files(db), "the failed start leaves no -wal or -shm behind (it left a 3-byte -shm and an "
+           "empty -wal)");
+    rc = limited(16384, try_read, db, msg, sizeof msg);
+    tap_ok(rc == 0, "the file reads while the disk stays full (%s)", rc ? msg : "ok");
+    /* the leftovers of such a start (an older build's, or a crash's): an intact file still reads */
+    char side[4200];
+    snprintf(side, sizeof side, "%s-shm", db);
+    tu_write_file(side, "\0\0\0", 3);
+    snprintf(side, sizeof side, "%s-wal", db);
+    tu_write_file(side, "", 0);
+    rc = limited(16384, try_read, db, msg, sizeof msg);
+    tap_ok(rc == 0, "with a leftover 3-byte -shm and empty -wal, snapshot and live readers read it on a full disk "
+           "(%s)", rc ? msg : "ok");
+    rc = try_read(db);
+    tap_ok(rc == 0, "... and with room again (%s)", rc ? fp_error_message() : "ok");
+    /* a database created on a full disk: nothing is left at all */
+    char *fresh = tu_path(dir, "fresh.db");
+    rc = limited(2048, try_write_open, fresh, msg, sizeof msg);
+    tap_ok(rc == 1 && !tu_exists(fresh) && tu_no_side_files(fresh), "creating a database past the limit fails and "
+           "leaves no file: %s", msg);
+    free(fresh);
+    free(db);
+}
+
 int main(void)
 {
     dir = tu_mkdir();
@@ -376,6 +479,7 @@ int main(void)
     test_migrate_v2();
     test_refusals();
     test_permissions();
+    test_full_disk();
     tu_rmdir(dir);
     return tap_done();
 }
