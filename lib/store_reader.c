@@ -224,6 +224,8 @@ static int fill_run(fp_reader_t *r, sqlite3_stmt *st, fp_run_row_t *row, int wit
     return FP_OK;
 }
 
+static int no_run(fp_reader_t *r, int64_t run);
+
 static int query_runs(fp_reader_t *r, const char *sql, int64_t arg, int with_steps, fp_run_row_t **rows, size_t *n)
 {
     *rows = NULL;
@@ -274,11 +276,40 @@ int fp_reader_run(fp_reader_t *r, int64_t run, fp_run_row_t *row)
     if (rc != FP_OK)
         return rc;
     if (n == 0)
-        rc = fp_fail(FP_EINVAL, "%s: no run %lld", r->path, (long long)run);
+        rc = no_run(r, run);
     else
         *row = rows[0];
     free(rows);
     return rc;
+}
+
+/* A run the runs table did not give back: absent, or a damaged page hid it (a lookup by id can miss a row
+ * on a corrupt page without SQLite noticing, where ls's full scan says "corrupt"). PRAGMA quick_check of
+ * the runs table (small) tells them apart: FP_EFORMAT naming the corruption, else FP_EINVAL "no run N". */
+static int no_run(fp_reader_t *r, int64_t run)
+{
+    sqlite3_stmt *st = NULL;
+    char why[200] = "";
+    int src = sqlite3_prepare_v2(r->db, "PRAGMA quick_check(runs)", -1, &st, NULL);
+    if (src == SQLITE_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *m = (const char *)sqlite3_column_text(st, 0);
+        if (m && strcmp(m, "ok") != 0) {
+            static const char head[] = "*** in database main ***";
+            if (strncmp(m, head, sizeof head - 1) == 0)
+                m += sizeof head - 1;
+            m += strspn(m, " \r\n");
+            snprintf(why, sizeof why, "%s", m);
+        }
+    }
+    sqlite3_finalize(st);
+    if (why[0] || (src != SQLITE_ROW && (src & 0xff) == SQLITE_CORRUPT)) {
+        for (char *p = why; *p; p++)   /* one line */
+            if (*p == '\n' || *p == '\r')
+                *p = ' ';
+        return fp_fail(FP_EFORMAT, "%s: the database is corrupt while looking up run %lld (%s)", r->path,
+                       (long long)run, why[0] ? why : "database disk image is malformed");
+    }
+    return fp_fail(FP_EINVAL, "%s: no run %lld", r->path, (long long)run);
 }
 
 int fp_reader_check_run(fp_reader_t *r, int64_t run)
@@ -293,7 +324,7 @@ int fp_reader_check_run(fp_reader_t *r, int64_t run)
     if (src == SQLITE_ROW)
         return FP_OK;
     if (src == SQLITE_DONE)
-        return fp_fail(FP_EINVAL, "%s: no run %lld", r->path, (long long)run);
+        return no_run(r, run);
     return fp_reader_fail(r, src, "looking up a run");
 }
 
