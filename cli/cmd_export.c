@@ -57,6 +57,8 @@ int cmd_export(int argc, char **argv)
     if (strcmp(csv, "-") == 0) {
         int rc = fp_reader_export_csv(r, run, table, stdout);
         fp_reader_close(r);
+        if (rc != FP_OK && ferror(stdout))   /* the output failed: name it, the cause is in the message */
+            return cli_error(1, "export: standard output: %s", fp_error_message());
         return rc == FP_OK ? 0 : cli_error(1, "export: %s", fp_error_message());
     }
     fp_afile_t out;
@@ -67,8 +69,11 @@ int cmd_export(int argc, char **argv)
     int rc = fp_reader_export_csv(r, run, table, out.f);
     fp_reader_close(r);
     if (rc != FP_OK) {
+        int output = ferror(out.f);   /* the CSV file failed (a full disk), not the database */
         fp_afile_abort(&out);
-        return cli_error(1, "export: %s: %s", fp_error_message(), csv);
+        if (output)
+            return cli_error(1, "export: %s: %s", csv, fp_error_message());
+        return cli_error(1, "export: %s", fp_error_message());
     }
     if (fp_afile_commit(&out) != FP_OK)
         return cli_error(1, "export: %s", fp_error_message());

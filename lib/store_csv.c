@@ -1,6 +1,8 @@
 /* store_csv.c — `export`: one run's rows of a store table as RFC 4180 CSV (store_reader.h).
  * Promise: a header row, CRLF line ends, a field quoted (quotes doubled) exactly when it holds a
- * comma, a quote, CR or LF; NULL is an empty field; reals print so they read back exactly. */
+ * comma, a quote, CR or LF; NULL is an empty field; reals print so they read back exactly; a failed write
+ * (a full disk) stops the export and is named with its cause ("cannot write the CSV: No space left ..."). */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include "error.h"
@@ -72,7 +74,7 @@ int fp_reader_export_csv(fp_reader_t *r, int64_t run, const char *table, FILE *o
     int rc = fp_reader_begin(r);
     if (rc == FP_OK)
         rc = fp_reader_check_run(r, run);
-    int src = SQLITE_DONE;
+    int src = SQLITE_DONE, write_errno = 0;
     if (rc == FP_OK && (src = sqlite3_prepare_v2(db, found->select, -1, &st, NULL)) != SQLITE_OK)
         rc = fp_store_sqlite_fail(db, src, path, "preparing the export");
     if (rc == FP_OK) {
@@ -85,7 +87,7 @@ int fp_reader_export_csv(fp_reader_t *r, int64_t run, const char *table, FILE *o
             put_field(out, name, strlen(name));
         }
         fputs("\r\n", out);
-        while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+        while (!ferror(out) && (src = sqlite3_step(st)) == SQLITE_ROW) {
             for (int c = 0; c < cols; c++) {
                 if (c)
                     fputc(',', out);
@@ -99,14 +101,17 @@ int fp_reader_export_csv(fp_reader_t *r, int64_t run, const char *table, FILE *o
                 }
                 }
             }
-            fputs("\r\n", out);
+            if (fputs("\r\n", out) == EOF || ferror(out))
+                write_errno = errno;   /* a full disk: say so, before SQLite can touch errno */
         }
-        if (src != SQLITE_DONE)
+        if (!ferror(out) && src != SQLITE_DONE)
             rc = fp_store_sqlite_fail(db, src, path, "exporting");
     }
     sqlite3_finalize(st);
-    rc = fp_reader_end(r, rc);
-    if (rc == FP_OK && (fflush(out) != 0 || ferror(out)))
-        rc = fp_fail(FP_EIO, "writing the CSV failed");
-    return rc;
+    if (rc == FP_OK && (fflush(out) != 0 || ferror(out))) {
+        if (!write_errno)
+            write_errno = errno;
+        rc = fp_fail(FP_EIO, "cannot write the CSV: %s", write_errno ? strerror(write_errno) : "write error");
+    }
+    return fp_reader_end(r, rc);
 }

@@ -18,7 +18,7 @@ one_line_error() {
     "$@" >"$tmp/out" 2>"$tmp/err"; got=$?
     test "$got" -eq "$want" && test "$(wc -l <"$tmp/err")" -eq 1 && grep -q "^fp16probe: .*$word" "$tmp/err"
 }
-echo "1..24"
+echo "1..26"
 check "ls --help exits 0" sh -c "'$bin' ls --help | grep -q 'usage: fp16probe ls'"
 check "export --help lists the tables" sh -c "'$bin' export --help | grep -q 'steps'"
 check "ls: one session line" sh -c "test \$('$bin' ls --db '$db' | grep -c '^session 1 .*fixture .*(2 runs)') -eq 1"
@@ -48,4 +48,16 @@ check "ls on a missing directory: status 1, not created" sh -c "! '$bin' ls --db
 cp "$db" "$tmp/half.db"; size=$(wc -c <"$tmp/half.db"); truncate -s $((size / 2)) "$tmp/half.db" 2>/dev/null || dd if="$db" of="$tmp/half.db" bs=$((size / 2)) count=1 2>/dev/null
 check "ls on a truncated database: status 1, one line" one_line_error 1 "half.db: truncated" "$bin" ls --db "$tmp/half.db"
 check "ls and export leave the database without side files" sh -c "test ! -e '$db-wal' && test ! -e '$db-shm'"
+# an output that fills up (issue 21 #10): the cause is kept, the output named, no file left
+if [ -w /dev/full ]; then
+    check "export to a full device: status 1, one line naming the output and the cause" \
+        one_line_error 1 "standard output: cannot write the CSV: No space left on device" \
+        sh -c "'$bin' export --db '$db' --run 1 --table layer_times >/dev/full"
+else
+    n=$((n + 1)); echo "ok $n # SKIP no /dev/full"
+fi
+check "export --csv FILE past the file size limit: one line naming the file and the cause, no file" \
+    sh -c "(ulimit -f 1; '$bin' export --db '$db' --run 1 --table layer_times --csv '$tmp/big.csv' 2>'$tmp/err'); test \$? -eq 1 &&
+        test \$(wc -l <'$tmp/err') -eq 1 && grep -q 'big.csv: cannot write the CSV: File too large' '$tmp/err' &&
+        test -z \"\$(ls '$tmp' | grep big.csv)\""
 exit $fail
