@@ -191,8 +191,25 @@ static void status_check(acc_t *c, const fp_arm_t *a)
         (long long)r->id, why, a->nsteps, r->failure[0] ? ": " : "", r->failure);
 }
 
-/* Final loss of a against r (the reference arm, or the baseline's arm). */
-static void loss_check(acc_t *c, const char *kind, const fp_arm_t *a, const fp_arm_t *r, const char *rname)
+/* Against a baseline recorded with another seed, accuracy and loss also differ by run-to-run training
+ * variance, which one run on each side cannot measure: a difference above the limit is then
+ * INCONCLUSIVE, never FAIL. Returns the note to add ("" when the seeds match or are unknown). */
+static const char *seed_note(const fp_arm_t *a, const fp_arm_t *r, int vs_base, fp_check_status *st, char *buf,
+                             size_t cap)
+{
+    buf[0] = '\0';
+    if (!vs_base || a->run.seed < 0 || r->run.seed < 0 || a->run.seed == r->run.seed)
+        return buf;
+    snprintf(buf, cap, "; seeds differ (%lld vs baseline %lld): run-to-run training variance is not in this test, "
+             "so above the limit is inconclusive (record both with one seed to compare)",
+             (long long)a->run.seed, (long long)r->run.seed);
+    if (*st == FP_CHECK_FAIL)
+        *st = FP_CHECK_INCONCLUSIVE;
+    return buf;
+}
+
+/* Final loss of a against r (the reference arm, or the baseline's arm: vs_base). */
+static void loss_check(acc_t *c, const char *kind, const fp_arm_t *a, const fp_arm_t *r, const char *rname, int vs_base)
 {
     const fp_gate_opts_t *o = c->o;
     if (a->nsteps == 0 || r->nsteps == 0) {
@@ -215,6 +232,8 @@ static void loss_check(acc_t *c, const char *kind, const fp_arm_t *a, const fp_a
     double gap = a->final_loss - r->final_loss, se = sqrt(da.loss_se * da.loss_se + dr.loss_se * dr.loss_se);
     double p = isnan(se) ? NAN : se > 0 ? fp_normal_upper(gap / se) : gap > 0 ? 0 : 1;
     fp_check_status st = judge(gap, o->max_loss_gap, p, o->alpha);
+    char sn[200];
+    seed_note(a, r, vs_base, &st, sn, sizeof sn);
     char ps[64] = "";
     if (isnan(se))
         snprintf(ps, sizeof ps, "; noise unknown (fewer than 2 losses in a window)");
@@ -222,15 +241,15 @@ static void loss_check(acc_t *c, const char *kind, const fp_arm_t *a, const fp_a
         snprintf(ps, sizeof ps, "; p = %.3g (alpha %.3g)", p, o->alpha);
     set_stats(add(c, kind, label(a), st, gap, o->max_loss_gap, "loss",
                   "final loss %.4f +- %.4f vs %.4f +- %.4f for %s (means of the last %zu / %zu steps +- standard "
-                  "error): %+.4f, limit %.4f%s%s",
+                  "error): %+.4f, limit %.4f%s%s%s",
                   a->final_loss, da.loss_se, r->final_loss, dr.loss_se, rname, da.loss_n, dr.loss_n, gap,
-                  o->max_loss_gap, ps, verdict_words(st)),
+                  o->max_loss_gap, ps, sn[0] ? "" : verdict_words(st), sn),
               r->final_loss, p);
 }
 
 /* Validation top-1 of a against r: a drop in points, judged on the evaluated images. */
 static void acc_check(acc_t *c, const char *kind, const fp_arm_t *a, const fp_gate_extra_t *xa, const fp_arm_t *r,
-                      const fp_gate_extra_t *xr, const char *rname)
+                      const fp_gate_extra_t *xr, const char *rname, int vs_base)
 {
     const fp_gate_opts_t *o = c->o;
     if (isnan(a->val_top1) || isnan(r->val_top1)) {
@@ -251,16 +270,20 @@ static void acc_check(acc_t *c, const char *kind, const fp_arm_t *a, const fp_ga
         p = fp_two_prop_p(round(r->val_top1 * nr), nr, round(a->val_top1 * na), na);
     }
     fp_check_status st = judge(drop, o->max_acc_drop, p, o->alpha);
+    char sn[200];
+    seed_note(a, r, vs_base, &st, sn, sizeof sn);
     char ps[320];
     if (isnan(p))
         snprintf(ps, sizeof ps, "; images evaluated: %s", xa && xa->eval_from[0] ? xa->eval_from : "unknown");
     else
         snprintf(ps, sizeof ps, "; two-proportion p = %.3g (alpha %.3g); images: %s", p, o->alpha, xa->eval_from);
     set_stats(add(c, kind, label(a), st, drop, o->max_acc_drop, "points",
-                  "val top-1 %.2f%%%s vs %.2f%%%s for %s: drop %.2f pt, limit %.2f pt%s%s", 100 * a->val_top1, ia,
+                  "val top-1 %.2f%%%s vs %.2f%%%s for %s: drop %.2f pt, limit %.2f pt%s%s%s", 100 * a->val_top1, ia,
                   100 * r->val_top1, ir, rname, drop, o->max_acc_drop,
-                  st == FP_CHECK_INCONCLUSIVE && isnan(p) ? ": above the limit, image count unknown" : verdict_words(st),
-                  ps),
+                  sn[0] ? ""
+                  : st == FP_CHECK_INCONCLUSIVE && isnan(p) ? ": above the limit, image count unknown"
+                                                            : verdict_words(st),
+                  ps, sn),
               100 * r->val_top1, p);
 }
 
@@ -544,8 +567,8 @@ int fp_gate_run(const fp_gate_side_t *base, const fp_gate_side_t *cand, const fp
         if (b) {
             const fp_gate_extra_t *xb = base->x ? &base->x[b - base->s.arms] : NULL;
             step_time_check(&c, b, a);
-            loss_check(&c, "loss_vs_base", a, b, "the baseline");
-            acc_check(&c, "acc_vs_base", a, xa, b, xb, "the baseline");
+            loss_check(&c, "loss_vs_base", a, b, "the baseline", 1);
+            acc_check(&c, "acc_vs_base", a, xa, b, xb, "the baseline", 1);
             memory_check(&c, b, a, shape_diff);
             skipped_vs_base(&c, b, a);
             lost_vs_base(&c, a, xa, xb);
@@ -554,8 +577,8 @@ int fp_gate_run(const fp_gate_side_t *base, const fp_gate_side_t *cand, const fp
         }
         if (!a->is_ref) {
             speedup_check(&c, a, R);
-            loss_check(&c, "loss_gap", a, R, label(R));
-            acc_check(&c, "acc_drop", a, xa, R, xR, label(R));
+            loss_check(&c, "loss_gap", a, R, label(R), 0);
+            acc_check(&c, "acc_drop", a, xa, R, xR, label(R), 0);
         }
         skipped_check(&c, a);
         if (a->fmt >= 0)

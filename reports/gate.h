@@ -3,7 +3,7 @@
  * README's `## CI gate` is the user's description; this header is the contract.
  *
  * Comparability first (with a baseline): model, policy list, batch, image size, data, steps,
- * optimizer and its config, learning rate, device and fp16probe version must match, and every
+ * optimizer and its config, learning rate, device (and threads) and fp16probe version must match, and every
  * baseline run must have finished. A difference not accepted with --allow-config-diff KEY makes the
  * check `comparable` NOT_COMPARABLE and no baseline comparison runs (they would be meaningless).
  *
@@ -28,7 +28,8 @@
  *  - step_time             step time per image: FAIL when Mann–Whitney U p < alpha AND the median
  *                          is more than max_slowdown slower; too few steps: INCONCLUSIVE;
  *  - loss_vs_base          final loss rise, judged as loss_gap (limit max_loss_gap);
- *  - acc_vs_base           val top-1 drop, judged as acc_drop (limit max_acc_drop);
+ *  - acc_vs_base           val top-1 drop, judged as acc_drop (limit max_acc_drop); both only
+ *                          INCONCLUSIVE above the limit when the seeds differ (training variance);
  *  - memory_vs_base        peak memory growth <= max_mem_growth (SKIP when not measured);
  *  - skipped_vs_base       rise of the after-calibration skip rate (points): FAIL when above
  *                          max_skip_rise and significant (two-proportion, p < alpha);

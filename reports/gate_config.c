@@ -313,6 +313,9 @@ static void cmp_arm(diffs_t *d, const fp_arm_t *b, const fp_gate_extra_t *xb, co
             cmp_text(d, FP_GK_DATA, data_keys[i], vb, vc);
     if (fp_json_lookup(xb->env.config, "steps", vb, sizeof vb) && fp_json_lookup(xc->env.config, "steps", vc, sizeof vc))
         cmp_text(d, FP_GK_STEPS, "steps", vb, vc);
+    if (fp_json_lookup(xb->env.config, "threads", vb, sizeof vb) &&
+        fp_json_lookup(xc->env.config, "threads", vc, sizeof vc))
+        cmp_text(d, FP_GK_DEVICE, "threads", vb, vc);   /* the device's share the run had */
     if (xb->env.optimizer_config[0] && xc->env.optimizer_config[0]) {
         opt_ctx_t ob = {d, xc->env.optimizer_config, 1}, oc = {d, xb->env.optimizer_config, 0};
         members(xb->env.optimizer_config, opt_member, &ob);

@@ -441,8 +441,7 @@ static void regression_tests(const char *base, const gt_session_t *g0)
     char *p;
 #define PLANT(what, edit, opts, code, check, st)                                                                     \
     do {                                                                                                              \
-        g = *g0;                                                                                                      \
-        g.seed = 77;                                                                                                  \
+        g = *g0; /* the baseline's seed: as the CI job records both */                                                \
         edit;                                                                                                         \
         p = fixture(&g);                                                                                              \
         expect(what, base, p, opts, code, check, st);                                                                 \
@@ -462,6 +461,12 @@ static void regression_tests(const char *base, const gt_session_t *g0)
           1, "acc_vs_base[fp32]", FP_CHECK_FAIL);
     PLANT("...where the within-session drop passes", (g.arms[0].correct = 560, g.arms[1].correct = 556), NULL, 1,
           "acc_drop[fp16]", FP_CHECK_PASS);
+    PLANT("the same drop against a baseline of another seed: inconclusive (training variance unmeasured)",
+          (g.seed = 77, g.arms[0].correct = 560, g.arms[1].correct = 556), NULL, 0, "acc_vs_base[fp32]",
+          FP_CHECK_INCONCLUSIVE);
+    PLANT("a loss rise against another seed: inconclusive", (g.seed = 77, g.arms[0].loss_offset = 0.4,
+          g.arms[1].loss_offset = 0.4, g.arms[0].loss_noise = g.arms[1].loss_noise = 0.02), NULL, 0,
+          "loss_vs_base[fp32]", FP_CHECK_INCONCLUSIVE);
     PLANT("accuracy 1.2 points lower on 1,024 images: within noise", g.arms[0].correct = 705, NULL, 0,
           "acc_vs_base[fp32]", FP_CHECK_INCONCLUSIVE);
     PLANT("fp16 skips every 30th step after calibration (3.4%, under --max-skip-rate)", g.arms[1].skip_every = 30,
