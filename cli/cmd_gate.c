@@ -2,7 +2,7 @@
  * (reports/gate.h). Prints a table of every check; exit 0 pass, 1 regression, 2 inconclusive (only with
  * --inconclusive fail), 3 error (usage errors included), 4 not comparable. --junit / --markdown / --json
  * files are written atomically; the Markdown is also appended to $GITHUB_STEP_SUMMARY when that is
- * set, and GitHub annotations are printed when $GITHUB_ACTIONS is "true". */
+ * set, and GitHub annotations are printed when $GITHUB_ACTIONS is set (GitHub sets "true"). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -57,7 +57,9 @@ static void usage(FILE *to)
           "(--warmup N, default 10% of steps, 5..100) makes a timing check inconclusive; so does a figure\n"
           "above its limit that its sample cannot tell from noise. --inconclusive pass (default) counts\n"
           "those as passes with a warning line; --inconclusive fail as failures (exit 2). JUnit, JSON and\n"
-          "Markdown give every check the same verdict as the exit status.\n"
+          "Markdown give every check the same verdict as the exit status; with $GITHUB_ACTIONS set,\n"
+          "::error / ::warning annotations follow the table, and --markdown is appended to\n"
+          "$GITHUB_STEP_SUMMARY.\n"
           "exit: 0 pass, 1 regression, 2 inconclusive (--inconclusive fail), 3 error, 4 not comparable\n",
           to);
 }
@@ -225,7 +227,7 @@ int cmd_gate(int argc, char **argv)
         return cli_error(FP_GATE_ERROR, "gate: %s", fp_error_message());
     fp_gate_print_table(stdout, &res);
     const char *gha = getenv("GITHUB_ACTIONS");
-    if (gha && strcmp(gha, "true") == 0)
+    if (gha && *gha && strcmp(gha, "false") != 0)
         fp_gate_github(stdout, &res);
     fflush(stdout);
     char note[2048];

@@ -13,6 +13,7 @@ case $readme in /*) ;; *) readme="$(pwd)/$readme" ;; esac
 case $bin in /*) ;; *) bin="$(pwd)/$bin" ;; esac
 case $fixture in /*) ;; *) fixture="$(pwd)/$fixture" ;; esac
 . "$(dirname "$0")/tap.sh"
+unset GITHUB_ACTIONS GITHUB_STEP_SUMMARY   # a CI run of these tests is not the gate's CI job
 if ! "$bin" gate --help >/dev/null 2>&1; then
     echo "1..0 # SKIP fp16probe has no 'gate' command"; exit 0
 fi

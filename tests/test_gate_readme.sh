@@ -13,6 +13,7 @@ src="${top_srcdir:-$(dirname "$0")/..}"
 case $bin in /*) ;; *) bin="$(pwd)/$bin" ;; esac
 case $src in /*) ;; *) src="$(pwd)/$src" ;; esac
 . "$(dirname "$0")/tap.sh"
+unset GITHUB_ACTIONS GITHUB_STEP_SUMMARY   # a CI run of these tests is not the gate's CI job
 PY=$(command -v python3 || true)
 if [ -z "$PY" ]; then echo "1..0 # SKIP python3 not found"; exit 0; fi
 if ! "$bin" gate --help >/dev/null 2>&1; then echo "1..0 # SKIP fp16probe has no 'gate' command"; exit 0; fi
