@@ -93,7 +93,7 @@ static void progress(const fp_compare_progress *p, void *user)
                p->loss, p->images_per_s);
         if (isfinite(p->speedup))
             printf("  speedup %.2fx", p->speedup);
-        fp_cli_print_progress_tail(p->scale, p->skipped, p->eta_s);
+        fp_cli_print_progress_tail(p);
     }
     fflush(stdout);
 }

@@ -75,7 +75,7 @@ static void progress(const fp_compare_progress *p, void *user)
     } else {
         printf("step %" PRId64 "/%" PRId64 "  loss %.4f  %.1f img/s  lr %.4g", p->step, p->steps, p->loss,
                p->images_per_s, p->lr);
-        fp_cli_print_progress_tail(p->scale, p->skipped, p->eta_s);
+        fp_cli_print_progress_tail(p);
     }
     fflush(stdout);
 }

@@ -278,13 +278,15 @@ void fp_cli_fmt_time(char *buf, size_t size, double s)
         snprintf(buf, size, "%d:%02d", (int)(s / 60), (int)fmod(s, 60));
 }
 
-void fp_cli_print_progress_tail(double scale, int64_t skipped, double eta_s)
+void fp_cli_print_progress_tail(const fp_compare_progress *p)
 {
     char eta[32];
-    fp_cli_fmt_time(eta, sizeof eta, eta_s);
-    if (scale != 1.0)
-        printf("  scale %g", scale);
-    if (skipped)
-        printf("  skipped %" PRId64, skipped);
+    fp_cli_fmt_time(eta, sizeof eta, p->eta_s);
+    if (p->scale != 1.0)
+        printf("  scale %g", p->scale);
+    if (p->skipped)
+        printf("  skipped %" PRId64, p->skipped);
+    if (p->store_wait_s > 0)
+        printf("  recording waits for a lock on the database (%.0f s of %.0f)", p->store_wait_s, p->store_patience_s);
     printf("  eta %s\n", eta);
 }

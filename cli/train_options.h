@@ -63,7 +63,8 @@ void fp_train_options_device_note(const fp_train_options *o);
 /* "m:ss" / "h:mm:ss", "?" when unknown. */
 void fp_cli_fmt_time(char *buf, size_t size, double s);
 
-/* The end of a training progress line: "  scale S" when S != 1, "  skipped N" when N != 0, "  eta T\n". */
-void fp_cli_print_progress_tail(double scale, int64_t skipped, double eta_s);
+/* The end of a training progress line: "  scale S" when S != 1, "  skipped N" when N != 0, "  recording waits for
+ * a lock on the database (W s of P)" while the store waits out another process's lock, "  eta T\n". */
+void fp_cli_print_progress_tail(const fp_compare_progress *p);
 
 #endif

@@ -3,11 +3,12 @@
  * EXCLUSIVE on the run's database at the loop's 5th step.
  *  - Held briefly (1.5 s, within the store's patience): waited out; the run finishes with every one of its
  *    40 steps recorded and is stored as finished.
- *  - Held until the store gives up: the loop stops by itself soon after (it used to train on, skipping
- *    ahead a turn per step, and end with the failure reported late); the comparison fails (FP_EIO) with one
- *    line naming the lock; once the lock is gone the file passes PRAGMA integrity_check and the steps
- *    committed before the lock are readable. A watchdog stops the run after CAP_S seconds so that a loop
- *    that never notices ends the test as a failure instead of hanging it. */
+ *  - Held until the store gives up (its patience, store.h): the loop stops by itself at once (it used to
+ *    train on, skipping ahead a turn per step, and end with the failure reported late); the comparison fails
+ *    (FP_EIO) with one line naming the lock; while it waited the progress said so; once the lock is gone the
+ *    file passes PRAGMA integrity_check and the steps committed before the lock are readable. A watchdog
+ *    stops the run after CAP_S seconds so that a loop that never notices ends the test as a failure instead
+ *    of hanging it. */
 #include "config.h"
 #include <poll.h>
 #include <pthread.h>
@@ -115,6 +116,7 @@ typedef struct {
     int locked;                 /* 1 once the child holds the lock */
     double lock_t, last_step_t; /* mono seconds: the lock taken, the last step reported */
     int64_t last_step;
+    double max_wait_s, patience_s;   /* the longest wait progress reported, and the store's patience */
     atomic_int done;            /* the run returned: the watchdog leaves */
     atomic_int watchdog_fired;
 } run_ctx;
@@ -126,6 +128,10 @@ static void progress(const fp_compare_progress *p, void *user)
         return;
     x->last_step = p->step;
     x->last_step_t = fp_clock_mono_s();
+    if (p->store_wait_s > x->max_wait_s) {
+        x->max_wait_s = p->store_wait_s;
+        x->patience_s = p->store_patience_s;
+    }
     if (p->step == LOCK_AT && !x->locked) {
         x->locked = holder_lock(x->hd) ? 1 : -1;
         x->lock_t = fp_clock_mono_s();
@@ -242,6 +248,9 @@ int main(void)
     tap_ok(y.last_step_t - y.lock_t < 60 && res.arms[0].steps_done - y.last_step <= 1,
            "training stopped %.1f s after the lock was taken, at step %lld (the last step reported)",
            y.last_step_t - y.lock_t, (long long)y.last_step);
+    tap_ok(y.max_wait_s > 1 && y.patience_s > 0 && y.max_wait_s <= y.patience_s + 1,
+           "meanwhile the progress said recording waited for the lock (up to %.1f s of %.0f)", y.max_wait_s,
+           y.patience_s);
     tap_ok(integrity_ok(db), "once the lock is gone the database passes PRAGMA integrity_check");
     long long kept = tu_sql_int(db, "SELECT count(*) FROM steps");
     tap_ok(kept >= LOCK_AT - 1 && kept <= res.arms[0].steps_done,

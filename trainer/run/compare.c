@@ -673,6 +673,11 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, int j, double 
                                  .images_per_s = a->ns_since > 0 ? a->images_since / (a->ns_since * 1e-9) : NAN,
                                  .speedup = speedup_so_far(c, i), .elapsed_s = now - t0, .eta_s = eta_s(c, now - t0),
                                  .skipped = ar->skipped, .val_loss = NAN, .val_top1 = NAN, .val_top5 = NAN};
+        fp_store_status_t ss;
+        if (c->store && fp_store_status(c->store, &ss) == FP_OK && ss.state == FP_STORE_WAITING) {
+            p.store_wait_s = ss.waiting_s > 0 ? ss.waiting_s : 1e-3;
+            p.store_patience_s = ss.patience_s;
+        }
         cf->progress(&p, cf->progress_user);
         a->last_report = now;
         a->images_since = 0;

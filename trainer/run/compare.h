@@ -39,6 +39,10 @@ typedef struct {
     double val_loss, val_top1, val_top5;
     int failed;                 /* 1: this arm just failed; message says why */
     const char *message;
+    double store_wait_s;        /* > 0: recording has been waiting this long for another process's lock on the
+                                 * database (training goes on, records queue; it stops once store_patience_s
+                                 * is past: store.h); 0 otherwise */
+    double store_patience_s;
 } fp_compare_progress;
 
 typedef void (*fp_compare_progress_fn)(const fp_compare_progress *p, void *user);
