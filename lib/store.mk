@@ -6,7 +6,8 @@ lib_libfp_a_SOURCES += lib/store.h lib/store_reader.h lib/store_db.h lib/store_q
 	lib/store_writer_internal.h lib/store_writer.c lib/store_statements.c lib/store_rows.c lib/store_records.c \
 	lib/store_lifecycle.c lib/store_intern.c \
 	lib/store_reader.c lib/store_csv.c lib/store_reader_report.c \
-	lib/store_columns.c lib/store_columns.h
+	lib/store_columns.c lib/store_columns.h \
+	lib/step_time.c lib/step_time.h
 
 STORE_TEST_UTIL = tests/store_testutil.c tests/store_testutil.h
 STORE_TESTS = tests/test_store_open tests/test_store_writer tests/test_store_reader \

@@ -8,39 +8,18 @@
 #include <strings.h>
 #include "error.h"
 #include "formats.h"
+#include "step_time.h"
 #include "store.h"
 #include "units.h"
 
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 double fp_median(const double *x, size_t n)
 {
-    if (n == 0)
-        return NAN;
-    double *c = malloc(n * sizeof *c);
-    if (!c)
-        return NAN;
-    memcpy(c, x, n * sizeof *c);
-    qsort(c, n, sizeof *c, cmp_dbl);
-    double m = n % 2 ? c[n / 2] : (c[n / 2 - 1] + c[n / 2]) / 2;
-    free(c);
-    return m;
+    return fp_step_median(x, n);
 }
 
 size_t fp_summary_warmup(size_t nsteps, int64_t requested)
 {
-    if (requested >= 0)
-        return (size_t)requested < nsteps ? (size_t)requested : nsteps;
-    size_t w = nsteps / 10;
-    if (w < 5)
-        w = 5;
-    if (w > 100)
-        w = 100;
-    return w < nsteps ? w : nsteps;
+    return fp_step_warmup(nsteps, requested);   /* lib/step_time.h: the dashboard's too */
 }
 
 int fp_policy_format(const char *p)
@@ -178,7 +157,7 @@ static int load_arm(fp_reader_t *r, fp_arm_t *a, int64_t warmup_req)
             a->final_loss_scale = st->loss_scale;
         if (i < a->warmup || st->skipped)
             continue;
-        if (st->wall_ns > 0)
+        if (fp_step_timed(i, a->warmup, st->skipped, st->wall_ns))   /* lib/step_time.h */
             a->times[a->ntimes++] = (double)st->wall_ns;
         if (isfinite(st->samples_per_s))
             tput[ntput++] = st->samples_per_s;
@@ -314,7 +293,7 @@ int fp_summary_load(fp_reader_t *r, int64_t session, int64_t warmup, fp_summary_
     const fp_arm_t *R = &s->arms[s->ref];
     for (size_t i = 0; i < nr; i++) {
         fp_arm_t *a = &s->arms[i];
-        a->speedup = R->median_ns / a->median_ns;
+        a->speedup = fp_step_speedup(R->median_ns, a->median_ns);
         a->mem_ratio = a->mem_peak / R->mem_peak;
         a->energy_ratio = a->energy_per_step / R->energy_per_step;
         a->loss_gap = a->final_loss - R->final_loss;

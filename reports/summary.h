@@ -7,7 +7,8 @@
  * Definitions (documented in README's `## CI gate`):
  *  - warm-up: the first W step rows of each arm are left out of every timing figure; by default
  *    W = 10% of the arm's steps, at least 5 and at most 100 (--warmup N overrides);
- *  - step times: wall_ns of the steps after warm-up that were not skipped and have a time;
+ *  - step times: wall_ns of the steps after warm-up that were not skipped and have a time (warm-up, step
+ *    times, their median and the speedup are lib/step_time.h's, the dashboard's definition too);
  *  - final loss: mean finite loss of the last max(1, min(50, steps/20)) unskipped steps;
  *  - the reference arm: the run the others name as ref_run, else the fp32 arm, else the first. */
 #ifndef FP_REPORTS_SUMMARY_H

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include "step_time.h"
 #include "tui_internal.h"
 
 static uint16_t arm_attr(int i)
@@ -84,7 +85,7 @@ void fp_panel_thr(fp_draw_t *d, fp_rect_t r)
     int low = fp_tui_model_low(m);
     double sp = NAN;
     if (low >= 0 && low != m->ref)
-        sp = fp_tui_arm_median_wall(&m->arm[m->ref]) / fp_tui_arm_median_wall(&m->arm[low]);
+        sp = fp_step_speedup(fp_tui_arm_median_wall(&m->arm[m->ref]), fp_tui_arm_median_wall(&m->arm[low]));
     char title[96];
     if (!isnan(sp))
         snprintf(title, sizeof title, "throughput img/s  speedup %.2fx", sp);

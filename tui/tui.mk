@@ -19,6 +19,11 @@ tests_test_tui_bad_input_SOURCES = tests/test_tui_bad_input.c $(TUI_TEST_UTIL)
 tests_test_tui_bad_input_LDADD = $(TEST_LDADD)
 tests_test_tui_live_SOURCES = tests/test_tui_live.c $(TUI_TEST_UTIL)
 tests_test_tui_live_LDADD = $(TEST_LDADD)
+# the dashboard's speedup is the end-of-run summary's (lib/step_time.h)
+check_PROGRAMS += tests/test_tui_speedup
+TESTS += tests/test_tui_speedup
+tests_test_tui_speedup_SOURCES = tests/test_tui_speedup.c $(STORE_TEST_UTIL)
+tests_test_tui_speedup_LDADD = tests/libtap.a $(REPORT_LDADD)
 # writes the fixture database for the shell tests
 tests_test_tui_fixture_SOURCES = tests/test_tui_fixture.c $(TUI_TEST_UTIL)
 tests_test_tui_fixture_LDADD = $(TEST_LDADD)

@@ -67,7 +67,6 @@ void fp_ds_ratio(fp_ds_t *dst, const fp_ds_t *a, const fp_ds_t *b);
 /* ---------------------------------------------------------------- model (tui_model.c) */
 #define FP_TUI_MAX_ARMS 4
 #define FP_TUI_EVENTS 64
-#define FP_TUI_RING 256
 #define FP_TUI_WINDOW 50     /* layer table: the last this many steps */
 #define FP_TUI_BUDGET_MS 8.0 /* an update reads steps for about this long, then leaves the rest to the next */
 #define FP_TUI_CHUNK 1000    /* steps per read */
@@ -87,8 +86,11 @@ typedef struct {
     double last_loss, last_thr, last_scale;
     double mem_cur, mem_peak, energy_sum, power_last;   /* NaN: not measured */
     int64_t energy_steps;
-    int64_t wall_ring[FP_TUI_RING]; /* wall_ns of recent steps, by step % ring */
-    int64_t ring_step[FP_TUI_RING];
+    int64_t *walls;              /* wall_ns of every step row read (< 0: none), in step order */
+    uint8_t *skips;              /* and whether it was skipped: the step time of lib/step_time.h */
+    size_t rows_cap;
+    double median_ns;            /* fp_step_median_ns of those rows (NaN: none), at median_rows rows */
+    int64_t median_rows;
     double val_top1, val_loss;   /* latest evaluation; NaN none */
     int64_t val_step, eval_seen;
     int64_t event_id;
@@ -129,7 +131,9 @@ int fp_tui_model_update(fp_tui_model_t *m, int role);
 int fp_tui_model_settle(fp_tui_model_t *m, int role);
 /* The arm whose numerics the table shows (the last low-precision arm, or the only one). */
 int fp_tui_model_low(const fp_tui_model_t *m);
-/* Median wall ns of an arm's recent steps (NaN: none). */
+/* An arm's step time (ns, NaN: none) as the end-of-run summary defines it (lib/step_time.h: the median
+ * wall time of its step rows after the warm-up, skipped ones left out); the reference's over an arm's
+ * is the speedup the dashboard shows, the same as compare's summary. */
 double fp_tui_arm_median_wall(const fp_tui_arm_t *a);
 /* Per-layer mean ns of an arm for a phase (NaN: none). */
 double fp_tui_layer_ns(const fp_tui_arm_t *a, int layer, int phase);

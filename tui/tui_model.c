@@ -11,6 +11,7 @@
 #include <string.h>
 #include "clock.h"
 #include "error.h"
+#include "step_time.h"
 #include "store.h"
 #include "tui_internal.h"
 
@@ -93,6 +94,8 @@ void fp_ds_ratio(fp_ds_t *dst, const fp_ds_t *a, const fp_ds_t *b)
 
 static void arm_free(fp_tui_arm_t *a)
 {
+    free(a->walls);
+    free(a->skips);
     free(a->lsum);
     free(a->hist);
     free(a->relerr);
@@ -130,8 +133,7 @@ static void arm_init(fp_tui_arm_t *a, const fp_run_row_t *run)
     a->prec_step = -1;
     a->prec_mark = -2;
     a->lsum_step = -2;
-    for (int i = 0; i < FP_TUI_RING; i++)
-        a->ring_step[i] = -1;
+    a->median_ns = NAN;
 }
 
 /* "steps": N in a JSON text (a plain scan: the configuration is ours). */
@@ -256,9 +258,25 @@ void fp_tui_model_close(fp_tui_model_t *m)
 
 /* ---------------------------------------------------------------- update */
 
-static void ingest(fp_tui_arm_t *a, const fp_step_row_t *s, size_t n)
+static int ingest(fp_tui_arm_t *a, const fp_step_row_t *s, size_t n)
 {
+    size_t need = (size_t)a->nsteps + n;
+    if (need > a->rows_cap) {   /* every row's time: the step time is a median over all of them */
+        size_t cap = a->rows_cap ? a->rows_cap : 1024;
+        while (cap < need)
+            cap *= 2;
+        int64_t *w = realloc(a->walls, cap * sizeof *w);
+        if (w)
+            a->walls = w;
+        uint8_t *k = w ? realloc(a->skips, cap * sizeof *k) : NULL;
+        if (!k)
+            return fp_fail(FP_ENOMEM, "dashboard: out of memory");
+        a->skips = k;
+        a->rows_cap = cap;
+    }
     for (size_t i = 0; i < n; i++, s++) {
+        a->walls[a->nsteps] = s->wall_ns;
+        a->skips[a->nsteps] = s->skipped != 0;
         fp_ds_push(&a->loss, s->loss);
         fp_ds_push(&a->thr, s->samples_per_s);
         fp_ds_push(&a->scale, s->loss_scale > 0 ? log2(s->loss_scale) : NAN);
@@ -282,10 +300,6 @@ static void ingest(fp_tui_arm_t *a, const fp_step_row_t *s, size_t n)
         }
         if (!isnan(s->power_w))
             a->power_last = s->power_w;
-        if (s->wall_ns >= 0) {
-            a->wall_ring[s->step % FP_TUI_RING] = s->wall_ns;
-            a->ring_step[s->step % FP_TUI_RING] = s->step;
-        }
         if (a->first_start < 0 && s->start >= 0)
             a->first_start = s->start;
         if (s->end >= 0)
@@ -293,6 +307,7 @@ static void ingest(fp_tui_arm_t *a, const fp_step_row_t *s, size_t n)
         a->last_step = s->step;
         a->nsteps++;
     }
+    return FP_OK;
 }
 
 static void add_event(fp_tui_model_t *m, int arm, const fp_tui_event_t *e)
@@ -320,14 +335,20 @@ static int update_arm(fp_tui_model_t *m, int i, int role, int hist_moved, double
         size_t n;
         if ((rc = fp_reader_steps_since(r, a->run.id, a->last_step, FP_TUI_CHUNK, &rows, &n)) != FP_OK)
             return rc;
-        ingest(a, rows, n);
+        rc = ingest(a, rows, n);
         free(rows);
+        if (rc != FP_OK)
+            return rc;
         moved = 1;
         if (n == 0)
             break;
     }
     int behind = a->status.last_step > a->last_step;
     m->loading |= behind;
+    if (a->median_rows != a->nsteps) {   /* the step time as the summary has it (lib/step_time.h) */
+        a->median_ns = fp_step_median_ns(a->walls, a->skips, (size_t)a->nsteps, -1);
+        a->median_rows = a->nsteps;
+    }
     if (moved || m->frames == 0) {
         fp_eval_row_t *ev;
         size_t ne;
@@ -456,23 +477,9 @@ int fp_tui_model_low(const fp_tui_model_t *m)
     return m->narms > 0 ? 0 : -1;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 double fp_tui_arm_median_wall(const fp_tui_arm_t *a)
 {
-    int64_t v[FP_TUI_RING];
-    int n = 0;
-    for (int i = 0; i < FP_TUI_RING; i++)
-        if (a->ring_step[i] >= 0 && a->ring_step[i] > a->last_step - FP_TUI_RING)
-            v[n++] = a->wall_ring[i];
-    if (n == 0)
-        return NAN;
-    qsort(v, (size_t)n, sizeof *v, cmp_i64);
-    return n % 2 ? (double)v[n / 2] : ((double)v[n / 2 - 1] + (double)v[n / 2]) / 2.0;
+    return a->median_ns;
 }
 
 double fp_tui_layer_ns(const fp_tui_arm_t *a, int layer, int phase)
