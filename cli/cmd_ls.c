@@ -70,6 +70,8 @@ int cmd_ls(int argc, char **argv)
         rc = fp_reader_runs(r, 0, &runs, &nr);
     if (rc != FP_OK) {
         cli_error(1, "%s", fp_error_message());
+        free(sessions);   /* the sessions were read when the runs failed */
+        free(runs);
         fp_reader_close(r);
         return 1;
     }

@@ -215,3 +215,20 @@ int tu_write_fixture(const char *path, int nsteps, int nlayers, int64_t runs[2])
     int rc2 = fp_store_close(s, FP_RUN_FINISHED, NULL);
     return rc != FP_OK ? rc : rc2;
 }
+
+long long tu_damage_table_page(const char *src, const char *dst, const char *table)
+{
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = '%s'", table);
+    long long root = tu_sql_int(src, sql), psize = tu_sql_int(src, "PRAGMA page_size");
+    size_t len = 0;
+    unsigned char *bytes = (unsigned char *)tu_slurp(src, &len);
+    int ok = bytes && root > 1 && psize >= 512 && (size_t)(root * psize) <= len;
+    if (ok) {
+        for (long long i = 8; i < 40; i++)
+            bytes[(root - 1) * psize + i] = (unsigned char)(i * 37 + 12);
+        ok = tu_write_file(dst, bytes, len) == 0;
+    }
+    free(bytes);
+    return ok ? root : -1;
+}

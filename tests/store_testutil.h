@@ -41,4 +41,9 @@ int tu_write_fixture(const char *path, int nsteps, int nlayers, int64_t runs[2])
 /* The same records into an open store (runs[] receives the ids). */
 int tu_record_fixture(fp_store_t *s, int nsteps, int nlayers, int64_t runs[2]);
 
+/* A copy of src at dst whose `table`'s root page has its cell pointer array overwritten (bytes 8..40): a
+ * damaged page that a lookup by rowid can miss without SQLite noticing, where a full scan or
+ * PRAGMA quick_check says the database is corrupt. Returns the page number, or -1. */
+long long tu_damage_table_page(const char *src, const char *dst, const char *table);
+
 #endif

@@ -148,18 +148,8 @@ int main(void)
     /* a damaged page of the runs table hides run 1 from a lookup by id without SQLite noticing: the error
      * names the corruption (as ls's full scan does), not "no run 1" (issue 21 #10) */
     char *bad = tu_path(dir, "corrupt.db");
-    long long root = tu_sql_int(p, "SELECT rootpage FROM sqlite_master WHERE name = 'runs'");
-    long long psize = tu_sql_int(p, "PRAGMA page_size");
-    size_t len = 0;
-    unsigned char *bytes = (unsigned char *)tu_slurp(p, &len);
-    int made = bytes && root > 1 && psize >= 512 && (size_t)(root * psize) <= len;
-    if (made) {
-        for (long long i = 8; i < 40; i++)   /* the cell pointer array of the runs table's page */
-            bytes[(root - 1) * psize + i] = (unsigned char)(i * 37 + 12);
-        made = tu_write_file(bad, bytes, len) == 0;
-    }
-    free(bytes);
-    tap_ok(made, "a copy with the runs table's page damaged (page %lld)", root);
+    long long root = tu_damage_table_page(p, bad, "runs");
+    tap_ok(root > 0, "a copy with the runs table's page damaged (page %lld)", root);
     fp_run_row_t one;
     rc = fp_reader_open_snapshot(&r, bad);
     if (rc == FP_OK)
