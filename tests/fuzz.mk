@@ -1,4 +1,5 @@
-# tests/fuzz.mk — hostile input, kept hostile (issue 21): fuzz targets for every parser of outside input.
+# tests/fuzz.mk — hostile input, kept hostile (issue 21): fuzz targets for every parser of outside input
+# and fault injection for the store.
 #
 # Fuzz targets (tests/fuzz/fuzz_<name>.c, libFuzzer's entry point; seed corpus in tests/fuzz/<name>/):
 #   json          lib/json_min.c                 safetensors   lib/safetensors.c (header, layout, reads)
@@ -19,6 +20,8 @@
 #     "fuzz PASS <name>: ..." or "fuzz FAIL <name>: ... reproducer <file>" (crashing inputs under
 #     fuzz-artifacts/<name>/, logs under fuzz-logs/); exit status 1 when any target failed.
 #     Reproduce a finding: ./tests/fuzz/fuzz_<name> FILE (or ./tests/fuzz/replay_<name> FILE in any build).
+# Fault injection: tests/test_store_faults (a TAP test) fails the store's writes, syncs and locks through
+# a VFS shim at every point of a short recorded run.
 FUZZ_NAMES = json safetensors checkpoint cifar10 image store_reader
 FUZZ_TARGETS = $(FUZZ_NAMES)
 FUZZ_SECONDS = 60
@@ -31,8 +34,8 @@ FUZZ_ENGINE = $(AM_LDFLAGS) -fsanitize=fuzzer
 
 FUZZ_REPLAY_TESTS = tests/fuzz/replay_json tests/fuzz/replay_safetensors tests/fuzz/replay_checkpoint \
 	tests/fuzz/replay_cifar10 tests/fuzz/replay_image tests/fuzz/replay_store_reader
-check_PROGRAMS += $(FUZZ_REPLAY_TESTS)
-TESTS += $(FUZZ_REPLAY_TESTS)
+check_PROGRAMS += $(FUZZ_REPLAY_TESTS) tests/test_store_faults
+TESTS += $(FUZZ_REPLAY_TESTS) tests/test_store_faults
 EXTRA_PROGRAMS = tests/fuzz/fuzz_json tests/fuzz/fuzz_safetensors tests/fuzz/fuzz_checkpoint \
 	tests/fuzz/fuzz_cifar10 tests/fuzz/fuzz_image tests/fuzz/fuzz_store_reader tests/fuzz/make_seeds
 
@@ -88,6 +91,9 @@ tests_fuzz_fuzz_store_reader_LDFLAGS = $(FUZZ_ENGINE)
 tests_fuzz_make_seeds_SOURCES = tests/fuzz/make_seeds.c tests/fuzz/tinyarm.h $(FUZZ_COMMON) $(STORE_TEST_UTIL)
 tests_fuzz_make_seeds_CPPFLAGS = $(FUZZ_CPPFLAGS)
 tests_fuzz_make_seeds_LDADD = $(TEST_LDADD)
+
+tests_test_store_faults_SOURCES = tests/test_store_faults.c $(STORE_TEST_UTIL)
+tests_test_store_faults_LDADD = $(TEST_LDADD)
 
 EXTRA_DIST += tests/fuzz/run-fuzzers tests/fuzz/make-seeds tests/fuzz/clang_compat.h tests/fuzz/store_reader.base.sqlite \
 	tests/fuzz/json tests/fuzz/safetensors tests/fuzz/checkpoint tests/fuzz/cifar10 tests/fuzz/image \
