@@ -2,12 +2,14 @@
  * derives the end-of-run summary's figures. Promise: what was not measured stays NaN (n/a), never 0;
  * on error nothing is left allocated and the message names the file. */
 #include "summary.h"
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include "error.h"
 #include "formats.h"
+#include "gate.h"
 #include "step_time.h"
 #include "store.h"
 #include "units.h"
@@ -118,6 +120,17 @@ static int top_layers(const fp_arm_t *a, const int64_t *per_layer, int nl, fp_to
     return k;
 }
 
+/* Whether a run's device names a GPU (a CPU arm's device is the CPU's model name). */
+static int gpu_device(const char *d)
+{
+    static const char *const gpu[] = {"nvidia", "cuda", "gpu", "tesla", "geforce", "quadro", "radeon", "rtx"};
+    for (const char *p = d; *p; p++)
+        for (size_t i = 0; i < sizeof gpu / sizeof *gpu; i++)
+            if (strncasecmp(p, gpu[i], strlen(gpu[i])) == 0)
+                return 1;
+    return 0;
+}
+
 static int load_arm(fp_reader_t *r, fp_arm_t *a, int64_t warmup_req)
 {
     int rc = fp_reader_steps_since(r, a->run.id, INT64_MIN, 0, &a->steps, &a->nsteps);
@@ -155,6 +168,8 @@ static int load_arm(fp_reader_t *r, fp_arm_t *a, int64_t warmup_req)
             mem = isnan(mem) ? (double)st->mem_peak : fmax(mem, (double)st->mem_peak);
         if (!isnan(st->loss_scale))
             a->final_loss_scale = st->loss_scale;
+        if (!isnan(st->loss_scale) && st->loss_scale != 1.0)
+            a->has_scaler = 1;
         if (i < a->warmup || st->skipped)
             continue;
         if (fp_step_timed(i, a->warmup, st->skipped, st->wall_ns))   /* lib/step_time.h */
@@ -164,6 +179,8 @@ static int load_arm(fp_reader_t *r, fp_arm_t *a, int64_t warmup_req)
         if (isfinite(st->energy_j))
             esum += st->energy_j, en++;
     }
+    if (!a->has_scaler)
+        a->final_loss_scale = NAN;   /* no loss scaler: "-", never 1 */
     a->skip_rate = a->nsteps ? (double)a->skipped / (double)a->nsteps : NAN;
     a->median_ns = fp_median(a->times, a->ntimes);
     a->samples_per_s = ntput ? fp_median(tput, ntput)
@@ -195,32 +212,133 @@ static int load_arm(fp_reader_t *r, fp_arm_t *a, int64_t warmup_req)
         }
     /* an evaluation always has a loss: NULL here is the NaN the writer could not store */
     a->val_nonfinite = a->val_step >= 0 && !isfinite(a->val_loss);
-    /* numerics: per layer, overflow / underflow in the shown format over every role */
-    int nl = 0;
-    for (size_t i = 0; i < a->nnumerics; i++)
-        nl = a->numerics[i].layer + 1 > nl ? a->numerics[i].layer + 1 : nl;
-    int64_t *over = calloc((size_t)nl + 1, sizeof *over), *under = calloc((size_t)nl + 1, sizeof *under);
-    if (!over || !under) {
-        free(over);
-        free(under);
-        return fp_fail(FP_ENOMEM, "out of memory");
-    }
+    /* numerics: the forward overflow here; the per-role accounting once the reference is known (account) */
     for (size_t i = 0; i < a->nnumerics; i++) {
         const fp_layer_numerics_t *x = &a->numerics[i];
         if (x->layer < 0)
             continue;
-        over[x->layer] += x->overflow[a->fmt_shown];
-        under[x->layer] += x->underflow[a->fmt_shown];
+        if (x->samples > a->hist_steps)
+            a->hist_steps = x->samples;
         if (x->role == FP_ROLE_ACTIVATION || x->role == FP_ROLE_WEIGHT) {
             if (a->fmt >= 0)
                 a->fwd_overflow += x->overflow[a->fmt];
             a->fwd_nonfinite += x->nan + x->inf;
         }
     }
-    a->ntop_over = top_layers(a, over, nl, a->top_over);
-    a->ntop_under = top_layers(a, under, nl, a->top_under);
-    free(over);
-    free(under);
+    a->master_fp32 = strcasecmp(a->run.policy, "half") != 0;
+    a->emulated = !gpu_device(a->run.device);
+    /* lost updates: the parameter pass's events */
+    a->lost_pct = a->lost_max = NAN;
+    ev = NULL;
+    nev = 0;
+    if ((rc = fp_reader_events(r, a->run.id, FP_EVENT_INFO, 0, &ev, &nev)) != FP_OK)
+        return rc;
+    double lsum2 = 0;
+    for (size_t i = 0; i < nev; i++) {
+        double v = fp_gate_lost_pct(ev[i].text);
+        if (isnan(v))
+            continue;
+        lsum2 += v;
+        a->lost_max = a->lost_samples ? fmax(a->lost_max, v) : v;
+        a->lost_samples++;
+    }
+    free(ev);
+    if (a->lost_samples)
+        a->lost_pct = lsum2 / a->lost_samples;
+    /* the last validation's size and its 95% interval */
+    a->val_images = -1;
+    fp_eval_images_t *im = NULL;
+    size_t nim = 0;
+    if ((rc = fp_reader_eval_images(r, a->run.id, &im, &nim)) != FP_OK)
+        return rc;
+    for (size_t i = 0; i < nim; i++)
+        if (im[i].step == a->val_step && strcmp(im[i].split, "val") == 0 && im[i].images > 0)
+            a->val_images = im[i].images;
+    free(im);
+    if (a->val_images < 0 && a->val_step >= 0) {   /* else the run's configuration (the gate's rule) */
+        fp_run_env_t *env = calloc(1, sizeof *env);
+        if (!env)
+            return fp_fail(FP_ENOMEM, "out of memory");
+        if ((rc = fp_reader_run_env(r, a->run.id, env)) == FP_OK)
+            a->val_images = fp_gate_eval_images_from_config(env->config, NULL, 0);
+        free(env);
+        if (rc != FP_OK)
+            return rc;
+    }
+    fp_wilson95(a->val_top1, a->val_images, &a->val_top1_lo, &a->val_top1_hi);
+    return FP_OK;
+}
+
+int fp_summary_role_matters(const fp_arm_t *a, int role)
+{
+    if (role == FP_ROLE_ACTIVATION || role == FP_ROLE_ACTIVATION_GRAD || role == FP_ROLE_WEIGHT_GRAD)
+        return 1;
+    return (role == FP_ROLE_WEIGHT || role == FP_ROLE_UPDATE) && !a->master_fp32;
+}
+
+void fp_wilson95(double p, int64_t n, double *lo, double *hi)
+{
+    *lo = *hi = NAN;
+    if (n <= 0 || !(p >= 0 && p <= 1))
+        return;
+    const double z = 1.959963984540054, z2 = z * z, nn = (double)n;
+    double den = 1 + z2 / nn, mid = (p + z2 / (2 * nn)) / den;
+    double half = z * sqrt(p * (1 - p) / nn + z2 / (4 * nn * nn)) / den;
+    *lo = fmax(0, mid - half);
+    *hi = fmin(1, mid + half);
+}
+
+/* The reference arm's row for (layer, role), or NULL. */
+static const fp_layer_numerics_t *ref_row(const fp_arm_t *R, int layer, int role)
+{
+    for (size_t i = 0; R && i < R->nnumerics; i++)
+        if (R->numerics[i].layer == layer && R->numerics[i].role == role)
+            return &R->numerics[i];
+    return NULL;
+}
+
+/* Per role and layer overflow / underflow in the shown format, the flushed zeros of a low-precision arm
+ * against the reference R, the per-role tops and the headline over the roles that matter. */
+static int account(fp_arm_t *a, const fp_arm_t *R)
+{
+    int nl = 0;
+    for (size_t i = 0; i < a->nnumerics; i++)
+        nl = a->numerics[i].layer + 1 > nl ? a->numerics[i].layer + 1 : nl;
+    size_t cells = (size_t)(nl + 1) * FP_SUMMARY_ROLES;
+    int64_t *over = calloc(cells, sizeof *over), *under = calloc(cells, sizeof *under);
+    int64_t *hover = calloc((size_t)nl + 1, sizeof *hover), *hunder = calloc((size_t)nl + 1, sizeof *hunder);
+    if (!over || !under || !hover || !hunder) {
+        free(over), free(under), free(hover), free(hunder);
+        return fp_fail(FP_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < a->nnumerics; i++) {
+        const fp_layer_numerics_t *x = &a->numerics[i];
+        if (x->layer < 0 || x->role < 0 || x->role >= FP_SUMMARY_ROLES)
+            continue;
+        int64_t o = x->overflow[a->fmt_shown], u = x->underflow[a->fmt_shown], fl = 0;
+        const fp_layer_numerics_t *y = a->fmt >= 0 && R && R != a && R->fmt < 0 ? ref_row(R, x->layer, x->role) : NULL;
+        if (y && y->samples > 0 && x->samples > 0) {
+            double extra = (double)x->zero - (double)y->zero * (double)x->samples / (double)y->samples;
+            fl = extra > 0 ? (int64_t)llround(extra) : 0;
+        }
+        u += fl;
+        a->flushed_role[x->role] += fl;
+        a->over_role[x->role] += o;
+        a->under_role[x->role] += u;
+        over[(size_t)x->role * (size_t)(nl + 1) + (size_t)x->layer] += o;
+        under[(size_t)x->role * (size_t)(nl + 1) + (size_t)x->layer] += u;
+        if (fp_summary_role_matters(a, x->role)) {
+            hover[x->layer] += o;
+            hunder[x->layer] += u;
+        }
+    }
+    for (int role = 0; role < FP_SUMMARY_ROLES; role++) {
+        a->ntop_over_role[role] = top_layers(a, over + (size_t)role * (size_t)(nl + 1), nl, a->top_over_role[role]);
+        a->ntop_under_role[role] = top_layers(a, under + (size_t)role * (size_t)(nl + 1), nl, a->top_under_role[role]);
+    }
+    a->ntop_over = top_layers(a, hover, nl, a->top_over);
+    a->ntop_under = top_layers(a, hunder, nl, a->top_under);
+    free(over), free(under), free(hover), free(hunder);
     return FP_OK;
 }
 
@@ -291,6 +409,12 @@ int fp_summary_load(fp_reader_t *r, int64_t session, int64_t warmup, fp_summary_
         return rc;
     }
     const fp_arm_t *R = &s->arms[s->ref];
+    for (size_t i = 0; i < nr && rc == FP_OK; i++)
+        rc = account(&s->arms[i], R);
+    if (rc != FP_OK) {
+        fp_summary_free(s);
+        return rc;
+    }
     for (size_t i = 0; i < nr; i++) {
         fp_arm_t *a = &s->arms[i];
         a->speedup = fp_step_speedup(R->median_ns, a->median_ns);
@@ -298,6 +422,9 @@ int fp_summary_load(fp_reader_t *r, int64_t session, int64_t warmup, fp_summary_
         a->energy_ratio = a->energy_per_step / R->energy_per_step;
         a->loss_gap = a->final_loss - R->final_loss;
         a->top1_gap = 100.0 * (a->val_top1 - R->val_top1);
+        /* a gap smaller than its uncertainty: the two 95% intervals overlap (unknown sizes: not claimed) */
+        a->top1_gap_within = !a->is_ref && isfinite(a->val_top1_lo) && isfinite(R->val_top1_lo) &&
+                             a->val_top1_lo <= R->val_top1_hi && R->val_top1_lo <= a->val_top1_hi;
     }
     return FP_OK;
 }
@@ -343,4 +470,102 @@ int fp_kernel_flag_of(const fp_kernel_flag_t *fl, size_t nf, const char *name)
         if (strcmp(fl[q].name, name) == 0)
             tc = fl[q].tensor_core;
     return tc;
+}
+
+char *fp_summary_fmt_loss_scale(char *buf, const fp_arm_t *a)
+{
+    if (!a->has_scaler || isnan(a->final_loss_scale))
+        snprintf(buf, FP_UNIT_BUF, "-");
+    else
+        snprintf(buf, FP_UNIT_BUF, "%g", a->final_loss_scale);
+    return buf;
+}
+
+const char *fp_summary_speed_note(const fp_arm_t *a)
+{
+    return a->emulated ? "emulated on the CPU: speed not representative" : "";
+}
+
+static const char *const role_names[FP_SUMMARY_ROLES] = {"activations", "activation gradients", "weights",
+                                                         "weight gradients", "updates"};
+
+static void print_tops(FILE *f, const fp_top_layer_t *t, int n)
+{
+    if (n == 0)
+        fprintf(f, " none");
+    for (int k = 0; k < n; k++)
+        fprintf(f, "%s %s (%" PRId64 ")", k ? "," : "", t[k].name, t[k].count);
+}
+
+void fp_summary_print_precision(FILE *f, const fp_summary_t *s)
+{
+    int any = 0;
+    int64_t nsteps = 0;
+    for (size_t i = 0; i < s->narms; i++) {
+        any |= s->arms[i].nnumerics > 0;
+        nsteps = s->arms[i].hist_steps > nsteps ? s->arms[i].hist_steps : nsteps;
+    }
+    for (int over = 1; over >= 0; over--) {
+        const char *what = over ? "most overflow" : "most underflow";
+        if (!any) {
+            fprintf(f, "  %-22s n/a (no histograms sampled)\n", what);
+            continue;
+        }
+        fprintf(f, "  %s (sums over %" PRId64 " sampled steps; activations, activation and weight gradients, and "
+                   "weights and updates of arms without fp32 master weights)\n", what, nsteps);
+        for (size_t i = 0; i < s->narms; i++) {
+            const fp_arm_t *a = &s->arms[i];
+            fprintf(f, "    %-12s", a->run.policy);
+            if (a->nnumerics == 0) {
+                fprintf(f, " n/a (no histograms sampled)\n");
+                continue;
+            }
+            print_tops(f, over ? a->top_over : a->top_under, over ? a->ntop_over : a->ntop_under);
+            if (a->fmt < 0)
+                fprintf(f, "   [would be, in %s]", a->fmt_shown == 0 ? "fp16" : "its format");
+            fprintf(f, "\n");
+            /* per role: the total, and of underflow the zeros flushed beyond the reference's */
+            fprintf(f, "    %-12s", "");
+            int first = 1;
+            for (int role = 0; role < FP_SUMMARY_ROLES; role++) {
+                int64_t v = over ? a->over_role[role] : a->under_role[role];
+                if (!fp_summary_role_matters(a, role) && v == 0)
+                    continue;
+                fprintf(f, "%s%s %" PRId64, first ? " " : "; ", role_names[role], v);
+                if (!over && a->flushed_role[role] > 0)
+                    fprintf(f, " (%" PRId64 " flushed to zero: zeros beyond %s's)", a->flushed_role[role],
+                            s->arms[s->ref].run.policy);
+                if (!fp_summary_role_matters(a, role))
+                    fprintf(f, " [fp32 master weights: not in the headline]");
+                first = 0;
+            }
+            fprintf(f, "\n");
+        }
+    }
+    fprintf(f, "  lost updates (%% of the weights with a nonzero gradient left unchanged, mean over sampled steps)\n");
+    for (size_t i = 0; i < s->narms; i++) {
+        const fp_arm_t *a = &s->arms[i];
+        fprintf(f, "    %-12s", a->run.policy);
+        if (a->lost_samples == 0)
+            fprintf(f, " n/a (not measured)\n");
+        else
+            fprintf(f, " %.4g%% (max %.4g%%, over %d sampled steps)\n", a->lost_pct, a->lost_max, a->lost_samples);
+    }
+    for (size_t i = 0; i < s->narms; i++) {
+        const fp_arm_t *a = &s->arms[i];
+        if (a->is_ref || isnan(a->top1_gap))
+            continue;
+        if (a->val_images > 0)
+            fprintf(f, "  %s: val top-1 %.2f%% (95%% CI %.2f..%.2f%%, n=%" PRId64 "), gap %+.2f pt%s\n", a->run.policy,
+                    100 * a->val_top1, 100 * a->val_top1_lo, 100 * a->val_top1_hi, a->val_images, a->top1_gap,
+                    a->top1_gap_within ? ": within the uncertainty (no difference shown)" : "");
+        else
+            fprintf(f, "  %s: top-1 gap %+.2f pt: sample size not recorded, no interval\n", a->run.policy, a->top1_gap);
+    }
+    for (size_t i = 0; i < s->narms; i++)
+        if (s->arms[i].emulated) {
+            fprintf(f, "  speedups: %s\n", fp_summary_speed_note(&s->arms[i]));
+            break;
+        }
+    fprintf(f, "  %s\n", FP_SUMMARY_LOSS_MEANING);
 }

@@ -15,10 +15,12 @@
 #define FP_REPORTS_SUMMARY_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include "store_reader.h"
 
 #define FP_SUMMARY_TOP 5
+#define FP_SUMMARY_ROLES 5       /* FP_ROLE_COUNT (lib/store.h): activation, activation_grad, weight, weight_grad, update */
 
 typedef struct {
     int layer;
@@ -51,8 +53,29 @@ typedef struct {
     int64_t fwd_overflow;        /* activation + weight values overflowing the arm's format */
     int64_t fwd_nonfinite;       /* NaN / Inf counted in activation + weight histograms */
     int64_t nan_events;
+    /* The headline: the layers with the most overflow / underflow over the roles where the loss matters
+     * (fp_summary_role_matters): activations, activation gradients and weight gradients; weights and
+     * updates only for arms without fp32 master weights (half). Counts are sums over hist_steps sampled
+     * steps. Underflow of a low-precision arm (fmt >= 0) counts what its format lost: the values recorded
+     * in its underflow range plus `flushed`, the zeros it has beyond the reference arm's in the same
+     * layer and role over the same sampled steps (the values narrowed to zero before the histogram saw
+     * them; scaled by the ratio of sample counts when the arms sampled differently). */
     fp_top_layer_t top_over[FP_SUMMARY_TOP], top_under[FP_SUMMARY_TOP];
     int ntop_over, ntop_under;
+    int master_fp32;             /* 1: updates land on fp32 master weights (every policy but half) */
+    int64_t hist_steps;          /* distinct sampled steps with histograms (the most samples of any layer/role) */
+    int64_t over_role[FP_SUMMARY_ROLES], under_role[FP_SUMMARY_ROLES];   /* all layers, incl. flushed */
+    int64_t flushed_role[FP_SUMMARY_ROLES];   /* of under_role: zeros beyond the reference arm's */
+    fp_top_layer_t top_over_role[FP_SUMMARY_ROLES][FP_SUMMARY_TOP], top_under_role[FP_SUMMARY_ROLES][FP_SUMMARY_TOP];
+    int ntop_over_role[FP_SUMMARY_ROLES], ntop_under_role[FP_SUMMARY_ROLES];
+    /* lost updates: "lost updates at step N: X% ..." events of the parameter pass */
+    double lost_pct, lost_max;   /* mean and largest % over the sampled steps; NaN: never measured */
+    int lost_samples;
+    int has_scaler;              /* 1: a loss scaler ran (some step stored a loss scale other than NULL / 1) */
+    int64_t val_images;          /* images of the last validation as the store records them; -1 unknown */
+    double val_top1_lo, val_top1_hi;   /* 95% Wilson interval of val_top1 (NaN without val_images) */
+    int top1_gap_within;         /* 1: |top-1 gap| is smaller than its uncertainty (the intervals overlap) */
+    int emulated;                /* 1: the arm ran on the CPU, where low precision is emulated */
     fp_layer_row_t *layers;
     size_t nlayers;
     fp_layer_numerics_t *numerics;
@@ -99,6 +122,21 @@ char *fp_summary_fmt_val_top1(char *buf, const fp_arm_t *a);
  * non-finite (loss nan): top-1 0.00% counts NaN predictions as wrong"); returns 1 and writes it, else 0
  * and writes "". */
 int fp_summary_val_note(const fp_arm_t *a, char *buf, size_t n);
+/* Whether role `role`'s overflow / underflow makes the headline of an arm (see fp_arm_t). */
+int fp_summary_role_matters(const fp_arm_t *a, int role);
+/* The 95% Wilson score interval of a proportion p measured on n trials (NaN, NaN when n <= 0). */
+void fp_wilson95(double p, int64_t n, double *lo, double *hi);
+/* The loss scale as the reports show it: "-" for an arm without a loss scaler, else %g. FP_UNIT_BUF bytes. */
+char *fp_summary_fmt_loss_scale(char *buf, const fp_arm_t *a);
+/* The note every speedup carries on the CPU ("emulated on the CPU: speed not representative"), or "". */
+const char *fp_summary_speed_note(const fp_arm_t *a);
+/* What "loss" means in the summaries and `ls`. */
+#define FP_SUMMARY_LOSS_MEANING "final train loss: mean of the last max(1, min(50, steps/20)) unskipped steps"
+/* The precision part of the end-of-run summary (compare / train), after the table: per arm the headline
+ * layers with the most overflow and underflow (roles that matter, over N sampled steps), the counts per
+ * role with the flushed zeros, lost updates, and the notes (emulation, accuracy uncertainty). */
+void fp_summary_print_precision(FILE *f, const fp_summary_t *s);
+
 /* Median of n values (copied and sorted; NaN when n == 0). */
 double fp_median(const double *x, size_t n);
 
