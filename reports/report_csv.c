@@ -90,7 +90,9 @@ static int v_summary(FILE *f, const fp_summary_t *s)
 {
     header(f, "arm,run,policy,reference,status,steps,warmup,median_step_ns,speedup,samples_per_s,mem_peak_bytes,"
               "mem_ratio,energy_per_step_j,energy_ratio,final_loss,loss_gap,val_top1,top1_gap_pt,skipped_steps,"
-              "skip_rate,final_loss_scale,fwd_overflow,fwd_nonfinite,nan_events");
+              "skip_rate,final_loss_scale,fwd_overflow,fwd_nonfinite,nan_events,hist_sampled_steps,underflow,"
+              "underflow_flushed,overflow,lost_updates_pct,lost_updates_max_pct,lost_updates_sampled_steps,"
+              "val_images,val_top1_ci95_lo,val_top1_ci95_hi,top1_gap_within_uncertainty,emulated_on_cpu");
     for (size_t i = 0; i < s->narms; i++) {
         const fp_arm_t *a = &s->arms[i];
         arm_cols(f, a);
@@ -112,10 +114,33 @@ static int v_summary(FILE *f, const fp_summary_t *s)
         real(f, a->top1_gap);
         integer(f, a->skipped, 0);
         real(f, a->skip_rate);
-        real(f, a->final_loss_scale);
+        if (a->has_scaler)
+            real(f, a->final_loss_scale);
+        else
+            text(f, "-");   /* no loss scaler (issue 19): never 1 */
         integer(f, a->fwd_overflow, 0);
         integer(f, a->fwd_nonfinite, 0);
         integer(f, a->nan_events, 0);
+        /* issue 19: sums over hist_sampled_steps of the roles that matter (summary.h), lost updates, accuracy */
+        long long under = 0, flushed = 0, over = 0;
+        for (int role = 0; role < FP_SUMMARY_ROLES; role++)
+            if (fp_summary_role_matters(a, role)) {
+                under += a->under_role[role];
+                flushed += a->flushed_role[role];
+                over += a->over_role[role];
+            }
+        integer(f, (long long)a->hist_steps, 0);
+        integer(f, under, 0);
+        integer(f, flushed, 0);
+        integer(f, over, 0);
+        real(f, a->lost_pct);
+        real(f, a->lost_max);
+        integer(f, a->lost_samples, 0);
+        integer(f, (long long)a->val_images, 1);
+        real(f, a->val_top1_lo);
+        real(f, a->val_top1_hi);
+        integer(f, a->top1_gap_within, 0);
+        integer(f, a->emulated, 0);
         eol(f);
     }
     return FP_OK;

@@ -43,6 +43,8 @@ static void verdict(FILE *f, const fp_summary_t *s)
             fp_html_textf(f, "%s %s (median step %s vs %s), throughput %s", fp_fmt_ratio(b[0], a->speedup),
                           a->speedup >= 1 ? "faster" : "the speed", fp_fmt_ns(b[1], a->median_ns),
                           fp_fmt_ns(b[2], R->median_ns), fp_fmt_ratio(b[3], a->samples_per_s / R->samples_per_s));
+        if (isfinite(a->speedup) && a->emulated)
+            fp_html_textf(f, " (%s)", fp_summary_speed_note(a));
         else
             fp_html_text(f, "speedup n/a (no step times)");
         fp_html_textf(f, "; peak memory %s; energy per step %s; final loss %s vs %s (%s); val top-1 %s (%s); "
@@ -51,7 +53,12 @@ static void verdict(FILE *f, const fp_summary_t *s)
                       fp_fmt_num(b[2], a->final_loss, 4), fp_fmt_num(b[3], R->final_loss, 4),
                       fp_fmt_signed(b[4], a->loss_gap, 4, NULL), fp_fmt_pct(b[5], a->val_top1),
                       fp_fmt_signed(b[6], a->top1_gap, 2, "pt"), (long long)a->skipped, fp_fmt_pct(b[7], a->skip_rate),
-                      fp_fmt_num(b[8], a->final_loss_scale, 0));
+                      fp_summary_fmt_loss_scale(b[8], a));
+        if (a->lost_samples)
+            fp_html_textf(f, " Lost updates: %.4g%% of the weights with a nonzero gradient (mean over %d sampled steps).",
+                          a->lost_pct, a->lost_samples);
+        if (a->top1_gap_within)
+            fp_html_text(f, " The top-1 gap is within its 95% uncertainty: no difference shown.");
         fputs("</p>\n", f);
     }
     if (s->narms == 1)
@@ -72,7 +79,16 @@ static void c_steps(FILE *f, const fp_arm_t *a, char *b)
     td_num(f, b);
 }
 static void c_median(FILE *f, const fp_arm_t *a, char *b) { td_num(f, fp_fmt_ns(b, a->median_ns)); }
-static void c_speedup(FILE *f, const fp_arm_t *a, char *b) { td_num(f, fp_fmt_ratio(b, a->speedup)); }
+static void c_speedup(FILE *f, const fp_arm_t *a, char *b)
+{
+    char r[FP_UNIT_BUF];
+    fp_fmt_ratio(r, a->speedup);
+    if (a->emulated && isfinite(a->speedup))
+        snprintf(b, FP_UNIT_BUF * 8, "%s (%s)", r, fp_summary_speed_note(a));
+    else
+        snprintf(b, FP_UNIT_BUF * 8, "%s", r);
+    td_num(f, b);
+}
 static void c_tput(FILE *f, const fp_arm_t *a, char *b) { td_num(f, fp_fmt_num(b, a->samples_per_s, 1)); }
 static void c_mem(FILE *f, const fp_arm_t *a, char *b) { td_num(f, fp_fmt_bytes(b, a->mem_peak)); }
 static void c_memr(FILE *f, const fp_arm_t *a, char *b) { td_num(f, fp_fmt_ratio(b, a->mem_ratio)); }
@@ -87,15 +103,55 @@ static void c_energy(FILE *f, const fp_arm_t *a, char *b)
 static void c_energyr(FILE *f, const fp_arm_t *a, char *b) { td_num(f, fp_fmt_ratio(b, a->energy_ratio)); }
 static void c_loss(FILE *f, const fp_arm_t *a, char *b) { td_num(f, fp_fmt_num(b, a->final_loss, 4)); }
 static void c_lossgap(FILE *f, const fp_arm_t *a, char *b) { td_num(f, fp_fmt_signed(b, a->loss_gap, 4, NULL)); }
-static void c_top1(FILE *f, const fp_arm_t *a, char *b) { td_num(f, fp_fmt_pct(b, a->val_top1)); }
-static void c_top1gap(FILE *f, const fp_arm_t *a, char *b) { td_num(f, fp_fmt_signed(b, a->top1_gap, 2, "pt")); }
+static void c_top1(FILE *f, const fp_arm_t *a, char *b)
+{
+    char p[FP_UNIT_BUF];
+    fp_fmt_pct(p, a->val_top1);
+    if (a->val_images > 0 && isfinite(a->val_top1_lo))
+        snprintf(b, FP_UNIT_BUF * 8, "%s (95%% CI %.2f..%.2f%%, n=%lld)", p, 100 * a->val_top1_lo, 100 * a->val_top1_hi,
+                 (long long)a->val_images);
+    else
+        snprintf(b, FP_UNIT_BUF * 8, "%s", p);
+    td_num(f, b);
+}
+static void c_top1gap(FILE *f, const fp_arm_t *a, char *b)
+{
+    char g[FP_UNIT_BUF];
+    fp_fmt_signed(g, a->top1_gap, 2, "pt");
+    snprintf(b, FP_UNIT_BUF * 8, "%s%s", g, a->top1_gap_within ? " (within the uncertainty)" : "");
+    td_num(f, b);
+}
+static void c_lost(FILE *f, const fp_arm_t *a, char *b)
+{
+    if (a->lost_samples)
+        snprintf(b, FP_UNIT_BUF * 8, "%.4g%% (max %.4g%%, %d sampled steps)", a->lost_pct, a->lost_max, a->lost_samples);
+    else
+        snprintf(b, FP_UNIT_BUF * 8, "n/a");
+    td_num(f, b);
+}
+static void c_under(FILE *f, const fp_arm_t *a, char *b)
+{
+    long long u = 0, fl = 0;
+    for (int role = 0; role < FP_SUMMARY_ROLES; role++)
+        if (fp_summary_role_matters(a, role))
+            u += a->under_role[role], fl += a->flushed_role[role];
+    char fls[FP_UNIT_BUF * 2] = "";
+    if (fl)
+        snprintf(fls, sizeof fls, " (%lld flushed to zero)", fl);
+    if (a->nnumerics == 0)
+        snprintf(b, FP_UNIT_BUF * 8, "n/a");
+    else
+        snprintf(b, FP_UNIT_BUF * 8, "%lld over %lld sampled steps%s%s", u, (long long)a->hist_steps, fls,
+                 a->fmt < 0 ? " (would be)" : "");
+    td_num(f, b);
+}
 static void c_skipped(FILE *f, const fp_arm_t *a, char *b)
 {
     char p[FP_UNIT_BUF];
     snprintf(b, FP_UNIT_BUF * 2, "%lld (%s)", (long long)a->skipped, fp_fmt_pct(p, a->skip_rate));
     td_num(f, b);
 }
-static void c_scale(FILE *f, const fp_arm_t *a, char *b) { td_num(f, fp_fmt_num(b, a->final_loss_scale, 0)); }
+static void c_scale(FILE *f, const fp_arm_t *a, char *b) { td_num(f, fp_summary_fmt_loss_scale(b, a)); }
 
 static void summary_table(FILE *f, const fp_summary_t *s)
 {
@@ -108,6 +164,7 @@ static void summary_table(FILE *f, const fp_summary_t *s)
         {"memory ratio", c_memr}, {"energy per step", c_energy}, {"energy ratio", c_energyr},
         {"final train loss", c_loss}, {"loss gap to reference", c_lossgap}, {"validation top-1", c_top1},
         {"top-1 gap", c_top1gap}, {"skipped steps", c_skipped}, {"final loss scale", c_scale},
+        {"lost updates", c_lost}, {"underflow (roles that matter)", c_under},
     };
     fputs("<table id=\"summary-table\"><thead><tr><th></th>", f);
     for (size_t i = 0; i < s->narms; i++) {
@@ -130,7 +187,15 @@ static void summary_table(FILE *f, const fp_summary_t *s)
 
 static void top_table(FILE *f, const fp_summary_t *s)
 {
-    fputs("<h3>Layers with the most overflow and underflow</h3>\n<table id=\"top-layers\"><thead><tr>"
+    int64_t hs = 0;
+    for (size_t i = 0; i < s->narms; i++)
+        hs = s->arms[i].hist_steps > hs ? s->arms[i].hist_steps : hs;
+    fprintf(f, "<h3>Layers with the most overflow and underflow</h3>\n<p class=\"muted\">Sums over %lld sampled steps, "
+               "of activations, activation gradients and weight gradients, and of weights and updates for arms without "
+               "fp32 master weights (half). A low-precision arm's underflow includes the values it flushed to zero: "
+               "its zeros beyond the reference arm's in the same layer and role. %s.</p>\n", (long long)hs,
+            FP_SUMMARY_LOSS_MEANING);
+    fputs("<table id=\"top-layers\"><thead><tr>"
           "<th>arm</th><th>format</th><th>most overflow</th><th>most underflow</th></tr></thead><tbody>\n", f);
     for (size_t i = 0; i < s->narms; i++) {
         const fp_arm_t *a = &s->arms[i];

@@ -18,6 +18,7 @@
 #include "hist.h"
 #include "store.h"
 #include "store_reader.h"
+#include "reports/report.h"
 #include "reports/summary.h"
 #include "tap.h"
 
@@ -163,6 +164,32 @@ int main(void)
            "the printed summary says it");
     fputs(buf, stderr);
     free(buf);
+    /* the HTML summary and summary.csv say the same */
+    tap_ok(fp_reader_open_snapshot(&r, path) == FP_OK, "reader for the reports");
+    f = open_memstream(&buf, &len);
+    int hrc = fp_report_html(f, r, &s, "runs.db");
+    fclose(f);
+    tap_ok(hrc == FP_OK && has(buf, "lost updates") && has(buf, "22.8% (max 22.8%, 3 sampled steps)") &&
+               has(buf, "emulated on the CPU: speed not representative") && has(buf, "Sums over 3 sampled steps") &&
+               has(buf, "flushed to zero") && has(buf, "95% CI") && has(buf, "within the uncertainty") &&
+               has(buf, "final train loss: mean of the last"),
+           "HTML summary: lost updates, sampled steps, flushed underflow, emulation, interval");
+    tap_ok(!has(buf, "final loss scale 1.") && !has(buf, "final loss scale 1;"), "HTML: no loss scale 1 for an arm without a scaler");
+    free(buf);
+    f = open_memstream(&buf, &len);
+    int crc = fp_report_csv(f, 0, r, &s);
+    fclose(f);
+    /* columns: final_loss_scale is 21st; the fp32 row (first data row) has "-" there */
+    char *row1 = buf ? strstr(buf, "\r\n") : NULL;
+    int col = 0, dash = 0;
+    for (char *p = row1 ? row1 + 2 : NULL, *q = p; p && *q && *q != '\r'; q++)
+        if (*q == ',' && ++col == 20)
+            dash = q[1] == '-' && q[2] == ',';
+    tap_ok(crc == FP_OK && has(buf, "lost_updates_pct") && has(buf, "hist_sampled_steps") &&
+               has(buf, "underflow_flushed") && has(buf, "val_top1_ci95_lo") && has(buf, ",22.8,") && dash,
+           "summary.csv: lost updates, sampled steps, flushed underflow, interval; '-' loss scale");
+    free(buf);
+    fp_reader_close(r);
     fp_summary_free(&s);
     unlink(path);
     char side[300];
