@@ -13,7 +13,8 @@
 static const char usage_text[] =
     "usage: fp16probe ls [--db FILE]\n"
     "List the sessions and runs recorded in FILE (default ./" FP_STORE_DEFAULT_PATH "), one line each:\n"
-    "run id, arm, model, policy, device, steps, status and final loss.\n";
+    "run id, arm, model, policy, device, steps, status and loss: the loss of the run's last step (`report` and\n"
+    "`compare`'s \"final train loss\" is the mean of the last max(1, min(50, steps/20)) unskipped steps).\n";
 
 static void format_time(int64_t ns, char *buf, size_t cap)
 {
@@ -87,6 +88,9 @@ int cmd_ls(int argc, char **argv)
             if (runs[i].session == sessions[s].id)
                 print_run(&runs[i]);
     }
+    if (nr)   /* issue 19: say which loss, as the reports say theirs */
+        printf("loss: of the last step (the report's final train loss is the mean of the last max(1, min(50, "
+               "steps/20)) unskipped steps)\n");
     free(sessions);
     free(runs);
     fp_reader_close(r);

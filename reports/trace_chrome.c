@@ -210,7 +210,8 @@ int fp_trace_chrome(FILE *f, fp_reader_t *r, const fp_summary_t *s, const fp_tra
             const fp_step_row_t *st = &a->steps[k];
             counter(&o, pid, "loss", starts[i][k], st->loss);
             counter(&o, pid, "step time (ms)", starts[i][k], st->wall_ns > 0 ? (double)st->wall_ns / 1e6 : NAN);
-            counter(&o, pid, "loss scale", starts[i][k], st->loss_scale);
+            if (a->has_scaler)   /* issue 19: no counter for an arm without a loss scaler (never 1) */
+                counter(&o, pid, "loss scale", starts[i][k], st->loss_scale);
         }
         /* sampled steps: those with kernels, else the last steps */
         int64_t *sampled = NULL;

@@ -189,7 +189,33 @@ int main(void)
                has(buf, "underflow_flushed") && has(buf, "val_top1_ci95_lo") && has(buf, ",22.8,") && dash,
            "summary.csv: lost updates, sampled steps, flushed underflow, interval; '-' loss scale");
     free(buf);
+    /* the Chrome trace: a loss-scale counter only for the arm with a scaler (fp16: one per step) */
+    f = open_memstream(&buf, &len);
+    fp_trace_opts_t to = {0};
+    int trc = fp_trace_chrome(f, r, &s, &to);
+    fclose(f);
+    int counters = 0;
+    for (char *p = buf; p && (p = strstr(p, "\"loss scale\"")); p++)
+        counters++;
+    tap_ok(trc == FP_OK && counters == STEPS, "trace: %d loss-scale counters (fp16's %d steps only)", counters, STEPS);
+    free(buf);
     fp_reader_close(r);
+    /* ls says which loss it shows */
+    const char *top = getenv("top_builddir");
+    char cmd[600], line[512];
+    snprintf(cmd, sizeof cmd, "%s/fp16probe", top ? top : ".");
+    if (access(cmd, X_OK) == 0) {
+        snprintf(cmd, sizeof cmd, "'%s/fp16probe' ls --db '%s'", top ? top : ".", path);
+        FILE *p = popen(cmd, "r");
+        int said = 0;
+        while (p && fgets(line, sizeof line, p))
+            said |= has(line, "loss: of the last step") && has(line, "mean of the last");
+        if (p)
+            pclose(p);
+        tap_ok(said, "ls: says its loss is the last step's, the report's the mean of the last steps");
+    } else {
+        tap_skip(1, "no fp16probe binary (top_builddir)");
+    }
     fp_summary_free(&s);
     unlink(path);
     char side[300];
