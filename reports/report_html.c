@@ -95,7 +95,8 @@ static void c_memr(FILE *f, const fp_arm_t *a, char *b) { td_num(f, fp_fmt_ratio
 static void c_energy(FILE *f, const fp_arm_t *a, char *b)
 {
     if (isnan(a->energy_per_step))
-        snprintf(b, FP_UNIT_BUF, "n/a");
+        snprintf(b, FP_UNIT_BUF * 8, "n/a%s%.150s%s", a->energy_why[0] ? " (" : "", a->energy_why,
+                 a->energy_why[0] ? ")" : "");
     else
         snprintf(b, FP_UNIT_BUF, "%.4g J", a->energy_per_step);
     td_num(f, b);

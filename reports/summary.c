@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include "error.h"
 #include "formats.h"
 #include "gate.h"
@@ -131,6 +132,36 @@ static int gpu_device(const char *d)
     return 0;
 }
 
+/* Why an arm has no energy figure, when no event recorded it: for a CPU arm recorded on this host, what the
+ * host shows now (RAPL's powercap zone and perf_event_paranoid); else that nothing recorded why. */
+static void energy_reason(fp_arm_t *a)
+{
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    if (!a->emulated || !a->run.host[0] || strcmp(host, a->run.host) != 0) {
+        snprintf(a->energy_why, sizeof a->energy_why, "%s", a->emulated ? "no RAPL reading recorded"
+                                                                        : "no NVML energy reading recorded");
+        return;
+    }
+    const char *zone = getenv("FP_POWERCAP_ZONE");   /* tests point this elsewhere */
+    if (!zone)
+        zone = "/sys/class/powercap/intel-rapl:0/energy_uj";
+    int rapl = access(zone, R_OK) == 0;
+    char par[16] = "?";
+    const char *pp = getenv("FP_PERF_PARANOID_FILE");
+    FILE *f = fopen(pp ? pp : "/proc/sys/kernel/perf_event_paranoid", "r");
+    if (f) {
+        if (!fgets(par, sizeof par, f))
+            snprintf(par, sizeof par, "?");
+        par[strcspn(par, "\n")] = 0;
+        fclose(f);
+    }
+    snprintf(a->energy_why, sizeof a->energy_why, "%s, perf_event_paranoid=%s (this host, now)",
+             rapl ? "RAPL readable now but not recorded" : access(zone, F_OK) == 0 ? "RAPL zone not readable (root only)"
+                                                                                 : "no RAPL",
+             par);
+}
+
 static int load_arm(fp_reader_t *r, fp_arm_t *a, int64_t warmup_req)
 {
     int rc = fp_reader_steps_since(r, a->run.id, INT64_MIN, 0, &a->steps, &a->nsteps);
@@ -234,6 +265,10 @@ static int load_arm(fp_reader_t *r, fp_arm_t *a, int64_t warmup_req)
     if ((rc = fp_reader_events(r, a->run.id, FP_EVENT_INFO, 0, &ev, &nev)) != FP_OK)
         return rc;
     double lsum2 = 0;
+    static const char ehead[] = "energy unavailable: ";
+    for (size_t i = 0; i < nev; i++)
+        if (strncmp(ev[i].text, ehead, sizeof ehead - 1) == 0)
+            snprintf(a->energy_why, sizeof a->energy_why, "%s", ev[i].text + sizeof ehead - 1);
     for (size_t i = 0; i < nev; i++) {
         double v = fp_gate_lost_pct(ev[i].text);
         if (isnan(v))
@@ -245,6 +280,10 @@ static int load_arm(fp_reader_t *r, fp_arm_t *a, int64_t warmup_req)
     free(ev);
     if (a->lost_samples)
         a->lost_pct = lsum2 / a->lost_samples;
+    if (isnan(a->energy_per_step) && !a->energy_why[0])
+        energy_reason(a);
+    else if (!isnan(a->energy_per_step))
+        a->energy_why[0] = 0;
     /* the last validation's size and its 95% interval */
     a->val_images = -1;
     fp_eval_images_t *im = NULL;
@@ -562,6 +601,9 @@ void fp_summary_print_precision(FILE *f, const fp_summary_t *s)
         else
             fprintf(f, "  %s: top-1 gap %+.2f pt: sample size not recorded, no interval\n", a->run.policy, a->top1_gap);
     }
+    for (size_t i = 0; i < s->narms; i++)
+        if (s->arms[i].energy_why[0])
+            fprintf(f, "  %s: energy n/a: %s\n", s->arms[i].run.policy, s->arms[i].energy_why);
     for (size_t i = 0; i < s->narms; i++)
         if (s->arms[i].emulated) {
             fprintf(f, "  speedups: %s\n", fp_summary_speed_note(&s->arms[i]));

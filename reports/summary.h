@@ -76,6 +76,9 @@ typedef struct {
     double val_top1_lo, val_top1_hi;   /* 95% Wilson interval of val_top1 (NaN without val_images) */
     int top1_gap_within;         /* 1: |top-1 gap| is smaller than its uncertainty (the intervals overlap) */
     int emulated;                /* 1: the arm ran on the CPU, where low precision is emulated */
+    char energy_why[192];        /* why energy is n/a ("" when measured): a recorded "energy unavailable: ..."
+                                    event, else for a CPU arm on this host what the host shows now (no readable
+                                    RAPL zone, perf_event_paranoid=N), else "not recorded" */
     fp_layer_row_t *layers;
     size_t nlayers;
     fp_layer_numerics_t *numerics;

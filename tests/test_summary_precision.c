@@ -110,6 +110,13 @@ int main(void)
     snprintf(path, sizeof path, "%s/runs.db", dir);
     int64_t runs[4];
     tap_ok(write_session(path, runs) == FP_OK, "session written");
+    char par[300];
+    snprintf(par, sizeof par, "%s/paranoid", dir);
+    FILE *pf = fopen(par, "w");
+    fputs("2\n", pf);
+    fclose(pf);
+    setenv("FP_PERF_PARANOID_FILE", par, 1);
+    setenv("FP_POWERCAP_ZONE", "/nonexistent/energy_uj", 1);
     fp_reader_t *r;
     fp_summary_t s;
     tap_ok(fp_reader_open_snapshot(&r, path) == FP_OK && fp_summary_load(r, 0, -1, &s) == FP_OK, "summary loads");
@@ -142,6 +149,8 @@ int main(void)
     /* 5, 6. notes, loss scale, accuracy */
     tap_ok(f16->emulated && !strcmp(fp_summary_speed_note(f16), "emulated on the CPU: speed not representative"),
            "a CPU arm: emulated");
+    tap_ok(has(f16->energy_why, "no RAPL") && has(f16->energy_why, "perf_event_paranoid=2"),
+           "energy n/a says why: %s", f16->energy_why);
     char b[64];
     tap_ok(!strcmp(fp_summary_fmt_loss_scale(b, f32), "-") && !strcmp(fp_summary_fmt_loss_scale(b, half), "-") &&
                !strcmp(fp_summary_fmt_loss_scale(b, nos), "-") && !strcmp(fp_summary_fmt_loss_scale(b, f16), "65536"),
@@ -160,7 +169,8 @@ int main(void)
     fclose(f);
     tap_ok(has(buf, "sums over 3 sampled steps") && has(buf, "flushed to zero") && has(buf, "22.8%") &&
                has(buf, "emulated on the CPU: speed not representative") && has(buf, "95% CI") &&
-               has(buf, "within the uncertainty") && has(buf, "final train loss: mean of the last"),
+               has(buf, "within the uncertainty") && has(buf, "final train loss: mean of the last") &&
+               has(buf, "energy n/a: no RAPL"),
            "the printed summary says it");
     fputs(buf, stderr);
     free(buf);
@@ -221,6 +231,7 @@ int main(void)
     char side[300];
     snprintf(side, sizeof side, "%s-wal", path), unlink(side);
     snprintf(side, sizeof side, "%s-shm", path), unlink(side);
+    unlink(par);
     rmdir(dir);
     return tap_done();
 }
