@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "atomic_file.h"
+#include "clock.h"
 #include "error.h"
 
 const char *fp_store_hostname(void)
@@ -83,6 +84,24 @@ int fp_store_exec(sqlite3 *db, const char *path, const char *sql, const char *do
 {
     int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
     return rc == SQLITE_OK ? FP_OK : fp_store_sqlite_fail(db, rc, path, doing);
+}
+
+/* fp_store_exec for a statement whose lock SQLite takes without calling the busy handler (the exclusive
+ * lock of PRAGMA journal_mode = WAL): SQLITE_BUSY is retried with back-off (10 ms doubling to 200 ms) for
+ * up to FP_STORE_BUSY_TIMEOUT_MS, as the busy timeout would. */
+static int exec_waiting(sqlite3 *db, const char *path, const char *sql, const char *doing)
+{
+    int64_t t0 = fp_clock_mono_ms();
+    int delay_ms = 10;
+    for (;;) {
+        int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+        if (rc == SQLITE_OK)
+            return FP_OK;
+        if ((rc & 0xff) != SQLITE_BUSY || fp_clock_mono_ms() - t0 >= FP_STORE_BUSY_TIMEOUT_MS)
+            return fp_store_sqlite_fail(db, rc, path, doing);
+        usleep((useconds_t)delay_ms * 1000);
+        delay_ms = delay_ms < 100 ? delay_ms * 2 : 200;
+    }
 }
 
 static uint32_t be32(const unsigned char *p)
@@ -387,7 +406,7 @@ int fp_store_db_open_ex(const char *path, fp_store_mode mode, sqlite3 **out, int
         return rc;
     rc = open_conn(path, SQLITE_OPEN_READWRITE | (exists ? 0 : SQLITE_OPEN_CREATE), 0, &db);
     if (rc == FP_OK)
-        rc = fp_store_exec(db, path, "PRAGMA journal_mode = WAL", "switching to WAL mode");
+        rc = exec_waiting(db, path, "PRAGMA journal_mode = WAL", "switching to WAL mode");
     if (rc == FP_OK)
         rc = fp_store_exec(db, path, "PRAGMA synchronous = NORMAL", "setting synchronous mode");
     if (rc == FP_OK && (id.tables == 0 || id.version < FP_STORE_SCHEMA_VERSION))
