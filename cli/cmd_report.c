@@ -7,15 +7,18 @@
 #include "commands.h"
 #include "error.h"
 #include "reports/report.h"
+#include "reports/summary.h"
 #include "store.h"
 #include "store_cli.h"
 
 static void usage(FILE *to)
 {
-    fputs("usage: fp16probe report [--db FILE] [--session ID] [--warmup N] [--html FILE] [--csv DIR]\n"
+    fputs("usage: fp16probe report [--db FILE] [--session ID] [--warmup N] [--html FILE] [--csv DIR] [--summary]\n"
           "Write session ID (default: the latest) of FILE (default ./" FP_STORE_DEFAULT_PATH ") as a self-contained\n"
           "HTML report (inline SVG charts, no script, no network) and/or CSV files (RFC 4180) in DIR:\n"
-          "summary.csv, steps.csv, layers.csv, histograms.csv, kernels.csv. At least one of --html, --csv.\n"
+          "summary.csv, steps.csv, layers.csv, histograms.csv, kernels.csv; --summary prints the precision summary\n"
+          "(overflow / underflow of the roles that matter over the sampled steps, lost updates, accuracy intervals,\n"
+          "notes) to stdout. At least one of --html, --csv, --summary.\n"
           "--warmup N leaves the first N steps of each arm out of timing (default: 10%, 5..100).\n"
           "Outputs are written atomically: on an error none is created or replaced.\n", to);
 }
@@ -35,7 +38,12 @@ static int parse_count(const char *cmd, const char *opt, const char *s, int64_t 
 int cmd_report(int argc, char **argv)
 {
     const char *db = FP_STORE_DEFAULT_PATH, *session_s = NULL, *warmup_s = NULL, *html = NULL, *csv = NULL;
+    int summary = 0;
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--summary") == 0) {
+            summary = 1;
+            continue;
+        }
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
@@ -48,7 +56,7 @@ int cmd_report(int argc, char **argv)
         if (o == 0)
             return cli_error(2, "report: unexpected argument '%s' (see 'fp16probe report --help')", argv[i]);
     }
-    if (!html && !csv)
+    if (!html && !csv && !summary)
         return cli_error(2, "report: nothing to write: give --html FILE and/or --csv DIR (see 'fp16probe report --help')");
     fp_report_opts_t o = {.db_label = db, .session = 0, .warmup = -1, .html = html, .csv_dir = csv};
     if (session_s && parse_count("report", "--session", session_s, 1, &o.session))
@@ -60,7 +68,15 @@ int cmd_report(int argc, char **argv)
     fp_reader_t *r;
     if (cli_open_reader("report", db, &r))
         return 1;
-    int rc = fp_report_write(r, &o);
+    int rc = html || csv ? fp_report_write(r, &o) : FP_OK;
+    if (rc == FP_OK && summary) {
+        fp_summary_t sm;
+        if ((rc = fp_summary_load(r, o.session, o.warmup, &sm)) == FP_OK) {
+            printf("session %lld, %s, reference %s\n", (long long)sm.session.id, sm.model, sm.arms[sm.ref].run.policy);
+            fp_summary_print_precision(stdout, &sm);
+            fp_summary_free(&sm);
+        }
+    }
     fp_reader_close(r);
     if (rc != FP_OK)
         return cli_error(1, "report: %s", fp_error_message());

@@ -223,8 +223,17 @@ int main(void)
         if (p)
             pclose(p);
         tap_ok(said, "ls: says its loss is the last step's, the report's the mean of the last steps");
+        snprintf(cmd, sizeof cmd, "'%s/fp16probe' report --db '%s' --summary", top ? top : ".", path);
+        p = popen(cmd, "r");
+        int flushed = 0, lost = 0, steps = 0;
+        while (p && fgets(line, sizeof line, p)) {
+            flushed |= has(line, "flushed to zero");
+            lost |= has(line, "half") && has(line, "22.8%");
+            steps |= has(line, "sums over 3 sampled steps");
+        }
+        tap_ok(p && pclose(p) == 0 && flushed && lost && steps, "report --summary prints the precision summary");
     } else {
-        tap_skip(1, "no fp16probe binary (top_builddir)");
+        tap_skip(2, "no fp16probe binary (top_builddir)");
     }
     fp_summary_free(&s);
     unlink(path);
