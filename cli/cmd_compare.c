@@ -186,7 +186,7 @@ static int print_summary(const char *db, int64_t session, const fp_compare_resul
     ROW("energy / step (J)", fp_fmt_num(c[i], a->energy_per_step, 2));
     ROW("energy ratio", fp_fmt_ratio(c[i], a->energy_ratio));
     ROW("final train loss", fp_fmt_num(c[i], a->final_loss, 4));
-    ROW("val top-1", fp_fmt_pct(c[i], a->val_top1));
+    ROW("val top-1", fp_summary_fmt_val_top1(c[i], a));
     ROW("top-1 gap", a->is_ref ? (void)snprintf(c[i], FP_UNIT_BUF, "-") : (void)fp_fmt_signed(c[i], a->top1_gap, 2, "pt"));
     ROW("skipped steps", snprintf(c[i], FP_UNIT_BUF, "%" PRId64, a->skipped));
     ROW("final loss scale", isnan(a->final_loss_scale) || a->final_loss_scale == 1.0
@@ -196,6 +196,10 @@ static int print_summary(const char *db, int64_t session, const fp_compare_resul
     free(c);
     top_layers("most overflow", &s, 1);
     top_layers("most underflow", &s, 0);
+    char note[256];
+    for (size_t i = 0; i < s.narms; i++)
+        if (fp_summary_val_note(&s.arms[i], note, sizeof note))
+            printf("  %s\n", note);
     for (size_t i = 0; i < s.narms; i++)
         if (s.arms[i].run.failure[0] && strcmp(s.arms[i].run.status, "finished") != 0)
             printf("  %s %s: %s\n", s.arms[i].run.policy, s.arms[i].run.status, s.arms[i].run.failure);
