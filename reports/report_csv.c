@@ -123,12 +123,14 @@ static int v_summary(FILE *f, const fp_summary_t *s)
         integer(f, a->nan_events, 0);
         /* issue 19: sums over hist_sampled_steps of the roles that matter (summary.h), lost updates, accuracy */
         long long under = 0, flushed = 0, over = 0;
-        for (int role = 0; role < FP_SUMMARY_ROLES; role++)
-            if (fp_summary_role_matters(a, role)) {
+        for (int role = 0; role < FP_SUMMARY_ROLES; role++) {
+            if (fp_summary_role_matters(a, role, 0)) {
                 under += a->under_role[role];
                 flushed += a->flushed_role[role];
-                over += a->over_role[role];
             }
+            if (fp_summary_role_matters(a, role, 1))
+                over += a->over_role[role];
+        }
         integer(f, (long long)a->hist_steps, 0);
         integer(f, under, 0);
         integer(f, flushed, 0);

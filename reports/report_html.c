@@ -134,7 +134,7 @@ static void c_under(FILE *f, const fp_arm_t *a, char *b)
 {
     long long u = 0, fl = 0;
     for (int role = 0; role < FP_SUMMARY_ROLES; role++)
-        if (fp_summary_role_matters(a, role))
+        if (fp_summary_role_matters(a, role, 0))
             u += a->under_role[role], fl += a->flushed_role[role];
     char fls[FP_UNIT_BUF * 2] = "";
     if (fl)
@@ -192,7 +192,7 @@ static void top_table(FILE *f, const fp_summary_t *s)
     for (size_t i = 0; i < s->narms; i++)
         hs = s->arms[i].hist_steps > hs ? s->arms[i].hist_steps : hs;
     fprintf(f, "<h3>Layers with the most overflow and underflow</h3>\n<p class=\"muted\">Sums over %lld sampled steps, "
-               "of activations, activation gradients and weight gradients, and of weights and updates for arms without "
+               "of activation gradients and weight gradients (and for overflow of activations), and of weights and updates for arms without "
                "fp32 master weights (half). A low-precision arm's underflow includes the values it flushed to zero: "
                "its zeros beyond the reference arm's in the same layer and role. %s.</p>\n", (long long)hs,
             FP_SUMMARY_LOSS_MEANING);

@@ -313,9 +313,13 @@ static int load_arm(fp_reader_t *r, fp_arm_t *a, int64_t warmup_req)
     return FP_OK;
 }
 
-int fp_summary_role_matters(const fp_arm_t *a, int role)
+int fp_summary_role_matters(const fp_arm_t *a, int role, int overflow)
 {
-    if (role == FP_ROLE_ACTIVATION || role == FP_ROLE_ACTIVATION_GRAD || role == FP_ROLE_WEIGHT_GRAD)
+    if (overflow && role == FP_ROLE_ACTIVATION)   /* a forward value past the format's range: Inf downstream */
+        return 1;
+    /* activations stay out: their zeros are mostly ReLU's, whose pattern differs between arms as their
+     * weights drift, so the difference against the reference measures that more than flushing */
+    if (role == FP_ROLE_ACTIVATION_GRAD || role == FP_ROLE_WEIGHT_GRAD)
         return 1;
     return (role == FP_ROLE_WEIGHT || role == FP_ROLE_UPDATE) && !a->master_fp32;
 }
@@ -371,10 +375,10 @@ static int account(fp_arm_t *a, const fp_arm_t *R)
         a->under_role[x->role] += u;
         over[(size_t)x->role * (size_t)(nl + 1) + (size_t)x->layer] += o;
         under[(size_t)x->role * (size_t)(nl + 1) + (size_t)x->layer] += u;
-        if (fp_summary_role_matters(a, x->role)) {
+        if (fp_summary_role_matters(a, x->role, 1))
             hover[x->layer] += o;
+        if (fp_summary_role_matters(a, x->role, 0))
             hunder[x->layer] += u;
-        }
     }
     for (int role = 0; role < FP_SUMMARY_ROLES; role++) {
         a->ntop_over_role[role] = top_layers(a, over + (size_t)role * (size_t)(nl + 1), nl, a->top_over_role[role]);
@@ -555,8 +559,8 @@ void fp_summary_print_precision(FILE *f, const fp_summary_t *s)
             fprintf(f, "  %-22s n/a (no histograms sampled)\n", what);
             continue;
         }
-        fprintf(f, "  %s (sums over %" PRId64 " sampled steps; activations, activation and weight gradients, and "
-                   "weights and updates of arms without fp32 master weights)\n", what, nsteps);
+        fprintf(f, "  %s (sums over %" PRId64 " sampled steps; %sactivation and weight gradients, and weights and "
+                   "updates of arms without fp32 master weights)\n", what, nsteps, over ? "activations, " : "");
         for (size_t i = 0; i < s->narms; i++) {
             const fp_arm_t *a = &s->arms[i];
             fprintf(f, "    %-12s", a->run.policy);
@@ -573,14 +577,16 @@ void fp_summary_print_precision(FILE *f, const fp_summary_t *s)
             int first = 1;
             for (int role = 0; role < FP_SUMMARY_ROLES; role++) {
                 int64_t v = over ? a->over_role[role] : a->under_role[role];
-                if (!fp_summary_role_matters(a, role) && v == 0)
+                int matters = fp_summary_role_matters(a, role, over);
+                if (!matters && v == 0)
                     continue;
                 fprintf(f, "%s%s %" PRId64, first ? " " : "; ", role_names[role], v);
                 if (!over && a->flushed_role[role] > 0)
                     fprintf(f, " (%" PRId64 " flushed to zero: zeros beyond %s's)", a->flushed_role[role],
                             s->arms[s->ref].run.policy);
-                if (!fp_summary_role_matters(a, role))
-                    fprintf(f, " [fp32 master weights: not in the headline]");
+                if (!matters)
+                    fprintf(f, role == FP_ROLE_ACTIVATION ? " [not in the headline]"
+                                                          : " [fp32 master weights: not in the headline]");
                 first = 0;
             }
             fprintf(f, "\n");

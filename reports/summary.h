@@ -54,7 +54,8 @@ typedef struct {
     int64_t fwd_nonfinite;       /* NaN / Inf counted in activation + weight histograms */
     int64_t nan_events;
     /* The headline: the layers with the most overflow / underflow over the roles where the loss matters
-     * (fp_summary_role_matters): activations, activation gradients and weight gradients; weights and
+     * (fp_summary_role_matters): activation gradients and weight gradients (and for overflow activations,
+     * whose overflow is an Inf downstream); weights and
      * updates only for arms without fp32 master weights (half). Counts are sums over hist_steps sampled
      * steps. Underflow of a low-precision arm (fmt >= 0) counts what its format lost: the values recorded
      * in its underflow range plus `flushed`, the zeros it has beyond the reference arm's in the same
@@ -125,8 +126,9 @@ char *fp_summary_fmt_val_top1(char *buf, const fp_arm_t *a);
  * non-finite (loss nan): top-1 0.00% counts NaN predictions as wrong"); returns 1 and writes it, else 0
  * and writes "". */
 int fp_summary_val_note(const fp_arm_t *a, char *buf, size_t n);
-/* Whether role `role`'s overflow / underflow makes the headline of an arm (see fp_arm_t). */
-int fp_summary_role_matters(const fp_arm_t *a, int role);
+/* Whether role `role`'s overflow (overflow 1) / underflow (0) makes the headline of an arm (see fp_arm_t;
+ * activations count for overflow only). */
+int fp_summary_role_matters(const fp_arm_t *a, int role, int overflow);
 /* The 95% Wilson score interval of a proportion p measured on n trials (NaN, NaN when n <= 0). */
 void fp_wilson95(double p, int64_t n, double *lo, double *hi);
 /* The loss scale as the reports show it: "-" for an arm without a loss scaler, else %g. FP_UNIT_BUF bytes. */

@@ -138,7 +138,7 @@ int main(void)
                f16->top_under[0].count == SAMPLED * 250,
            "fp16: the headline counts gradients, not updates on fp32 master weights (%lld)",
            (long long)(f16->ntop_under ? f16->top_under[0].count : -1));
-    tap_ok(!fp_summary_role_matters(f16, FP_ROLE_UPDATE) && fp_summary_role_matters(half, FP_ROLE_UPDATE) &&
+    tap_ok(!fp_summary_role_matters(f16, FP_ROLE_UPDATE, 0) && fp_summary_role_matters(half, FP_ROLE_UPDATE, 0) &&
                half->top_under[0].count == SAMPLED * 250 + SAMPLED * 500,
            "half: updates (no master weights) are in the headline (%lld)", (long long)half->top_under[0].count);
     tap_ok(f32->hist_steps == SAMPLED, "counts over %d sampled steps", SAMPLED);
