@@ -121,9 +121,13 @@ static int top_layers(const fp_arm_t *a, const int64_t *per_layer, int nl, fp_to
     return k;
 }
 
-/* Whether a run's device names a GPU (a CPU arm's device is the CPU's model name). */
+/* Whether a run's device names a GPU ("cuda: NAME"; older rows: a GPU's name, a CPU arm the CPU's model name). */
 static int gpu_device(const char *d)
 {
+    if (strncasecmp(d, "cpu", 3) == 0)   /* the trainer writes "cpu: <model>" / "cuda: <GPU name>" */
+        return 0;
+    if (strncasecmp(d, "cuda", 4) == 0)
+        return 1;
     static const char *const gpu[] = {"nvidia", "cuda", "gpu", "tesla", "geforce", "quadro", "radeon", "rtx"};
     for (const char *p = d; *p; p++)
         for (size_t i = 0; i < sizeof gpu / sizeof *gpu; i++)

@@ -46,7 +46,7 @@ static int write_session(const char *path, int64_t runs[4])
     rc = fp_store_begin_session(st, &si, &session);
     for (int i = 0; rc == FP_OK && i < 4; i++) {
         fp_run_info_t ri = {.session = session, .arm = pol[i], .model = "resnet18", .policy = pol[i],
-                            .ref_run = i ? runs[0] : 0, .device = "Intel(R) Xeon(R) CPU",
+                            .ref_run = i ? runs[0] : 0, .device = "cpu: AMD Ryzen 7 with Radeon Graphics",
                             .batch_size = 8, .image_size = 32, .seed = 1, .optimizer = "sgd",
                             .config_json = "{\"data\": \"synthetic:2000\", \"eval_batches\": 0, \"batch\": 8}"};
         rc = fp_store_begin_run(st, &ri, &runs[i]);
