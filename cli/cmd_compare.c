@@ -118,33 +118,6 @@ static void row(const char *label, const fp_summary_t *s, char cells[][FP_UNIT_B
     printf("\n");
 }
 
-static void top_layers(const char *label, const fp_summary_t *s, int over)
-{
-    int any = 0;
-    for (size_t i = 0; i < s->narms; i++)
-        any |= s->arms[i].nnumerics > 0;
-    if (!any) {
-        printf("  %-22s n/a (no histograms sampled)\n", label);
-        return;
-    }
-    printf("  %s\n", label);
-    for (size_t i = 0; i < s->narms; i++) {
-        const fp_arm_t *a = &s->arms[i];
-        int n = over ? a->ntop_over : a->ntop_under;
-        const fp_top_layer_t *t = over ? a->top_over : a->top_under;
-        printf("    %-12s", a->run.policy);
-        if (a->nnumerics == 0)
-            printf(" n/a (no histograms sampled)");
-        else if (n == 0)
-            printf(" none");
-        for (int k = 0; k < n; k++)
-            printf("%s %s (%" PRId64 ")", k ? "," : "", t[k].name, t[k].count);
-        if (a->fmt < 0 && a->nnumerics > 0)
-            printf("   [would be, in %s]", a->fmt_shown == 0 ? "fp16" : "its format");
-        printf("\n");
-    }
-}
-
 static int print_summary(const char *db, int64_t session, const fp_compare_result *res)
 {
     fp_reader_t *r;
@@ -180,6 +153,11 @@ static int print_summary(const char *db, int64_t session, const fp_compare_resul
     ROW("steps", snprintf(c[i], FP_UNIT_BUF, "%zu", a->nsteps));
     ROW("median step time", fp_fmt_ns(c[i], a->median_ns));
     ROW("speedup", fp_fmt_ratio(c[i], a->speedup));
+    for (size_t i = 0; i < s.narms; i++)   /* "emulated on the CPU: ..." once, under the speedups */
+        if (*fp_summary_speed_note(&s.arms[i])) {
+            printf("  %-22s %s\n", "", fp_summary_speed_note(&s.arms[i]));
+            break;
+        }
     ROW("throughput (img/s)", fp_fmt_num(c[i], a->samples_per_s, 1));
     ROW("peak memory", fp_fmt_bytes(c[i], a->mem_peak));
     ROW("memory ratio", fp_fmt_ratio(c[i], a->mem_ratio));
@@ -189,13 +167,10 @@ static int print_summary(const char *db, int64_t session, const fp_compare_resul
     ROW("val top-1", fp_summary_fmt_val_top1(c[i], a));
     ROW("top-1 gap", a->is_ref ? (void)snprintf(c[i], FP_UNIT_BUF, "-") : (void)fp_fmt_signed(c[i], a->top1_gap, 2, "pt"));
     ROW("skipped steps", snprintf(c[i], FP_UNIT_BUF, "%" PRId64, a->skipped));
-    ROW("final loss scale", isnan(a->final_loss_scale) || a->final_loss_scale == 1.0
-                                ? snprintf(c[i], FP_UNIT_BUF, "-")
-                                : snprintf(c[i], FP_UNIT_BUF, "%g", a->final_loss_scale));
+    ROW("final loss scale", fp_summary_fmt_loss_scale(c[i], a));
 #undef ROW
     free(c);
-    top_layers("most overflow", &s, 1);
-    top_layers("most underflow", &s, 0);
+    fp_summary_print_precision(stdout, &s);
     char note[256];
     for (size_t i = 0; i < s.narms; i++)
         if (fp_summary_val_note(&s.arms[i], note, sizeof note))
