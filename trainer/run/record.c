@@ -72,7 +72,9 @@ int fp_record_step(fp_store_t *s, int64_t run, fp_arm *arm, const fp_arm_step_re
     fp_arm_mem mem;
     fp_arm_memory(arm, &mem);
     int64_t step_no = r->iteration + 1;
-    fp_step_rec_t st = {.run = run, .step = step_no, .loss = r->loss, .loss_scale = r->scale, .lr = r->lr,
+    /* an arm without a loss scaler has no loss scale: NULL in the store, '-' in the reports (not 1) */
+    const double scale = fp_arm_policy(arm)->scaling == FP_SCALE_NONE ? NAN : r->scale;
+    fp_step_rec_t st = {.run = run, .step = step_no, .loss = r->loss, .loss_scale = scale, .lr = r->lr,
                         .skipped = r->skipped, .start = start_ns, .end = end_ns, .wall_ns = r->total_ns,
                         .samples_per_s = r->total_ns > 0 ? r->n / (r->total_ns * 1e-9) : NAN,
                         .mem_current = (int64_t)mem.current, .mem_peak = (int64_t)mem.peak,
