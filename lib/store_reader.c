@@ -713,7 +713,8 @@ int fp_reader_kernel_summary(fp_reader_t *r, int64_t run, int64_t step_lo, int64
     sqlite3_finalize(st);
     if (rc == FP_OK) {
         *n = ngroups;
-        qsort(*rows, *n, sizeof **rows, cmp_total_desc);
+        if (*n > 1)   /* no rows: *rows may be NULL, which qsort must not be given */
+            qsort(*rows, *n, sizeof **rows, cmp_total_desc);
     }
     free(v);
     free(name_of);
