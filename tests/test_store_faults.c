@@ -11,6 +11,7 @@
  *   - the file passes PRAGMA integrity_check;
  *   - every step whose flush returned FP_OK is readable through the reader API with its loss, and no
  *     step is there without all its layer-time rows;
+ *   - a reader opens the file as it was left (or says it holds no fp16probe data yet);
  *   - a new writer opens the file afterwards and no run is left 'running'.
  * Kinds: write_ioerr (SQLITE_IOERR_WRITE once), write_full (SQLITE_FULL once: space freed at once),
  * write_full_sticky (SQLITE_FULL from the Nth write on), sync_ioerr (SQLITE_IOERR_FSYNC once), lock_busy
@@ -39,9 +40,6 @@
 #define STEPS 4
 #define LAYERS 3
 #define LOCKED_MS 6000
-/* Found by this test, not fixed yet: SQLITE_BUSY from the lock that PRAGMA journal_mode = WAL takes on a
- * new file is not retried (SQLite calls no busy handler there), so fp_store_open fails at once. */
-#define KNOWN_WAL_BUSY "lib/store_open.c: PRAGMA journal_mode = WAL is not retried on SQLITE_BUSY"
 
 /* ---------------------------------------------------------------- the VFS shim */
 
@@ -397,7 +395,7 @@ static int run_child(const char *path, int op, long nth, int rc, long repeat, in
 
 /* ---------------------------------------------------------------- checks (in the parent) */
 
-static int real_failures, todo_failures;   /* tap.c has no TODO: the exit status is decided here */
+static int real_failures;   /* the exit status */
 
 static void check(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void check(int cond, const char *fmt, ...)
@@ -430,7 +428,6 @@ enum {
 typedef struct {
     long cases, ended, integrity, committed, promised, readable, reopened;
     long recovered, stopped, open_failed, hit;
-    long known;              /* EXPECT_RECOVER cases failing on the known defect (KNOWN_WAL_BUSY) */
     char first_bad[6][300];   /* by check: ended, integrity, committed, promised, readable, reopened */
 } tally_t;
 
@@ -584,11 +581,6 @@ static void check_case(const kind_t *k, long nth, const char *path, tally_t *t)
         t->recovered++;
         promised = strcmp(stored, "finished") == 0;
         snprintf(what, sizeof what, "recovered but the run is '%s'", stored);
-    } else if (k->expect == EXPECT_RECOVER && rep.open_rc != FP_OK && strstr(msg, "switching to WAL mode")) {
-        t->known++;   /* reported as a TODO test by report_kind */
-        promised = 1;
-        if (getenv("FAULTS_VERBOSE"))
-            tap_diag("N=%ld: known: not waited out: %s", nth, msg);
     } else if (k->expect == EXPECT_RECOVER) {
         snprintf(what, sizeof what, "not waited out: %.250s", msg);
     } else if (rep.open_rc != FP_OK) {
@@ -651,16 +643,9 @@ static void report_kind(const kind_t *k, const tally_t *t, const char *where)
                                         "a new writer opens it and no run stays running"};
     const long got[6] = {t->ended, t->integrity, t->committed, t->promised, t->readable, t->reopened};
     for (int i = 0; i < 6; i++) {
-        check(got[i] == t->cases, "%s: %s (%ld of %ld%s)", k->name, what[i], got[i], t->cases,
-               i == 3 && t->known ? ", the known defect below counted apart" : "");
+        check(got[i] == t->cases, "%s: %s (%ld of %ld)", k->name, what[i], got[i], t->cases);
         if (got[i] != t->cases && t->first_bad[i][0])
             tap_diag("  first: %s", t->first_bad[i]);
-    }
-    /* Shown while it lasts; the line goes away (the count above holds those cases again) once it is fixed. */
-    if (t->known) {
-        todo_failures++;
-        tap_ok(0, "%s: a brief lock while a new file switches to WAL mode is waited out (%ld cases fail: "
-               "fp_store_open says 'stayed locked') # TODO " KNOWN_WAL_BUSY, k->name, t->known);
     }
 }
 
@@ -722,5 +707,5 @@ int main(void)
     free(path);
     tu_rmdir(dir);
     int rc_tap = tap_done();
-    return real_failures ? 1 : todo_failures ? 0 : rc_tap;   /* "not ok # TODO" lines do not fail the test */
+    return real_failures ? 1 : rc_tap;
 }
