@@ -12,7 +12,7 @@
 #     ASan + UBSan build of tools/check, under the sanitizers);
 #   - fuzz_<name> with libFuzzer, only by `make fuzz`, which needs a clang build configured with
 #       ../configure CC=clang --enable-sanitizers --without-cuda \
-#           CFLAGS="-g -O1 -fsanitize=fuzzer-no-link -include $$SRC/tests/fuzz/clang_compat.h"
+#           CFLAGS="-g -O1 -fsanitize=fuzzer-no-link -include SRCDIR/tests/fuzz/clang_compat.h"
 #     (clang_compat.h: clang 14 lacks __builtin_cpu_supports("f16c"))
 #     In any other build `make fuzz` configures one in $(FUZZ_BUILDDIR) (under this build directory) and
 #     runs there. It runs each target of FUZZ_TARGETS for FUZZ_SECONDS (default 60) on a working corpus
