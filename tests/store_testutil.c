@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <poll.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,4 +232,73 @@ long long tu_damage_table_page(const char *src, const char *dst, const char *tab
     }
     free(bytes);
     return ok ? root : -1;
+}
+
+/* ---------------------------------------------------------------- a lock held by another process */
+
+/* The child: 'L' -> BEGIN EXCLUSIVE, answer 'K' / 'E'; hold hold_ms or until 'U' / the pipe closes; roll
+ * back, close, answer 'R'. */
+static void lock_holder_main(int cmd, int ack, const char *db, int hold_ms)
+{
+    char ch;
+    if (read(cmd, &ch, 1) != 1 || ch != 'L')
+        _exit(0);
+    sqlite3 *h = NULL;
+    int ok = sqlite3_open(db, &h) == SQLITE_OK;
+    if (ok) {
+        sqlite3_busy_timeout(h, 10000);
+        ok = sqlite3_exec(h, "BEGIN EXCLUSIVE", NULL, NULL, NULL) == SQLITE_OK;
+    }
+    if (write(ack, ok ? "K" : "E", 1) != 1)
+        _exit(1);
+    struct pollfd p = {cmd, POLLIN, 0};
+    poll(&p, 1, hold_ms >= 0 ? hold_ms : 300 * 1000);
+    if (ok)
+        sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(h);
+    if (write(ack, "R", 1) != 1)
+        _exit(1);
+    _exit(0);
+}
+
+int tu_lock_holder_start(tu_lock_holder *hd, const char *db, int hold_ms)
+{
+    int c[2], a[2];
+    if (pipe(c) || pipe(a))
+        return -1;
+    if ((hd->pid = fork()) < 0)
+        return -1;
+    if (hd->pid == 0) {
+        close(c[1]);
+        close(a[0]);
+        lock_holder_main(c[0], a[1], db, hold_ms);
+    }
+    close(c[0]);
+    close(a[1]);
+    hd->cmd = c[1];
+    hd->ack = a[0];
+    return 0;
+}
+
+int tu_lock_holder_lock(tu_lock_holder *hd)
+{
+    char ch = 0;
+    return write(hd->cmd, "L", 1) == 1 && read(hd->ack, &ch, 1) == 1 && ch == 'K';
+}
+
+int tu_lock_holder_holding(tu_lock_holder *hd)
+{
+    struct pollfd p = {hd->ack, POLLIN, 0};
+    return poll(&p, 1, 0) == 0;
+}
+
+void tu_lock_holder_end(tu_lock_holder *hd)
+{
+    char ch;
+    if (write(hd->cmd, "U", 1) != 1) { /* the child may be gone already */ }
+    close(hd->cmd);
+    while (read(hd->ack, &ch, 1) == 1 && ch != 'R')
+        ;
+    close(hd->ack);
+    waitpid(hd->pid, NULL, 0);
 }

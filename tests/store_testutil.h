@@ -46,4 +46,16 @@ int tu_record_fixture(fp_store_t *s, int nsteps, int nlayers, int64_t runs[2]);
  * PRAGMA quick_check says the database is corrupt. Returns the page number, or -1. */
 long long tu_damage_table_page(const char *src, const char *dst, const char *table);
 
+/* Another process holding a database's write lock: a child that, on tu_lock_holder_lock, takes BEGIN
+ * EXCLUSIVE (waiting up to 10 s for a writer's transaction) and holds it hold_ms (< 0: until
+ * tu_lock_holder_end, at most 5 minutes), then rolls back and closes. */
+typedef struct {
+    pid_t pid;
+    int cmd, ack;   /* parent's ends: commands to the child, its answers */
+} tu_lock_holder;
+int tu_lock_holder_start(tu_lock_holder *hd, const char *db, int hold_ms);   /* 0, or -1 (pipe / fork) */
+int tu_lock_holder_lock(tu_lock_holder *hd);      /* 1 when the child now holds the lock */
+int tu_lock_holder_holding(tu_lock_holder *hd);   /* 1 while it still holds it */
+void tu_lock_holder_end(tu_lock_holder *hd);      /* release when still held; wait until the child is gone */
+
 #endif

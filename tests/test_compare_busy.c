@@ -31,87 +31,9 @@
 
 static char dir[64];
 
-/* ---- the lock holder: a child process, forked before the run starts its threads ---- */
-typedef struct {
-    pid_t pid;
-    int cmd, ack;   /* parent's ends: commands to the child, its answers */
-} holder;
-
-/* The child: on 'L' it takes BEGIN EXCLUSIVE on db (waiting up to 10 s for the writer's transaction) and
- * answers 'K' (or 'E'); it holds the lock hold_ms (< 0: until 'U' or the pipe closes, at most CAP_S + 60 s),
- * rolls back, closes and answers 'R'. */
-static void holder_main(int cmd, int ack, const char *db, int hold_ms)
-{
-    char ch;
-    if (read(cmd, &ch, 1) != 1 || ch != 'L')
-        _exit(0);
-    sqlite3 *h = NULL;
-    int ok = sqlite3_open(db, &h) == SQLITE_OK;
-    if (ok) {
-        sqlite3_busy_timeout(h, 10000);
-        ok = sqlite3_exec(h, "BEGIN EXCLUSIVE", NULL, NULL, NULL) == SQLITE_OK;
-    }
-    if (write(ack, ok ? "K" : "E", 1) != 1)
-        _exit(1);
-    struct pollfd p = {cmd, POLLIN, 0};
-    poll(&p, 1, hold_ms >= 0 ? hold_ms : (CAP_S + 60) * 1000);
-    if (ok)
-        sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
-    sqlite3_close(h);
-    if (write(ack, "R", 1) != 1)
-        _exit(1);
-    _exit(0);
-}
-
-static int holder_start(holder *hd, const char *db, int hold_ms)
-{
-    int c[2], a[2];
-    if (pipe(c) || pipe(a))
-        return -1;
-    hd->pid = fork();
-    if (hd->pid < 0)
-        return -1;
-    if (hd->pid == 0) {
-        close(c[1]);
-        close(a[0]);
-        holder_main(c[0], a[1], db, hold_ms);
-    }
-    close(c[0]);
-    close(a[1]);
-    hd->cmd = c[1];
-    hd->ack = a[0];
-    return 0;
-}
-
-/* 'L' and wait for the answer: 1 when the lock is held. */
-static int holder_lock(holder *hd)
-{
-    char ch = 0;
-    return write(hd->cmd, "L", 1) == 1 && read(hd->ack, &ch, 1) == 1 && ch == 'K';
-}
-
-/* 1 while the child still holds the lock (it has not answered 'R'). */
-static int holder_holding(holder *hd)
-{
-    struct pollfd p = {hd->ack, POLLIN, 0};
-    return poll(&p, 1, 0) == 0;
-}
-
-/* Release (when still held), wait until the child is gone. */
-static void holder_end(holder *hd)
-{
-    char ch;
-    if (write(hd->cmd, "U", 1) != 1) { /* the child may be gone already */ }
-    close(hd->cmd);
-    while (read(hd->ack, &ch, 1) == 1 && ch != 'R')
-        ;
-    close(hd->ack);
-    waitpid(hd->pid, NULL, 0);
-}
-
 /* ---- the run ---- */
 typedef struct {
-    holder *hd;
+    tu_lock_holder *hd;
     fp_compare *cmp;
     int locked;                 /* 1 once the child holds the lock */
     double lock_t, last_step_t; /* mono seconds: the lock taken, the last step reported */
@@ -133,7 +55,7 @@ static void progress(const fp_compare_progress *p, void *user)
         x->patience_s = p->store_patience_s;
     }
     if (p->step == LOCK_AT && !x->locked) {
-        x->locked = holder_lock(x->hd) ? 1 : -1;
+        x->locked = tu_lock_holder_lock(x->hd) ? 1 : -1;
         x->lock_t = fp_clock_mono_s();
     }
 }
@@ -209,16 +131,16 @@ int main(void)
 
     /* ---- a lock held 1.5 s: waited out, nothing lost ---- */
     snprintf(db, sizeof db, "%s/short.db", dir);
-    holder hd;
+    tu_lock_holder hd;
     run_ctx x = {.hd = &hd};
     fp_compare_config cfg;
     fp_compare_result res;
     cfg_one(&cfg, db, 40);
-    int rc = holder_start(&hd, db, 1500);
+    int rc = tu_lock_holder_start(&hd, db, 1500);
     if (rc)
         tap_skip_all("cannot fork the lock holder");
     rc = run(&cfg, &x, &res);
-    holder_end(&hd);
+    tu_lock_holder_end(&hd);
     tap_ok(x.locked == 1, "another connection held BEGIN EXCLUSIVE from step %d", LOCK_AT);
     tap_ok(rc == FP_OK && res.status == FP_RUN_FINISHED && res.arms[0].steps_done == 40,
            "a 1.5 s lock is waited out: the run finishes its 40 steps (%s)", rc ? res.message : "ok");
@@ -231,12 +153,12 @@ int main(void)
     snprintf(db, sizeof db, "%s/long.db", dir);
     run_ctx y = {.hd = &hd};
     cfg_one(&cfg, db, INT64_C(1) << 30);
-    if (holder_start(&hd, db, -1))
+    if (tu_lock_holder_start(&hd, db, -1))
         tap_skip_all("cannot fork the lock holder");
     rc = run(&cfg, &y, &res);
     double end_t = fp_clock_mono_s();
-    int still_locked = holder_holding(&hd);   /* the child holds it until told: the run gave up while it was held */
-    holder_end(&hd);
+    int still_locked = tu_lock_holder_holding(&hd);   /* the child holds it until told: the run gave up while it was held */
+    tu_lock_holder_end(&hd);
     tap_ok(y.locked == 1, "another connection held BEGIN EXCLUSIVE from step %d on", LOCK_AT);
     tap_ok(!atomic_load(&y.watchdog_fired) && still_locked,
            "the loop stopped by itself while the lock was held, %.1f s after it was taken (watchdog at %d s)",

@@ -25,79 +25,6 @@
 #include "store_testutil.h"
 #include "tap.h"
 
-/* ---- the lock holder: a child process forked before any store thread exists ---- */
-typedef struct {
-    pid_t pid;
-    int cmd, ack;
-} holder;
-
-/* On 'L': BEGIN EXCLUSIVE (waiting up to 10 s), answer 'K' / 'E', hold it hold_ms or until 'U', roll
- * back, answer 'R'. */
-static void holder_main(int cmd, int ack, const char *db, int hold_ms)
-{
-    char ch;
-    if (read(cmd, &ch, 1) != 1 || ch != 'L')
-        _exit(0);
-    sqlite3 *h = NULL;
-    int ok = sqlite3_open(db, &h) == SQLITE_OK;
-    if (ok) {
-        sqlite3_busy_timeout(h, 10000);
-        ok = sqlite3_exec(h, "BEGIN EXCLUSIVE", NULL, NULL, NULL) == SQLITE_OK;
-    }
-    if (write(ack, ok ? "K" : "E", 1) != 1)
-        _exit(1);
-    struct pollfd p = {cmd, POLLIN, 0};
-    poll(&p, 1, hold_ms);
-    if (ok)
-        sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
-    sqlite3_close(h);
-    if (write(ack, "R", 1) != 1)
-        _exit(1);
-    _exit(0);
-}
-
-static int holder_start(holder *hd, const char *db, int hold_ms)
-{
-    int c[2], a[2];
-    if (pipe(c) || pipe(a))
-        return -1;
-    if ((hd->pid = fork()) < 0)
-        return -1;
-    if (hd->pid == 0) {
-        close(c[1]);
-        close(a[0]);
-        holder_main(c[0], a[1], db, hold_ms);
-    }
-    close(c[0]);
-    close(a[1]);
-    hd->cmd = c[1];
-    hd->ack = a[0];
-    return 0;
-}
-
-static int holder_lock(holder *hd)
-{
-    char ch = 0;
-    return write(hd->cmd, "L", 1) == 1 && read(hd->ack, &ch, 1) == 1 && ch == 'K';
-}
-
-static int holder_holding(holder *hd)
-{
-    struct pollfd p = {hd->ack, POLLIN, 0};
-    return poll(&p, 1, 0) == 0;
-}
-
-static void holder_end(holder *hd)
-{
-    char ch;
-    if (write(hd->cmd, "U", 1) != 1) { /* gone already */ }
-    close(hd->cmd);
-    while (read(hd->ack, &ch, 1) == 1 && ch != 'R')
-        ;
-    close(hd->ack);
-    waitpid(hd->pid, NULL, 0);
-}
-
 static int begin(fp_store_t *s, int64_t *run)
 {
     fp_session_info_t si = {"busy", NULL};
@@ -142,8 +69,8 @@ int main(void)
     if (!dir)
         tap_skip_all("cannot create a temporary directory");
     char *db = tu_path(dir, "wait.db"), *db2 = tu_path(dir, "stop.db");
-    holder h1, h2;
-    if (holder_start(&h1, db, HOLD_MS) || holder_start(&h2, db2, 60000))
+    tu_lock_holder h1, h2;
+    if (tu_lock_holder_start(&h1, db, HOLD_MS) || tu_lock_holder_start(&h2, db2, 60000))
         tap_skip_all("cannot fork the lock holders");
 
     /* ---- an 8 s lock: waited out, nothing lost ---- */
@@ -159,7 +86,7 @@ int main(void)
     for (; k <= 20; k++)
         step(s, run, k);
     tap_ok(fp_store_flush(s) == FP_OK, "20 steps committed before the lock");
-    int locked = holder_lock(&h1);
+    int locked = tu_lock_holder_lock(&h1);
     tap_ok(locked, "another process holds BEGIN EXCLUSIVE (for %d ms)", HOLD_MS);
     double t0 = fp_clock_mono_s();
     int bad = 0, waiting_seen = 0;
@@ -185,7 +112,7 @@ int main(void)
     tap_ok(rc == FP_OK, "flush after the lock (%s)", rc ? fp_error_message() : "ok");
     rc = fp_store_close(s, FP_RUN_FINISHED, NULL);
     tap_ok(rc == FP_OK, "close (%s)", rc ? fp_error_message() : "ok");
-    holder_end(&h1);
+    tu_lock_holder_end(&h1);
     tap_ok(tu_sql_int(db, "SELECT count(*) FROM steps") == last && tu_sql_int(db, "SELECT max(step) FROM steps") == last,
            "every step is committed: %lld of %lld", tu_sql_int(db, "SELECT count(*) FROM steps"), (long long)last);
     tap_ok(tu_sql_int(db, "SELECT count(*) FROM runs WHERE status = 'finished'") == 1, "the run is finished");
@@ -205,7 +132,7 @@ int main(void)
     for (k = 1; k <= 10; k++)
         step(s, run, k);
     fp_store_flush(s);
-    locked = holder_lock(&h2);
+    locked = tu_lock_holder_lock(&h2);
     t0 = fp_clock_mono_s();
     double seen_t = -1;
     while (fp_clock_mono_s() - t0 < 10) {
@@ -228,8 +155,8 @@ int main(void)
     tap_ok(rc == FP_EIO && st.state == FP_STORE_FAILED && st.code == FP_EIO && !strcmp(st.message, msg),
            "fp_store_status: FP_STORE_FAILED with the same line");
     tap_ok(step(s, run, k) == FP_EIO, "a record function says so too");
-    int still = holder_holding(&h2);
-    holder_end(&h2);   /* the lock goes; close marks the run failed */
+    int still = tu_lock_holder_holding(&h2);
+    tu_lock_holder_end(&h2);   /* the lock goes; close marks the run failed */
     rc = fp_store_close(s, FP_RUN_FINISHED, NULL);
     tap_ok(still && rc == FP_EIO, "close returns the writer's error (the lock was still held when it gave up)");
     tap_ok(tu_sql_int(db2, "SELECT count(*) FROM runs WHERE status = 'failed' AND failure LIKE '%stayed locked%'")
@@ -238,7 +165,7 @@ int main(void)
     tap_ok(tu_sql_int(db2, "SELECT count(*) FROM steps") >= 10, "the steps committed before the lock are there (%lld)",
            tu_sql_int(db2, "SELECT count(*) FROM steps"));
 #else
-    holder_end(&h2);
+    tu_lock_holder_end(&h2);
 #endif
     free(db);
     free(db2);
