@@ -66,10 +66,9 @@ static void usage(FILE *to)
 
 static int num(const char *opt, const char *s, double lo, double *out)
 {
-    char *end;
     errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < lo) {
+    double v = cli_is_decimal(s, 0) ? strtod(s, NULL) : NAN;
+    if (errno || !isfinite(v) || v < lo) {
         cli_error(FP_GATE_ERROR, "gate: %s takes a number >= %g, not '%s'", opt, lo, s);
         return -1;
     }

@@ -1,20 +1,18 @@
 /* cmd_models.c — `fp16probe models [--image-size N] [--classes N]`: every model of the zoo with its
  * parameter count and forward cost per image (MACs of conv + linear, and FLOPs = 2 x MACs). Read-only. */
 #include "config.h"
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "commands.h"
 #include "error.h"
+#include "store_cli.h"
 #include "trainer/model.h"
 
 static int parse_int(const char *opt, const char *s, int lo, int *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > 1000000)
+    long long v;
+    if (cli_integer(s, lo, &v) || v > 1000000)
         return cli_error(2, "models: %s needs an integer >= %d (got '%s')", opt, lo, s);
     *out = (int)v;
     return 0;

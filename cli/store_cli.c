@@ -36,12 +36,39 @@ int cli_options(int argc, char **argv, int *i, const cli_opt_t *opts)
     return o;
 }
 
+static int is_digit(char ch)
+{
+    return ch >= '0' && ch <= '9';
+}
+
+int cli_is_decimal(const char *s, int integer)
+{
+    const char *p = s + (*s == '-');
+    int digits = 0;
+    for (; is_digit(*p); p++)
+        digits++;
+    if (!integer && *p == '.')
+        for (p++; is_digit(*p); p++)
+            digits++;
+    if (!digits)
+        return 0;
+    if (!integer && (*p == 'e' || *p == 'E')) {
+        p += 1 + (p[1] == '+' || p[1] == '-');
+        if (!is_digit(*p))
+            return 0;
+        while (is_digit(*p))
+            p++;
+    }
+    return *p == '\0';
+}
+
 int cli_integer(const char *s, long long min, long long *out)
 {
-    char *end;
+    if (!cli_is_decimal(s, 1))
+        return -1;
     errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < min)
+    long long v = strtoll(s, NULL, 10);
+    if (errno || v < min)
         return -1;
     *out = v;
     return 0;

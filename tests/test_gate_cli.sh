@@ -116,6 +116,9 @@ check "--max-slowdown 20 lets the 10% slowdown pass" test "$(gate --baseline bas
 check "a missing database: exit 3" status_line 3 "nothing.db" "$bin" gate --candidate nothing.db
 check "a usage error: exit 3" status_line 3 "unexpected" "$bin" gate --frobnicate
 check "--inconclusive maybe: exit 3" status_line 3 "pass or fail" "$bin" gate --candidate same.db --inconclusive maybe
+check "--max-slowdown ' 5' (a leading space): exit 3, the value named" status_line 3 "not ' 5'" "$bin" gate --candidate same.db --max-slowdown ' 5'
+check "--max-slowdown 0x10 (hex): exit 3" status_line 3 "not '0x10'" "$bin" gate --candidate same.db --max-slowdown 0x10
+check "--session ' 1' (a leading space): exit 3" status_line 3 "' 1'" "$bin" gate --candidate same.db --session ' 1'
 check "--allow-config-diff seed: exit 3, the keys listed" status_line 3 "keys: model, policy" "$bin" gate --candidate same.db --allow-config-diff seed
 check "--junit to an unwritable path: exit 3, no file" \
     sh -c "'$bin' gate --candidate same.db --junit no/j.xml >/dev/null 2>&1; test \$? -eq 3 && test ! -e no"
