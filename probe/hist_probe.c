@@ -9,7 +9,8 @@
  * of one pass, and sum_abs depends neither on the thread count nor on which thread took which chunk.
  * The tensor hooks may run on two threads at once for distinct layers (probe.h): per-(layer, role)
  * cells, scratch on the stack (the pool serves one caller at a time, the other counts inline), the
- * first error kept atomically. */
+ * first error kept atomically. A tensor counted elsewhere (a device: fp_probe_tensor_hist) arrives as a
+ * ready histogram and is merged as is: the same counts as its values would give. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +217,22 @@ static void hp_tensor16(void *self, int layer, fp_tensor_role role, const uint16
     hist_job(h, hh, dt == FP_DT_BF16 ? K_BF16 : K_F16, x, n, 1.0f, 0);
 }
 
+/* A ready histogram (probe.h fp_probe_tensor_hist): the values as held. The probe set hands a weight
+ * gradient this way only at loss scale 1 (nothing to unscale); anything else is refused, not guessed. */
+static void hp_hist(void *self, int layer, fp_tensor_role role, const fp_hist_t *src, float loss_scale)
+{
+    fp_hist_probe *h = self;
+    fp_hist_t *hh = hp_cell(h, layer, role);
+    if (!hh)
+        return;
+    if (role == FP_ROLE_WEIGHT_GRAD && loss_scale != 1.0f) {
+        set_status(h, fp_fail(FP_EINVAL, "hist probe: a ready histogram of layer %d's weight gradient at loss "
+                                         "scale %g cannot be unscaled", layer, (double)loss_scale));
+        return;
+    }
+    fp_hist_merge(hh, src);
+}
+
 static void hp_step_end(void *self, int64_t step)
 {
     fp_hist_probe *h = self;
@@ -237,7 +254,7 @@ static void hp_step_end(void *self, int64_t step)
 
 static const fp_probe_ops hist_ops = {"hist", hp_step_begin, hp_step_end, NULL, NULL, hp_tensor};
 
-int fp_hist_probe_attach(fp_hist_probe *h, fp_probe *p) { return fp_probe_add16(p, &hist_ops, hp_tensor16, h); }
+int fp_hist_probe_attach(fp_hist_probe *h, fp_probe *p) { return fp_probe_add_hist(p, &hist_ops, hp_tensor16, hp_hist, h); }
 
 void fp_hist_probe_sample_next(fp_hist_probe *h, int sample)
 {

@@ -1,7 +1,9 @@
 /* probe.c — the probe set: fans the trainer's step / layer / tensor calls out to its backends.
  * Promises: calls reach backends in the order they were added; layer and tensor calls outside a
  * step are ignored; a tensor reaches only the backends that asked for its role this step; a 16-bit
- * tensor is widened at most once per call, and only for backends that cannot take it as stored. */
+ * tensor is widened at most once per call, and only for backends that cannot take it as stored; a ready
+ * histogram reaches only backends with a hist hook, and is refused for a role some other backend needs
+ * as values. */
 #include <stdlib.h>
 #include "error.h"
 #include "probe/probe.h"
@@ -11,6 +13,7 @@ typedef struct {
     const fp_probe_ops *ops;
     void *self;
     fp_probe_tensor16_fn tensor16;   /* fp_probe_add16; NULL otherwise */
+    fp_probe_hist_fn hist;           /* fp_probe_add_hist; NULL otherwise */
     unsigned wants;   /* roles asked for at this step */
 } backend_t;
 
@@ -24,6 +27,7 @@ struct fp_probe {
     int64_t step;
     float loss_scale;
     unsigned wants;
+    unsigned wants_values;   /* roles wanted by backends without a hist hook */
     unsigned caller_roles;   /* fp_probe_caller_roles: delivered by the caller, not the model */
     int pool_held;    /* this step samples tensors: the kernels' pool is held until step_end */
     float *wide;      /* fp_probe_tensor_dt: 16-bit tensors widened for backends without tensor16 */
@@ -57,9 +61,15 @@ void fp_probe_free(fp_probe *p)
     free(p);
 }
 
-int fp_probe_add(fp_probe *p, const fp_probe_ops *ops, void *self) { return fp_probe_add16(p, ops, NULL, self); }
+int fp_probe_add(fp_probe *p, const fp_probe_ops *ops, void *self) { return fp_probe_add_hist(p, ops, NULL, NULL, self); }
 
 int fp_probe_add16(fp_probe *p, const fp_probe_ops *ops, fp_probe_tensor16_fn tensor16, void *self)
+{
+    return fp_probe_add_hist(p, ops, tensor16, NULL, self);
+}
+
+int fp_probe_add_hist(fp_probe *p, const fp_probe_ops *ops, fp_probe_tensor16_fn tensor16, fp_probe_hist_fn hist,
+                      void *self)
 {
     if (!p || !ops)
         return fp_fail(FP_EINVAL, "probe: add with a NULL %s", p ? "ops table" : "probe");
@@ -69,6 +79,7 @@ int fp_probe_add16(fp_probe *p, const fp_probe_ops *ops, fp_probe_tensor16_fn te
     b->ops = ops;
     b->self = self;
     b->tensor16 = tensor16;
+    b->hist = hist;
     b->wants = 0;
     if (ops->layer_begin)
         p->lb[p->nlb++] = b;
@@ -89,13 +100,15 @@ void fp_probe_step_begin(fp_probe *p, int64_t step, float loss_scale)
     p->in_step = 1;
     p->step = step;
     p->loss_scale = loss_scale;
-    p->wants = 0;
+    p->wants = p->wants_values = 0;
     for (int i = 0; i < p->nb; i++) {
         backend_t *b = &p->b[i];
         b->wants = b->ops->step_begin ? b->ops->step_begin(b->self, step, loss_scale) & FP_PROBE_ALL_ROLES : 0;
         if (!b->ops->tensor && !b->tensor16)
             b->wants = 0;
         p->wants |= b->wants;
+        if (!b->hist)
+            p->wants_values |= b->wants;
     }
     if (p->wants) {   /* the histograms' and the rounding error's many short loops: no worker wake-ups */
         fp_pool_hold(1);
@@ -111,7 +124,7 @@ void fp_probe_step_end(fp_probe *p)
         if (p->b[i].ops->step_end)
             p->b[i].ops->step_end(p->b[i].self, p->step);
     p->in_step = 0;
-    p->wants = 0;
+    p->wants = p->wants_values = 0;
     p->step = -1;
     release_pool(p);
 }
@@ -197,4 +210,32 @@ int fp_probe_tensor_dt(fp_probe *p, int layer, fp_tensor_role role, const void *
         b->ops->tensor(b->self, layer, role, p->wide, n, p->loss_scale);
     }
     return rc;
+}
+
+/* The roles that must travel as values, the caller's own included. */
+static unsigned values_needed(const fp_probe *p)
+{
+    const unsigned wg = FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD);
+    return p->wants_values | (p->loss_scale != 1.0f ? p->wants & wg : 0);
+}
+
+unsigned fp_probe_wants_values(const fp_probe *p)
+{
+    return p && p->in_step ? values_needed(p) & p->wants & ~p->caller_roles : 0;
+}
+
+int fp_probe_tensor_hist(fp_probe *p, int layer, fp_tensor_role role, const fp_hist_t *h)
+{
+    if (!h)
+        return fp_fail(FP_EINVAL, "probe: ready histogram of layer %d is NULL", layer);
+    if (!p || !p->in_step || (unsigned)role >= FP_ROLE_COUNT || !(p->wants & FP_PROBE_ROLE_BIT(role)))
+        return FP_OK;
+    const unsigned bit = FP_PROBE_ROLE_BIT(role);
+    if (values_needed(p) & bit)
+        return fp_fail(FP_EINVAL, "probe: layer %d role %d is needed as values this step, not as a histogram", layer,
+                       (int)role);
+    for (int i = 0; i < p->nb; i++)
+        if ((p->b[i].wants & bit) && p->b[i].hist)
+            p->b[i].hist(p->b[i].self, layer, role, h, p->loss_scale);
+    return FP_OK;
 }

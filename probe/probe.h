@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include "store.h"   /* fp_phase, fp_tensor_role, fp_layer_time_t, fp_store_t */
 #include "dtype.h"
+#include "hist.h"    /* fp_hist_t: ready histograms */
 
 /* Sampling defaults, chosen so that the default run stays within 3% of the probes-off step time
  * on the CPU (bench/bench_probe_overhead.c measures it): histograms of every layer's tensors every
@@ -96,6 +97,26 @@ void fp_probe_tensor(fp_probe *p, int layer, fp_tensor_role role, const float *x
  * widened once into a buffer the probe set owns (grown on demand, kept). FP_ENOMEM when that buffer
  * cannot grow (those backends then miss this tensor); FP_EINVAL for another dt. */
 int fp_probe_tensor_dt(fp_probe *p, int layer, fp_tensor_role role, const void *x, fp_dtype dt, size_t n);
+
+/* ---- ready histograms (a device counted the tensor: no download) ----
+ * A backend added with fp_probe_add_hist also takes a tensor as its exponent histogram (lib/hist.h),
+ * counted by the caller on the values exactly as `tensor` / `tensor16` would have received them
+ * (fp_hist_add / fp_hist_add_f16 / _bf16 of the tensor as stored; gradients as computed, at
+ * loss_scale): every count, amax and min_nonzero those of the values, sum_abs up to summation order.
+ * h is valid only during the call. */
+typedef void (*fp_probe_hist_fn)(void *self, int layer, fp_tensor_role role, const fp_hist_t *h, float loss_scale);
+/* As fp_probe_add16, with a hist hook (tensor16 may be NULL). */
+int fp_probe_add_hist(fp_probe *p, const fp_probe_ops *ops, fp_probe_tensor16_fn tensor16, fp_probe_hist_fn hist,
+                      void *self);
+/* Of the roles fp_probe_wants reports, those the caller must hand as values (fp_probe_tensor / _dt):
+ * roles some backend without a hist hook wants, and the weight gradient while the loss scale is not 1
+ * (backends record weight gradients unscaled, which a histogram of the scaled values cannot give).
+ * The other wanted roles may go as ready histograms (fp_probe_tensor_hist). */
+unsigned fp_probe_wants_values(const fp_probe *p);
+/* Hands a ready histogram of (layer, role) to every backend that wants the role this step. Nothing
+ * happens outside a step or when the role is not wanted; FP_EINVAL (nothing handed, message set) when
+ * the role is one fp_probe_wants_values reports (hand the values instead) or h is NULL. */
+int fp_probe_tensor_hist(fp_probe *p, int layer, fp_tensor_role role, const fp_hist_t *h);
 
 /* 1 when step is a sampling step of period `every` (every <= 0: never; step 0 always samples). */
 int fp_probe_every(int64_t step, int every);

@@ -2,7 +2,9 @@
  * steps of the period and none between, weight gradients unscaled, rows in a temporary store whose
  * per-format class columns agree with the blob, the update role, and large tensors (in chunks over
  * the kernels' pool at 1..3 threads; 16-bit ones counted as stored) giving the counts of one
- * fp_hist_add pass, and the same histogram, sum_abs included, at every thread count. */
+ * fp_hist_add pass, and the same histogram, sum_abs included, at every thread count; ready histograms
+ * (fp_probe_tensor_hist, what a device hands instead of values) recorded as the values would be, and
+ * refused for the roles that must travel as values. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,8 +104,109 @@ static void test_large_tensors(void)
     free(b16);
 }
 
+/* A value-only backend wanting activations (no hist hook): activations must travel as values. */
+static unsigned act_only_begin(void *self, int64_t step, float scale)
+{
+    (void)self, (void)step, (void)scale;
+    return FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION);
+}
+static void act_only_tensor(void *self, int layer, fp_tensor_role role, const float *x, size_t n, float scale)
+{
+    (void)layer, (void)role, (void)x, (void)scale;
+    *(size_t *)self += n;
+}
+static const fp_probe_ops act_only_ops = {"act-only", act_only_begin, NULL, NULL, NULL, act_only_tensor};
+
+/* fp_probe_tensor_hist: the hist probe fed ready histograms (as the CUDA backend's hist op makes them)
+ * records what it records from the values; wants_values names what must still come as values. */
+static void test_ready_histograms(void)
+{
+    enum { N = 70001 };
+    float *f = malloc(N * sizeof *f);
+    uint16_t *h16 = malloc(N * sizeof *h16), *b16 = malloc(N * sizeof *b16);
+    uint64_t s = 23;
+    const uint32_t special[] = {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x00000001u, 0x80000000u, 0u, 0x007FFFFFu};
+    for (size_t i = 0; i < N; i++) {
+        f[i] = i % 97 < 7 ? tu_u2f(special[i % 97]) : tu_u2f((uint32_t)tu_splitmix64(&s));
+        h16[i] = (uint16_t)tu_splitmix64(&s);   /* every fp16 pattern class: subnormals, Inf, NaN, zeros */
+        b16[i] = (uint16_t)tu_splitmix64(&s);
+    }
+    fp_probe *pv = NULL, *ph = NULL;
+    fp_hist_probe *hv = NULL, *hh = NULL;
+    fp_probe_create(&pv);
+    fp_probe_create(&ph);
+    fp_hist_probe_create(&hv, 4, 1, 0, NULL, 0);
+    fp_hist_probe_create(&hh, 4, 1, 0, NULL, 0);
+    fp_hist_probe_attach(hv, pv);
+    fp_hist_probe_attach(hh, ph);
+    const unsigned wg = FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD), act = FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION);
+    tap_is_uint(fp_probe_wants_values(ph), 0, "outside a step nothing is wanted as values");
+    fp_hist_t hf, h1, hb;
+    fp_hist_init(&hf);
+    fp_hist_init(&h1);
+    fp_hist_init(&hb);
+    fp_hist_add(&hf, f, N);
+    fp_hist_add_f16(&h1, h16, N);
+    fp_hist_add_bf16(&hb, b16, N);
+    tap_is_int(fp_probe_tensor_hist(ph, 0, FP_ROLE_ACTIVATION, &hf), FP_OK, "outside a step: ignored");
+    for (int step = 0; step < 2; step++) {
+        float scale = step ? 1.0f : 1024.0f;
+        fp_probe_step_begin(pv, step, scale);
+        fp_probe_step_begin(ph, step, scale);
+        tap_is_uint(fp_probe_wants_values(ph), step ? 0 : wg,
+                    "scale %g: values needed only for the weight gradient at a scale != 1", scale);
+        fp_probe_tensor_dt(pv, 0, FP_ROLE_ACTIVATION, f, FP_DT_F32, N);
+        fp_probe_tensor_dt(pv, 1, FP_ROLE_ACTIVATION_GRAD, h16, FP_DT_F16, N);
+        fp_probe_tensor_dt(pv, 2, FP_ROLE_ACTIVATION, b16, FP_DT_BF16, N);
+        fp_probe_tensor_dt(pv, 3, FP_ROLE_WEIGHT_GRAD, f, FP_DT_F32, N);
+        int rc = fp_probe_tensor_hist(ph, 0, FP_ROLE_ACTIVATION, &hf);
+        rc |= fp_probe_tensor_hist(ph, 1, FP_ROLE_ACTIVATION_GRAD, &h1);
+        rc |= fp_probe_tensor_hist(ph, 2, FP_ROLE_ACTIVATION, &hb);
+        tap_is_int(rc, FP_OK, "scale %g: ready histograms of fp32 / fp16 / bf16 tensors taken", scale);
+        int wrc = fp_probe_tensor_hist(ph, 3, FP_ROLE_WEIGHT_GRAD, &hf);
+        if (step == 0)
+            fp_probe_tensor_dt(ph, 3, FP_ROLE_WEIGHT_GRAD, f, FP_DT_F32, N);   /* the caller's fallback */
+        tap_is_int(wrc, step ? FP_OK : FP_EINVAL, "scale %g: weight gradient as a histogram %s", scale,
+                   step ? "taken" : "refused (it cannot be unscaled)");
+        fp_probe_step_end(pv);
+        fp_probe_step_end(ph);
+        int same = 1;
+        for (int l = 0; l < 4; l++) {
+            fp_tensor_role r = l == 1 ? FP_ROLE_ACTIVATION_GRAD : l == 3 ? FP_ROLE_WEIGHT_GRAD : FP_ROLE_ACTIVATION;
+            const fp_hist_t *a = fp_hist_probe_get(hv, l, r), *b = fp_hist_probe_get(hh, l, r);
+            if (!a || !b || !same_counts(b, a)) {
+                same = 0;
+                if (a && b)
+                    tu_hist_diag(b, a);
+            }
+        }
+        tap_ok(same, "scale %g: every histogram from ready counts = the one from the values", scale);
+    }
+    tap_is_int(fp_hist_probe_status(hh), FP_OK, "no error kept by the probe fed histograms");
+    /* a backend without a hist hook makes its roles travel as values; the caller's roles are left out */
+    size_t seen = 0;
+    fp_probe_add(ph, &act_only_ops, &seen);
+    fp_probe_step_begin(ph, 2, 1.0f);
+    tap_is_uint(fp_probe_wants_values(ph), act, "a value-only backend's role must travel as values");
+    tap_is_int(fp_probe_tensor_hist(ph, 0, FP_ROLE_ACTIVATION, &hf), FP_EINVAL, "its role refused as a histogram");
+    tap_is_int(fp_probe_tensor_hist(ph, 1, FP_ROLE_ACTIVATION_GRAD, &h1), FP_OK, "other roles still taken");
+    tap_is_int(fp_probe_tensor_hist(ph, 1, FP_ROLE_ACTIVATION_GRAD, NULL), FP_EINVAL, "NULL histogram refused");
+    fp_probe_caller_roles(ph, act);
+    tap_is_uint(fp_probe_wants_values(ph), 0, "caller roles are not asked of the model");
+    fp_probe_step_end(ph);
+    tap_is_uint(seen, 0, "the value-only backend got nothing from histograms");
+    fp_hist_probe_free(hv);
+    fp_hist_probe_free(hh);
+    fp_probe_free(pv);
+    fp_probe_free(ph);
+    free(f);
+    free(h16);
+    free(b16);
+}
+
 int main(void)
 {
+    test_ready_histograms();
     test_large_tensors();
     static float x[NB * HW * HW * 3];
     int labels[NB];

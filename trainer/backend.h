@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include "trainer/layers.h"
 #include "trainer/precision.h"
+#include "hist.h"   /* fp_hist_t: the hist op */
 
 /* ---- tensors ----
  * A typed view of backend memory: p (from the backend's alloc, or a pointer into such a block), the
@@ -173,6 +174,13 @@ typedef struct fp_backend_ops {
      * g (F32) *= inv_scale in place, *found_inf (host) = 1 when some g was Inf or NaN before scaling,
      * else 0 (PyTorch's fused unscale_ + found_inf). */
     int (*unscale_check)(fp_backend *be, int *found_inf, fp_tensor g, float inv_scale);
+    /* -- probes --
+     * hist: the exponent histogram (lib/hist.h) of n values of dt (F32, or F16 / BF16 bit patterns) at
+     * backend memory x, merged into *h (host): every count, amax and min_nonzero those of fp_hist_add /
+     * fp_hist_add_f16 / _bf16 on the same values, sum_abs up to summation order (relative <= 1e-9).
+     * Synchronous (h is complete on return). May be NULL in the table: the caller downloads and counts
+     * on the host (the CPU backend has none; its memory is the host's). */
+    int (*hist)(fp_backend *be, fp_hist_t *h, const void *x, fp_dtype dt, size_t n);
 } fp_backend_ops;
 
 /* A backend declares the functions it puts in the table with the table's own types, so that each op's
@@ -195,15 +203,15 @@ const fp_backend_ops *fp_backend_cpu(void);
  * one through fp_model_set_backend (model.h, "backends"; trainer/model_device.c), which does what
  * follows; the arm runs its SGD step and the unscale + check on the device (trainer/cuda/kernels.h).
  * What the layers above need of it:
- *  - probes (probe/probe.h) read tensors on the host: the model must download an activation, a
- *    gradient or a weight (in its storage format) into a host buffer before fp_probe_tensor_dt, or
- *    the backend must offer device-side histograms (a later op of this table);
+ *  - probes (probe/probe.h) read tensors on the host: the model downloads an activation, a gradient
+ *    or a weight (in its storage format) into a host buffer before fp_probe_tensor_dt, unless every
+ *    probe that wants it takes a ready histogram (fp_probe_wants_values) and the backend has the hist
+ *    op: then only the counts come back (fp_probe_tensor_hist);
  *  - fp_model_forward returns host logits: download after softmax / cast, then sync;
  *  - parameters, gradients and running statistics live in host buffers that callers (optimizer,
  *    checkpoint, safetensors) write: upload before a step and download after, or move those callers
  *    onto the table (optimizer step, unscale_check above);
  *  - labels and the loss: labels uploaded, loss and top-k counts returned to the host by softmax_xent.
- * Not in the table: tensor histograms for probes (probe tensors are downloaded into a host staging
- * buffer at sampling steps only) and the optimizer step (the CUDA arm calls kernels.h directly). */
+ * Not in the table: the optimizer step (the CUDA arm calls kernels.h directly). */
 
 #endif

@@ -2,7 +2,9 @@
  * built model onto a backend (fp_model_set_backend), backend-memory copies of parameters, gradients and
  * running statistics with host mirrors synchronised lazily (the model.h accessors download what the
  * device changed and mark what the host may write), and explicit fp_model_sync_to_host / _to_device.
- * Promises: on a host backend nothing is copied and every pointer is the host buffer itself. */
+ * Promises: on a host backend nothing is copied and every pointer is the host buffer itself; at a sampling
+ * step a device tensor that the probes take as a histogram is counted on the device (only the counts come
+ * back), any other is downloaded. */
 #include "trainer/model_internal.h"
 
 #define HOST_ALL (FP_MI_HOST_P | FP_MI_HOST_G | FP_MI_HOST_B)
@@ -244,6 +246,15 @@ void fp_model_zero_grad(fp_model *m)
 void fp_mi_probe_value(fp_model *m, const void *p, fp_dtype d, size_t cnt, int layer, fp_tensor_role role)
 {
     fp_dtype sd = is16(d) ? d : FP_DT_F32;
+    if (devmem(m) && m->ops->hist && !(fp_probe_wants_values(m->probe) & FP_PROBE_ROLE_BIT(role))) {
+        fp_hist_t h;   /* every probe that wants it takes counts: histogrammed where it lies */
+        fp_hist_init(&h);
+        if (m->ops->hist(m->be, &h, p, sd, cnt) == FP_OK) {
+            fp_probe_tensor_hist(m->probe, layer, role, &h);
+            return;
+        }
+        /* the device could not count it (no memory for the counters): the values come over as before */
+    }
     if (devmem(m)) {   /* a sampling step: the tensor comes over to the host staging */
         size_t bytes = cnt * (size_t)fp_dtype_bytes(sd);
         if (m->probe_host_cap < bytes) {

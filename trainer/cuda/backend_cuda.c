@@ -1,6 +1,6 @@
 /* backend_cuda.c — the CUDA backend of backend.h: instance (arena, cuDNN contexts on one stream), device
  * memory with accounting, staging, casts, relu, residual add / accumulate, softmax cross-entropy, the
- * fused unscale + check, and the ops table. Promises: backend.h's semantics (accumulate flags, dtypes,
+ * fused unscale + check, device histograms for the probes, and the ops table. Promises: backend.h's semantics (accumulate flags, dtypes,
  * compute formats: fp32 never TF32); every op checks dims and dtypes first; all work on one stream. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -26,7 +26,7 @@ static int cuda_err(cudaError_t e, const char *what)
 
 static size_t staging_bytes(const fp_backend *be)
 {
-    size_t s = be->scratch_cap;
+    size_t s = be->scratch_cap + be->hist_work_cap;
     for (int i = 0; i < FP_BCU_SLOTS; i++)
         s += be->st_cap[i];
     return s;
@@ -399,6 +399,22 @@ static int cuda_unscale_check(fp_backend *be, int *found_inf, fp_tensor g, float
     return cuda_sync(be);
 }
 
+/* The probes' histogram (kernels.h fp_cuda_hist_add): counted on the device, only the counts come back. Its
+ * own counters, not the scratch: an arm may hold the scratch across the step. */
+static int cuda_hist(fp_backend *be, fp_hist_t *h, const void *x, fp_dtype dt, size_t n)
+{
+    if (!h || (!x && n > 0))
+        return fp_fail(FP_EINVAL, "hist: %s is NULL", h ? "tensor" : "histogram");
+    if (dt != FP_DT_F32 && !fp_bcu_is16(dt))
+        return fp_fail(FP_EINVAL, "hist: tensor of storage type %s", fp_dtype_name(dt));
+    if (n == 0)
+        return FP_OK;
+    void *work = grow_slot(be, &be->hist_work, &be->hist_work_cap, fp_cuda_hist_work_bytes(), "(histogram counters)");
+    if (!work)
+        return FP_ENOMEM;
+    return fp_cuda_hist_add(h, x, n, dt, work, be->stream);
+}
+
 /* ---------------------------------------------------------------- the table */
 
 static const fp_backend_ops cuda_ops = {
@@ -438,6 +454,7 @@ static const fp_backend_ops cuda_ops = {
     .accumulate = cuda_accumulate,
     .softmax_xent = cuda_softmax_xent,
     .unscale_check = cuda_unscale_check,
+    .hist = cuda_hist,
 };
 
 const fp_backend_ops *fp_backend_cuda(void) { return &cuda_ops; }

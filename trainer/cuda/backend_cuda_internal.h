@@ -24,6 +24,8 @@ struct fp_backend {
     size_t allocated, allocated_peak;
     void *scratch;                  /* fp_backend_cuda_scratch */
     size_t scratch_cap;
+    void *hist_work;                /* the hist op's device counters (kernels.h fp_cuda_hist_work_bytes) */
+    size_t hist_work_cap;
     void *xent_out;                 /* fp_cuda_xent_result */
     int *found;                     /* unscale_check's device flag */
     char label[64];

@@ -43,6 +43,12 @@ TESTS += tests/gpu/test_cuda_backend tests/gpu/test_cuda_backend_ops
 tests_gpu_test_cuda_backend_LDADD = $(TEST_LDADD)
 tests_gpu_test_cuda_backend_ops_LDADD = $(TEST_LDADD)
 
+# Device histograms for the probes (the backend's hist op, ready counts through the hist probe) against
+# lib/hist: counts bit for bit.
+check_PROGRAMS += tests/gpu/test_cuda_hist_probe
+TESTS += tests/gpu/test_cuda_hist_probe
+tests_gpu_test_cuda_hist_probe_LDADD = $(TEST_LDADD)
+
 # Kernel-name classification (every build: the store and the report use it without CUDA too).
 lib_libfp_a_SOURCES += probe/kernel_class.c probe/kernel_class.h
 check_PROGRAMS += tests/test_kernel_class
