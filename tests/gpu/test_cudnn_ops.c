@@ -1,6 +1,7 @@
 /* test_cudnn_ops.c — every op of trainer/cuda/cudnn_ops.h against the CPU reference kernel of
  * trainer/layers.h on small shapes, for fp32 (fp32 policy: no TF32), tf32, fp16 and bf16, including the
- * accumulation (+=) of every backward, the one-allocation workspace, and error messages that name op and
+ * accumulation (+=) of every backward and its beta 0 form over outputs full of NaN (never read), the
+ * one-allocation workspace, and error messages that name op and
  * layer. The CPU sees the same inputs rounded to the format. Skips with a TAP reason without CUDA or GPU.
  * Tolerances: max |got - want| <= tol * max |want| over the tensor (want: the CPU result), with tol per
  * format stated in tol_of() below. */
@@ -181,6 +182,29 @@ static void test_conv(arm *a, fp_dims xd, fp_conv_params p)
         snprintf(op, sizeof op, "%s dw += (beta 1)", what);
         close_to(got, want, nw, a->tol, op, a->name);
     }
+    /* beta 0 into outputs full of NaN (all-ones bits: NaN in fp32, fp16 and bf16): cuDNN must not read them */
+    cudaMemset(tdx.data, 0xFF, nx * (size_t)fp_dtype_bytes(a->dt));
+    snprintf(op, sizeof op, "%s backward data beta 0", what);
+    if (!ran(fp_cudnn_conv_backward_data_beta(a->d, &tdx, &tdy, &tw, &p, 0.0f), a, op))
+        tap_skip(1, "backward data beta 0 failed");
+    else {
+        memset(want, 0, nx * sizeof(float));
+        fp_conv_backward_data(want, dy, xd, w, &p, NULL);
+        host_from(a->d, got, &tdx);
+        snprintf(op, sizeof op, "%s dx = (beta 0 over NaN)", what);
+        close_to(got, want, nx, a->tol, op, a->name);
+    }
+    cudaMemset(tdw.data, 0xFF, nw * (size_t)fp_dtype_bytes(a->dt));
+    snprintf(op, sizeof op, "%s backward filter beta 0", what);
+    if (!ran(fp_cudnn_conv_backward_filter_beta(a->d, &tdw, &tdy, &tx, &p, 0.0f), a, op))
+        tap_skip(1, "backward filter beta 0 failed");
+    else {
+        memset(want, 0, nw * sizeof(float));
+        fp_conv_backward_weights(want, dy, x, xd, &p, NULL);
+        host_from(a->d, got, &tdw);
+        snprintf(op, sizeof op, "%s dw = (beta 0 over NaN)", what);
+        close_to(got, want, nw, a->tol, op, a->name);
+    }
     cudaFree(tx.data); cudaFree(tw.data); cudaFree(tdy.data); cudaFree(tdx.data); cudaFree(tdw.data); cudaFree(ty.data);
     free(x); free(w); free(dy); free(dx0); free(dw0); free(yzero); free(want); free(got);
 }
@@ -355,6 +379,21 @@ static void test_linear(arm *a)
     close_to(got, wdw, (size_t)out * in, a->tol, "linear dw +=", a->name);
     host_from(a->d, got, &tdb);
     close_to(got, wdb, (size_t)out, a->tol, "linear db +=", a->name);
+    /* beta 0 into outputs full of NaN: cuBLASLt must not read them */
+    cudaMemset(tdx.data, 0xFF, (size_t)n * in * fp_dtype_bytes(a->dt));
+    cudaMemset(tdw.data, 0xFF, (size_t)out * in * fp_dtype_bytes(a->dt));
+    cudaMemset(tdb.data, 0xFF, (size_t)out * fp_dtype_bytes(a->dt));
+    ran(fp_cudnn_linear_backward_beta(a->d, &tdx, &tdw, &tdb, &tdy, &tx, &tw, 0.0f), a, "linear backward beta 0");
+    memset(wdx, 0, sizeof wdx);
+    memset(wdw, 0, sizeof wdw);
+    memset(wdb, 0, sizeof wdb);
+    fp_linear_backward(wdx, wdw, wdb, dy, x, n, in, out, w);
+    host_from(a->d, got, &tdx);
+    close_to(got, wdx, (size_t)n * in, a->tol, "linear dx = (beta 0 over NaN)", a->name);
+    host_from(a->d, got, &tdw);
+    close_to(got, wdw, (size_t)out * in, a->tol, "linear dw = (beta 0 over NaN)", a->name);
+    host_from(a->d, got, &tdb);
+    close_to(got, wdb, (size_t)out, a->tol, "linear db = (beta 0 over NaN)", a->name);
     cudaFree(tx.data); cudaFree(tw.data); cudaFree(tb.data); cudaFree(ty.data); cudaFree(tdy.data);
     cudaFree(tdx.data); cudaFree(tdw.data); cudaFree(tdb.data);
     free(x); free(w); free(b); free(dy); free(dx0); free(dw0); free(db0); free(zeros);

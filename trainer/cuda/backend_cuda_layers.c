@@ -2,7 +2,9 @@
  * inputs brought to one run format (the 16-bit compute format, else fp32; TF32 rounding to nearest even
  * before a TF32-math call), batchnorm on cuDNN, pools on the backend's kernels. Promises backend.h's
  * accumulate rules: cuDNN's "+=" lands in a zeroed staging tensor that is then copied / added with the
- * 16-bit rounding of the CPU backend; 16-bit weight gradients are rounded before they reach fp32. */
+ * 16-bit rounding of the CPU backend; 16-bit weight gradients are rounded before they reach fp32.
+ * Convolution backward writes with cuDNN's beta = 0 wherever the output holds nothing to keep (a staging
+ * tensor, or dx with accumulate 0): cuDNN does not read an output under beta 0, so nothing is zeroed first. */
 #include <cuda_runtime_api.h>
 #include "trainer/cuda/backend_cuda_internal.h"
 #include "trainer/cuda/backend_kernels.h"
@@ -86,18 +88,35 @@ static int zero_t(fp_backend *be, const fp_tensor *t)
 /* Whether the input gradient dx, computed in dtype rd, is written by cuDNN / cuBLAS (beta = 1) into dx itself. */
 static int grad_direct(const fp_tensor *dx, fp_dtype rd) { return dx->p && dx->dt == FP_DT_F32 && rd == FP_DT_F32; }
 
+/* A staging tensor of dims d and dtype dt in slot, contents undefined (for outputs written with beta 0). */
+static int staged(fp_backend *be, fp_dtensor *g, fp_dims d, fp_dtype dt, int slot)
+{
+    fp_tensor t = fp_tensor_of(NULL, dt, d);
+    *g = (fp_dtensor){fp_bcu_stage(be, slot, fp_tensor_count(&t) * (size_t)fp_dtype_bytes(dt)), dt, d};
+    return g->data ? FP_OK : FP_ENOMEM;
+}
+
 /* *g: where a backward writes the input gradient dx (dims d: dx's own or its flattened view) computed in rd:
- * dx itself (zeroed first unless accumulate) when grad_direct, else a zeroed staging that grad_end lands in
- * dx with backend.h's accumulate rule (nothing for a skipped dx). */
-static int grad_begin(fp_backend *be, fp_dtensor *g, const fp_tensor *dx, fp_dims d, fp_dtype rd, int accumulate)
+ * dx itself when grad_direct, else a staging that grad_end lands in dx with backend.h's accumulate rule
+ * (nothing for a skipped dx). beta NULL: the library call adds (beta 1), so dx is zeroed first unless
+ * accumulate and the staging is zeroed. beta non-NULL (the call takes a beta): *beta = 1 only where the
+ * library adds into dx itself (grad_direct and accumulate), else 0, and nothing is zeroed. */
+static int grad_begin(fp_backend *be, fp_dtensor *g, const fp_tensor *dx, fp_dims d, fp_dtype rd, int accumulate,
+                      float *beta)
 {
     int rc;
     if (grad_direct(dx, rd)) {
-        if (!accumulate)
+        if (beta)
+            *beta = accumulate ? 1.0f : 0.0f;
+        else if (!accumulate)
             TRY(zero_t(be, dx));
         *g = fp_bcu_dt(dx);
         g->dims = d;
         return FP_OK;
+    }
+    if (beta) {
+        *beta = 0.0f;
+        return staged(be, g, d, rd, FP_BCU_OUT);
     }
     *g = fp_bcu_zeroed(be, d, rd, FP_BCU_OUT, &rc);
     return rc;
@@ -111,12 +130,20 @@ static int grad_end(fp_backend *be, const fp_tensor *dx, const fp_dtensor *g, in
 }
 
 /* *g: where a backward ACCUMULATES the fp32 weight gradient dw computed in rd: dw itself (beta = 1) when rd is
- * fp32, else a zeroed staging in slot: wgrad_end adds that gradient of the 16-bit copy, rounded (cuDNN's /
- * cuBLAS's 16-bit output), to dw in fp32. */
-static int wgrad_begin(fp_backend *be, fp_dtensor *g, const fp_tensor *dw, fp_dtype rd, int slot)
+ * fp32, else a staging in slot: wgrad_end adds that gradient of the 16-bit copy, rounded (cuDNN's /
+ * cuBLAS's 16-bit output), to dw in fp32. beta NULL: the staging is zeroed (the call adds); non-NULL: *beta
+ * gets 1 for dw itself, 0 for the staging, which is then not zeroed. */
+static int wgrad_begin(fp_backend *be, fp_dtensor *g, const fp_tensor *dw, fp_dtype rd, int slot, float *beta)
 {
     int rc = FP_OK;
-    *g = rd == FP_DT_F32 ? fp_bcu_dt(dw) : fp_bcu_zeroed(be, dw->d, rd, slot, &rc);
+    if (beta)
+        *beta = rd == FP_DT_F32 ? 1.0f : 0.0f;
+    if (rd == FP_DT_F32)
+        *g = fp_bcu_dt(dw);
+    else if (beta)
+        rc = staged(be, g, dw->d, rd, slot);
+    else
+        *g = fp_bcu_zeroed(be, dw->d, rd, slot, &rc);
     return rc;
 }
 
@@ -154,8 +181,9 @@ int fp_bcu_conv_backward_data(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_ten
     run_args r;
     fp_dtensor g;
     TRY(stage_args(be, compute, &r, &dy, NULL, &w, NULL));
-    TRY(grad_begin(be, &g, &dx, dx.d, r.rd, accumulate));
-    TRY(fp_cudnn_conv_backward_data(r.d, &g, &r.a, &r.w, p));
+    float beta;
+    TRY(grad_begin(be, &g, &dx, dx.d, r.rd, accumulate, &beta));
+    TRY(fp_cudnn_conv_backward_data_beta(r.d, &g, &r.a, &r.w, p, beta));
     return grad_end(be, &dx, &g, accumulate);
 }
 
@@ -166,8 +194,9 @@ int fp_bcu_conv_backward_weights(fp_backend *be, fp_tensor dw, fp_tensor dy, fp_
     run_args r;
     fp_dtensor g;
     TRY(stage_args(be, compute, &r, &dy, &x, NULL, NULL));
-    TRY(wgrad_begin(be, &g, &dw, r.rd, FP_BCU_OUT));
-    TRY(fp_cudnn_conv_backward_filter(r.d, &g, &r.a, &r.b, p));
+    float beta;
+    TRY(wgrad_begin(be, &g, &dw, r.rd, FP_BCU_OUT, &beta));
+    TRY(fp_cudnn_conv_backward_filter_beta(r.d, &g, &r.a, &r.b, p, beta));
     return wgrad_end(be, &dw, &g, r.rd);
 }
 
@@ -215,7 +244,7 @@ int fp_bcu_bn_backward(fp_backend *be, fp_tensor dx, fp_tensor dgamma, fp_tensor
      * CUDNN_BN_MIN_EPSILON "as in forward": PyTorch's default stands in (not used with saved stats) */
     fp_bn_params bp = {0.1f, 1e-5f};
     const float *sv = save.p;
-    TRY(grad_begin(be, &g, &dx, x.d, x.dt, accumulate));   /* a checked dx has x's dims */
+    TRY(grad_begin(be, &g, &dx, x.d, x.dt, accumulate, NULL));   /* a checked dx has x's dims */
     TRY(fp_cudnn_bn_backward(d, &g, dgamma.p, dbeta.p, &dys, &xs, gamma.p, sv, sv + x.d.c, &bp));
     return grad_end(be, &dx, &g, accumulate);
 }
@@ -273,7 +302,7 @@ int fp_bcu_linear_backward_data(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_t
     run_args r;
     fp_dtensor g;
     TRY(stage_args(be, compute, &r, &dy, NULL, &w, NULL));
-    TRY(grad_begin(be, &g, &dx, flat(dx.d), r.rd, accumulate));
+    TRY(grad_begin(be, &g, &dx, flat(dx.d), r.rd, accumulate, NULL));
     /* x only carries the shape for dx alone: dx's own view stands in for it */
     TRY(fp_cudnn_linear_backward(r.d, &g, NULL, NULL, &r.a, &g, &r.w));
     return grad_end(be, &dx, &g, accumulate);
@@ -290,9 +319,9 @@ int fp_bcu_linear_backward_weights(fp_backend *be, fp_tensor dw, fp_tensor db, f
     fp_dtensor gw, gb = {0};
     TRY(stage_args(be, compute, &r, &dy, &x, &w, NULL));
     r.b.dims = flat(x.d);
-    TRY(wgrad_begin(be, &gw, &dw, r.rd, FP_BCU_OUT));
+    TRY(wgrad_begin(be, &gw, &dw, r.rd, FP_BCU_OUT, NULL));
     if (db.p)
-        TRY(wgrad_begin(be, &gb, &db, r.rd, FP_BCU_OUT2));
+        TRY(wgrad_begin(be, &gb, &db, r.rd, FP_BCU_OUT2, NULL));
     TRY(fp_cudnn_linear_backward(r.d, NULL, &gw, db.p ? &gb : NULL, &r.a, &r.b, &r.w));
     TRY(wgrad_end(be, &dw, &gw, r.rd));
     return db.p ? wgrad_end(be, &db, &gb, r.rd) : FP_OK;

@@ -275,6 +275,12 @@ static int ensure_ones(fp_cudnn *d, int n, fp_dtype dt, const char *op)
 int fp_cudnn_linear_backward(fp_cudnn *d, const fp_dtensor *dx, const fp_dtensor *dw, const fp_dtensor *db,
                              const fp_dtensor *dy, const fp_dtensor *x, const fp_dtensor *w)
 {
+    return fp_cudnn_linear_backward_beta(d, dx, dw, db, dy, x, w, 1.0f);
+}
+
+int fp_cudnn_linear_backward_beta(fp_cudnn *d, const fp_dtensor *dx, const fp_dtensor *dw, const fp_dtensor *db,
+                                  const fp_dtensor *dy, const fp_dtensor *x, const fp_dtensor *w, float beta)
+{
     const char *op = "linear backward";
     int rc;
     if ((rc = fpc_check_tensor(d, dy, op, "dy")) != FP_OK || (rc = fpc_check_tensor(d, x, op, "x")) != FP_OK ||
@@ -298,20 +304,20 @@ int fp_cudnn_linear_backward(fp_cudnn *d, const fp_dtensor *dx, const fp_dtensor
     if (dx) {
         if ((rc = get_plan(d, MM_BWD_DATA, n, in, out, dy->dtype, 0, alignment_of(w->data, dy->data, dx->data, NULL),
                            NULL, &pl)) != FP_OK ||
-            (rc = run(d, pl, w->data, dy->data, dx->data, 1.0f, NULL)) != FP_OK)
+            (rc = run(d, pl, w->data, dy->data, dx->data, beta, NULL)) != FP_OK)
             return rc;
     }
     if (dw) {
         if ((rc = get_plan(d, MM_BWD_W, n, in, out, dy->dtype, 0, alignment_of(x->data, dy->data, dw->data, NULL),
                            NULL, &pl)) != FP_OK ||
-            (rc = run(d, pl, x->data, dy->data, dw->data, 1.0f, NULL)) != FP_OK)
+            (rc = run(d, pl, x->data, dy->data, dw->data, beta, NULL)) != FP_OK)
             return rc;
     }
     if (db) {
         if ((rc = ensure_ones(d, n, dy->dtype, mm_name[MM_BWD_B])) != FP_OK ||
             (rc = get_plan(d, MM_BWD_B, n, in, out, dy->dtype, 0, alignment_of(dy->data, d->ones, db->data, NULL), NULL,
                            &pl)) != FP_OK ||
-            (rc = run(d, pl, dy->data, d->ones, db->data, 1.0f, NULL)) != FP_OK)
+            (rc = run(d, pl, dy->data, d->ones, db->data, beta, NULL)) != FP_OK)
             return rc;
     }
     return FP_OK;

@@ -332,33 +332,45 @@ int fp_cudnn_conv_forward(fp_cudnn *d, const fp_dtensor *y, const fp_dtensor *x,
     return FP_OK;
 }
 
-int fp_cudnn_conv_backward_data(fp_cudnn *d, const fp_dtensor *dx, const fp_dtensor *dy, const fp_dtensor *w,
-                                const fp_conv_params *p)
+int fp_cudnn_conv_backward_data_beta(fp_cudnn *d, const fp_dtensor *dx, const fp_dtensor *dy, const fp_dtensor *w,
+                                     const fp_conv_params *p, float beta)
 {
     fpc_conv_plan *pl;
     int rc = prepare(d, DIR_BWD_DATA, dx, dy, w, p, &pl);
     if (rc != FP_OK)
         return rc;
-    const float one = 1.0f;   /* beta = 1: dx += (layers.h: backward accumulates) */
+    const float one = 1.0f;   /* alpha; beta 1: dx += (layers.h: backward accumulates), 0: dx = */
     FPC_DNN(d, cudnnConvolutionBackwardData(d->dnn, &one, pl->wdesc, w->data, pl->ydesc, dy->data,
                                             pl->cdesc[DIR_BWD_DATA], (cudnnConvolutionBwdDataAlgo_t)pl->algo[DIR_BWD_DATA],
-                                            d->ws, pl->ws[DIR_BWD_DATA], &one, pl->xdesc, dx->data),
+                                            d->ws, pl->ws[DIR_BWD_DATA], &beta, pl->xdesc, dx->data),
             dir_name[DIR_BWD_DATA]);
+    return FP_OK;
+}
+
+int fp_cudnn_conv_backward_data(fp_cudnn *d, const fp_dtensor *dx, const fp_dtensor *dy, const fp_dtensor *w,
+                                const fp_conv_params *p)
+{
+    return fp_cudnn_conv_backward_data_beta(d, dx, dy, w, p, 1.0f);
+}
+
+int fp_cudnn_conv_backward_filter_beta(fp_cudnn *d, const fp_dtensor *dw, const fp_dtensor *dy, const fp_dtensor *x,
+                                       const fp_conv_params *p, float beta)
+{
+    fpc_conv_plan *pl;
+    int rc = prepare(d, DIR_BWD_FILTER, x, dy, dw, p, &pl);
+    if (rc != FP_OK)
+        return rc;
+    const float one = 1.0f;   /* alpha; beta 1: dw +=, 0: dw = */
+    FPC_DNN(d, cudnnConvolutionBackwardFilter(d->dnn, &one, pl->xdesc, x->data, pl->ydesc, dy->data,
+                                              pl->cdesc[DIR_BWD_FILTER],
+                                              (cudnnConvolutionBwdFilterAlgo_t)pl->algo[DIR_BWD_FILTER], d->ws,
+                                              pl->ws[DIR_BWD_FILTER], &beta, pl->wdesc, dw->data),
+            dir_name[DIR_BWD_FILTER]);
     return FP_OK;
 }
 
 int fp_cudnn_conv_backward_filter(fp_cudnn *d, const fp_dtensor *dw, const fp_dtensor *dy, const fp_dtensor *x,
                                   const fp_conv_params *p)
 {
-    fpc_conv_plan *pl;
-    int rc = prepare(d, DIR_BWD_FILTER, x, dy, dw, p, &pl);
-    if (rc != FP_OK)
-        return rc;
-    const float one = 1.0f;   /* beta = 1: dw += */
-    FPC_DNN(d, cudnnConvolutionBackwardFilter(d->dnn, &one, pl->xdesc, x->data, pl->ydesc, dy->data,
-                                              pl->cdesc[DIR_BWD_FILTER],
-                                              (cudnnConvolutionBwdFilterAlgo_t)pl->algo[DIR_BWD_FILTER], d->ws,
-                                              pl->ws[DIR_BWD_FILTER], &one, pl->wdesc, dw->data),
-            dir_name[DIR_BWD_FILTER]);
-    return FP_OK;
+    return fp_cudnn_conv_backward_filter_beta(d, dw, dy, x, p, 1.0f);
 }

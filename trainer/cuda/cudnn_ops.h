@@ -94,6 +94,14 @@ int fp_cudnn_conv_backward_data(fp_cudnn *d, const fp_dtensor *dx, const fp_dten
                                 const fp_conv_params *p);
 int fp_cudnn_conv_backward_filter(fp_cudnn *d, const fp_dtensor *dw, const fp_dtensor *dy, const fp_dtensor *x,
                                   const fp_conv_params *p);
+/* As backward_data / backward_filter with the output scaled by beta first: dx = conv^T(dy, w) + beta * dx
+ * (cuDNN's beta). beta 0 overwrites and does not read the output at all (cuDNN: "when beta is zero, the
+ * output is not read and may contain any uninitialized data, including NaN"), so a fresh buffer needs no
+ * zeroing; beta 1 is the functions above. */
+int fp_cudnn_conv_backward_data_beta(fp_cudnn *d, const fp_dtensor *dx, const fp_dtensor *dy, const fp_dtensor *w,
+                                     const fp_conv_params *p, float beta);
+int fp_cudnn_conv_backward_filter_beta(fp_cudnn *d, const fp_dtensor *dw, const fp_dtensor *dy, const fp_dtensor *x,
+                                       const fp_conv_params *p, float beta);
 /* The cuDNN algorithm numbers chosen for a planned shape (-1 for a direction not planned), for logs. */
 int fp_cudnn_conv_algos(fp_cudnn *d, fp_dims xd, const fp_conv_params *p, fp_dtype dt, int algo[3]);
 
@@ -142,6 +150,10 @@ int fp_cudnn_linear_forward(fp_cudnn *d, const fp_dtensor *y, const fp_dtensor *
                             const fp_dtensor *b);
 int fp_cudnn_linear_backward(fp_cudnn *d, const fp_dtensor *dx, const fp_dtensor *dw, const fp_dtensor *db,
                              const fp_dtensor *dy, const fp_dtensor *x, const fp_dtensor *w);
+/* As linear_backward with every output of the call scaled by beta first (cuBLASLt's beta: 0 overwrites
+ * without reading the output, which may hold anything; 1 is linear_backward). */
+int fp_cudnn_linear_backward_beta(fp_cudnn *d, const fp_dtensor *dx, const fp_dtensor *dw, const fp_dtensor *db,
+                                  const fp_dtensor *dy, const fp_dtensor *x, const fp_dtensor *w, float beta);
 
 #ifdef __cplusplus
 }
