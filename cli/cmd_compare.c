@@ -21,6 +21,7 @@
 #include "store_cli.h"
 #include "store_reader.h"
 #include "train_options.h"
+#include "trainer/dist/dist.h"
 #include "trainer/run/environment.h"
 #include "trainer/run/compare.h"
 #include "tui/tui.h"
@@ -57,6 +58,8 @@ static void usage(FILE *to)
             "  --device cpu|cuda|auto where to train (default auto: the GPU when one is usable, else one\n"
             "                         line saying why and the CPU; the same for cuda)\n"
             "  --db FILE              database (default %s; '' records into a temporary file)\n"
+            "  --allreduce FMT        under mpirun: what the gradient all-reduce carries, fp32, fp16 or bf16\n"
+            "                         (default: each arm's gradient format); --batch is per rank\n"
             "  --eval-every N         validate every N steps (default: steps / 2)\n"
             "  --eval-batches N       validation batches per evaluation (default %" PRId64 ", 0: the whole split)\n"
             "  --weights FILE         start every arm from torchvision-named safetensors weights\n"
@@ -275,8 +278,11 @@ int cmd_compare(int argc, char **argv)
         fp_compare_config_default(&cfg);
     if (turn >= 0)
         cfg.turn = turn;
-    if (fp_train_options_apply(&o, &cfg))
+    if (fp_train_options_apply(&o, &cfg) || fp_train_options_dist(&o, &cfg))
         return 2;
+    const int rank = fp_dist_rank(o.dist);
+    if (rank != 0)
+        no_tui = 1;   /* rank 0 shows the run; the others train their shards */
 
     /* No database given: record into a temporary one (the summary is computed from it). */
     char tmpdb[64] = "";
@@ -308,7 +314,12 @@ int cmd_compare(int argc, char **argv)
     if (rc == FP_OK)
         rc = run_comparison(c, &cfg, &res, &pc, !no_tui && isatty(STDOUT_FILENO) && isatty(STDIN_FILENO));
     int status = 0;
-    if (rc && res.usage_error)
+    if (rank != 0) {   /* data parallel: rank 0 recorded and sums up; a failure here is said here */
+        if (rc)
+            status = cli_error(1, "compare: rank %d: %s", rank, res.message);
+    } else if (rc && res.ranks > 1)
+        status = cli_error(1, "compare: rank 0: %s", res.message);
+    else if (rc && res.usage_error)
         status = cli_error(2, "compare: %s", res.message);
     else if (rc && res.session_id <= 0)
         status = cli_error(1, "compare: %s", res.message);
@@ -320,6 +331,8 @@ int cmd_compare(int argc, char **argv)
         if (rc)
             fprintf(stderr, "fp16probe: compare: %s\n", res.message);
         int sst = print_summary(cfg.base.db, res.session_id, &res);
+        for (int i = 0; i < res.narms; i++)
+            fp_cli_print_dist_summary(&cfg, &res, i);
         const int sig = fp_store_signalled();   /* 128 + the signal, as the shell reports one; the dashboard's stop 130 */
         status = res.status == FP_RUN_INTERRUPTED ? (sig ? 128 + sig : 130) : (rc || res.nfailed || sst) ? 1 : 0;
         if (!tmpdb[0])
@@ -333,5 +346,5 @@ int cmd_compare(int argc, char **argv)
         snprintf(side, sizeof side, "%s-shm", tmpdb);
         unlink(side);
     }
-    return status;
+    return fp_train_options_dist_end(&o, status);
 }

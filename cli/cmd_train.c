@@ -15,6 +15,7 @@
 #include "store.h"
 #include "store_cli.h"
 #include "train_options.h"
+#include "trainer/dist/dist.h"
 #include "trainer/run/environment.h"
 #include "trainer/run/compare.h"
 
@@ -45,6 +46,8 @@ static void usage(FILE *to)
             "  --device cpu|cuda|auto where to train (default cpu; cuda / auto: the GPU when one is usable, else\n"
             "                         one line saying why and the CPU)\n"
             "  --db FILE              database (default %s; '' records nothing)\n"
+            "  --allreduce FMT        under mpirun: what the gradient all-reduce carries, fp32, fp16 or bf16\n"
+            "                         (default: the gradients' own format); --batch is per rank\n"
             "  --eval-every N         validate every N steps (default %d: at the end only)\n"
             "  --eval-batches N       validation batches per evaluation (default %" PRId64 ", 0: the whole split)\n"
             "  --weights FILE         start from torchvision-named safetensors weights\n"
@@ -109,7 +112,8 @@ int cmd_train(int argc, char **argv)
         if (m < 0 || rc)
             return 2;
     }
-    if (fp_train_options_pick_device(&o, "cpu") > 1 || fp_train_options_apply(&o, &c))
+    if (fp_train_options_pick_device(&o, "cpu") > 1 || fp_train_options_apply(&o, &c) ||
+        fp_train_options_dist(&o, &c))
         return 2;
     c.progress = progress;
     fp_env_set_threads(c.base.arm.threads);
@@ -128,6 +132,8 @@ int cmd_train(int argc, char **argv)
     const fp_compare_arm_result *r = &res.arms[0];
     if (rc) {
         const char *why = r->message[0] ? r->message : res.message;
+        if (res.ranks > 1)   /* data parallel: the rank that says it */
+            return cli_error(1, "train: rank %d: %s", fp_dist_rank(o.dist), why);
         if (r->run_id > 0)
             return cli_error(1, "train: run %" PRId64 " failed: %s", r->run_id, why);
         return cli_error(1, "train: %s", why);
@@ -147,5 +153,6 @@ int cmd_train(int argc, char **argv)
     if (r->skipped)
         printf(", %" PRId64 " skipped", r->skipped);
     printf("%s\n", where);
-    return 0;
+    fp_cli_print_dist_summary(&c, &res, 0);
+    return fp_train_options_dist_end(&o, 0);
 }

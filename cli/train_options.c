@@ -15,6 +15,7 @@
 #include "store.h"
 #include "store_cli.h"
 #include "train_options.h"
+#include "trainer/dist/dist.h"
 #ifdef HAVE_CUDA
 #include "trainer/backend_cuda.h"
 #endif
@@ -151,6 +152,12 @@ int fp_train_options_parse(fp_train_options *o, int argc, char **argv, int *i)
         RET((o->device = v, 0));
     if (OPT("--db"))
         RET((o->db = v, 0));
+    if (OPT("--allreduce")) {
+        fp_dtype w;
+        if (m > 0 && fp_dist_parse_wire(v, &w))
+            RET(cli_error(2, "%s: --allreduce: %s", c, fp_error_message()));
+        RET((o->allreduce = v, 0));
+    }
     if (OPT("--eval-every"))
         INT(set_eval_every, "--eval-every", 0, 1 << 30, &o->eval_every);
     if (OPT("--eval-batches"))
@@ -211,6 +218,8 @@ int fp_train_options_apply(const fp_train_options *o, fp_compare_config *cfg)
         a->threads = o->threads;
     if (o->weights)
         a->weights = o->weights;
+    if (o->allreduce)
+        a->allreduce = o->allreduce;
     if (o->data)
         c->data = o->data;
     if (o->set_augment)
@@ -289,4 +298,39 @@ void fp_cli_print_progress_tail(const fp_compare_progress *p)
     if (p->store_wait_s > 0)
         printf("  recording waits for a lock on the database (%.0f s of %.0f)", p->store_wait_s, p->store_patience_s);
     printf("  eta %s\n", eta);
+}
+
+int fp_train_options_dist(fp_train_options *o, fp_compare_config *cfg)
+{
+    if (fp_dist_launched_size() == 0)
+        return 0;
+    if (fp_dist_init(&o->dist))
+        return cli_error(2, "%s: %s", o->cmd, fp_error_message());
+    cfg->base.arm.dist = o->dist;
+    if (fp_dist_rank(o->dist) != 0 && !freopen("/dev/null", "w", stdout))
+        return cli_error(2, "%s: rank %d: cannot silence stdout", o->cmd, fp_dist_rank(o->dist));
+    return 0;
+}
+
+int fp_train_options_dist_end(fp_train_options *o, int status)
+{
+    if (o->dist && status == 0)
+        fp_dist_finalize(o->dist);
+    o->dist = NULL;
+    return status;
+}
+
+void fp_cli_print_dist_summary(const fp_compare_config *cfg, const fp_compare_result *res, int i)
+{
+    const fp_compare_arm_result *r = &res->arms[i];
+    if (res->ranks < 2 || isnan(r->comm_ms))
+        return;
+    const fp_arm_config *a = &cfg->base.arm;
+    printf("data parallel: %d ranks, global batch %d, all-reduce %s %.2f ms/step (exposed %.2f ms, %.1f%% of the "
+           "step), %.2f MB/step per rank", res->ranks, cfg->base.batch * res->ranks,
+           a->allreduce ? a->allreduce : "as the gradients", r->comm_ms, r->exposed_ms, 100 * r->comm_share,
+           r->comm_bytes / 1e6);
+    if (!isnan(r->reduce_rel_l2))
+        printf(", rounding vs fp32 rel. L2 %.3g", r->reduce_rel_l2);
+    printf("\n");
 }

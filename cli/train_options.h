@@ -13,7 +13,7 @@
 typedef struct {
     const char *cmd;                  /* "train", "compare": the prefix of error messages */
     /* What the user gave: a string is NULL, a set_* flag 0, when the option was not given. */
-    const char *model, *precision, *data, *optimizer, *schedule, *device, *db, *weights;
+    const char *model, *precision, *data, *optimizer, *schedule, *device, *db, *weights, *allreduce;
     int64_t steps, warmup, seed, eval_batches;
     int batch, image_size, classes, threads, eval_every, augment, shuffle, hist_every, error_every, trace_every;
     double lr, momentum, weight_decay;
@@ -24,6 +24,8 @@ typedef struct {
     int gpu;                          /* 1: the CUDA backend trains */
     char device_text[300];            /* "cuda: <GPU name>" */
     char device_note[400];            /* ... or the "gpu: unavailable" line ("" when none) */
+    /* fp_train_options_dist: the ranks of a job started by mpirun (NULL alone) */
+    fp_dist *dist;
 } fp_train_options;
 
 /* Nothing given yet. */
@@ -55,6 +57,17 @@ int fp_train_options_pick_device(fp_train_options *o, const char *dflt);
  * records nothing. Checks optimizer and schedule names and --momentum against the optimizer; the policy
  * list and the rest are checked by the library. 0, or 2 with the error printed. */
 int fp_train_options_apply(const fp_train_options *o, fp_compare_config *cfg);
+
+/* Data parallel: under an MPI launcher (trainer/dist/dist.h) joins the job and hands it to cfg (base.arm.dist;
+ * --allreduce was applied already); a rank other than 0 prints nothing on stdout from here on (rank 0 prints
+ * and records). One line and 2 when the build has no MPI (or MPI fails); 0 otherwise (also alone). */
+int fp_train_options_dist(fp_train_options *o, fp_compare_config *cfg);
+/* The end of a command under MPI: a clean end leaves the job (MPI_Finalize); after a failure it does not wait
+ * for the others (mpirun ends them). Returns status. */
+int fp_train_options_dist_end(fp_train_options *o, int status);
+/* "data parallel: N ranks, global batch B, all-reduce F X ms/step (exposed Y ms, S% of the step), Z MB/step"
+ * for arm i (nothing alone). */
+void fp_cli_print_dist_summary(const fp_compare_config *cfg, const fp_compare_result *res, int i);
 
 /* Prints o->device_note (when there is one) once the command's arguments are known to be good, so that a
  * usage error stays one line. */

@@ -37,3 +37,15 @@ BENCHMARKS += bench/bench_train_step
 bench_bench_train_step_SOURCES = bench/bench_train_step.c $(BENCH_COMMON)
 bench_bench_train_step_LDADD = $(FP_LDADD)
 
+
+# Data-parallel training's communicator (trainer/dist/): MPI ranks and their all-reduce; NCCL for GPU ranks.
+lib_libfp_a_SOURCES += trainer/dist/dist.h trainer/dist/dist_internal.h trainer/dist/dist_mpi.c
+if HAVE_NCCL
+lib_libfp_a_SOURCES += trainer/dist/dist_nccl.c
+endif
+
+# Data-parallel tests: the TAP program runs under mpirun from test_dist.sh (which skips without mpirun).
+check_PROGRAMS += tests/test_dist
+tests_test_dist_LDADD = $(TEST_LDADD)
+TESTS += tests/test_dist.sh
+dist_check_SCRIPTS += tests/test_dist.sh

@@ -37,7 +37,21 @@ struct fp_arm {
     fp_arm_update_hook uhook;   /* fp_arm_set_update_hook, for the next step */
     void *uhook_ctx;
     int64_t optim_ns;           /* the last optimizer time without uhook */
+    /* data parallel (cfg.dist) */
+    fp_dtype wire;              /* what the all-reduce carries */
+    char *allreduce;            /* cfg.allreduce's copy */
+    int check_reduce;           /* fp_arm_check_reduce_next: the next step measures the 16-bit reduction */
+    double *check_layers;       /* ... per layer, when not NULL */
+    float *ref_grads;           /* the fp32-reduced copy of the gradients at a checked step */
 };
+
+void fp_arm_check_reduce_next(fp_arm *a, double *per_layer)
+{
+    a->check_reduce = a->cfg.dist && a->wire != FP_DT_F32;
+    a->check_layers = a->check_reduce ? per_layer : NULL;
+}
+
+fp_dtype fp_arm_allreduce_dtype(const fp_arm *a) { return a->wire; }
 
 void fp_arm_set_forward_hook(fp_arm *a, fp_arm_forward_hook fn, void *ctx)
 {
@@ -183,7 +197,15 @@ int fp_arm_create(fp_arm **out, const fp_arm_config *cfg)
     a->cfg.policy = a->policy_name;
     a->cfg.weights = a->weights;
     a->policy = pol;
-    if ((cfg->model && !a->model_name) || !a->policy_name || (cfg->weights && !a->weights)) {
+    a->allreduce = dup_or_null(cfg->allreduce);
+    a->cfg.allreduce = a->allreduce;
+    a->wire = pol->master;   /* the gradients' own format, as DDP reduces them */
+    if (cfg->allreduce && (rc = fp_dist_parse_wire(cfg->allreduce, &a->wire))) {
+        fp_arm_free(a);
+        return rc;
+    }
+    if ((cfg->model && !a->model_name) || !a->policy_name || (cfg->weights && !a->weights) ||
+        (cfg->allreduce && !a->allreduce)) {
         fp_arm_free(a);
         return fp_fail(FP_ENOMEM, "out of memory");
     }
@@ -261,6 +283,8 @@ void fp_arm_free(fp_arm *a)
     free(a->model_name);
     free(a->policy_name);
     free(a->weights);
+    free(a->allreduce);
+    free(a->ref_grads);
     free(a);
 }
 
@@ -328,11 +352,17 @@ static int forward_loss(fp_arm *a, const fp_batch *b, fp_arm_step_result *r, int
                            fp_model_num_classes(m));
 }
 
-/* After the forward: a non-finite loss without a loss scaler ends the step as diverged (1). */
+/* After the forward: a non-finite loss without a loss scaler ends the step as diverged (1); with ranks, on
+ * every rank when on one (they must leave the step together). -1 (the message set): the ranks could not agree. */
 static int diverged(const fp_arm *a, fp_arm_step_result *r, int64_t t0, int64_t t1)
 {
     r->loss_finite = isfinite(r->loss) != 0;
-    if (r->loss_finite || a->policy->scaling != FP_SCALE_NONE)
+    if (a->policy->scaling != FP_SCALE_NONE)
+        return 0;
+    int bad = !r->loss_finite;
+    if (a->cfg.dist && fp_dist_allreduce_max_int(a->cfg.dist, &bad))
+        return -1;
+    if (!bad)
         return 0;
     r->diverged = 1;
     r->forward_ns = t1 - t0;
@@ -359,7 +389,84 @@ static int backward_scaled(fp_arm *a, int n, float scale)
 #ifdef HAVE_CUDA
 static int device_unscale(fp_arm *a, float inv, int *found, fp_arm_step_result *r);
 static int device_optim(fp_arm *a, double lr);
+static int device_allreduce(fp_arm *a, fp_dist_stats *st);
 #endif
+
+/* The 16-bit all-reduce against the fp32 one of the same gradients (g: the 16-bit result, ref: fp32): rel. L2
+ * over all and per layer, and the summed values that overflowed or flushed to zero in the format. */
+static void reduce_error(fp_arm *a, const float *g, const float *ref, fp_arm_step_result *r)
+{
+    double num = 0, den = 0;
+    int nl = fp_model_layer_count(a->model);
+    for (int l = 0; l < nl; l++) {
+        size_t off = 0, cnt = 0;
+        if (fp_model_layer_params(a->model, l, &off, &cnt) != FP_OK || cnt == 0) {
+            if (a->check_layers)
+                a->check_layers[l] = NAN;
+            continue;
+        }
+        double ln = 0, ld = 0;
+        for (size_t i = off; i < off + cnt; i++) {
+            double e = (double)g[i] - (double)ref[i];
+            if (isfinite(ref[i]) && !isfinite(g[i]))
+                r->reduce_overflow++;
+            else if (ref[i] != 0 && g[i] == 0)
+                r->reduce_underflow++;
+            if (isfinite(e)) {
+                ln += e * e;
+                ld += (double)ref[i] * ref[i];
+            }
+        }
+        if (a->check_layers)
+            a->check_layers[l] = ld > 0 ? sqrt(ln / ld) : ln > 0 ? INFINITY : 0;
+        num += ln;
+        den += ld;
+    }
+    r->reduce_rel_l2 = den > 0 ? sqrt(num / den) : num > 0 ? INFINITY : 0;
+}
+
+/* 3b. Data parallel: every parameter gradient (still scaled) averaged over the ranks in the arm's all-reduce
+ * format, bucketed; at a checked step the same gradients are also reduced in fp32 to measure the format's
+ * rounding. Nothing without ranks. */
+static int allreduce_grads(fp_arm *a, fp_arm_step_result *r)
+{
+    int check = a->check_reduce;
+    a->check_reduce = 0;
+    r->reduce_rel_l2 = NAN;
+    if (!a->cfg.dist)
+        return FP_OK;
+    fp_dist_stats st = {0};
+    int rc;
+#ifdef HAVE_CUDA
+    if (a->dev) {
+        rc = device_allreduce(a, &st);
+        check = 0;
+        goto done;
+    }
+#endif
+    float *g = fp_model_grads(a->model);
+    size_t n = fp_model_num_params(a->model);
+    if (check) {
+        float *p = realloc(a->ref_grads, (n ? n : 1) * sizeof *p);
+        if (!p)
+            return fp_fail(FP_ENOMEM, "out of memory");
+        a->ref_grads = p;
+        memcpy(p, g, n * sizeof *p);
+        if ((rc = fp_dist_allreduce_mean(a->cfg.dist, p, n, FP_DT_F32, a->cfg.bucket_bytes, NULL)))
+            return rc;
+    }
+    rc = fp_dist_allreduce_mean(a->cfg.dist, g, n, a->wire, a->cfg.bucket_bytes, &st);
+    if (!rc && check)
+        reduce_error(a, g, a->ref_grads, r);
+#ifdef HAVE_CUDA
+done:
+#endif
+    r->comm_ns = st.reduce_ns;
+    r->comm_exposed_ns = st.exposed_ns;
+    r->comm_bytes = st.bytes;
+    r->comm_buckets = st.buckets;
+    return rc;
+}
 
 /* 4. unscale_ + the inf/NaN check (GradScaler.unscale_): every parameter gradient times inv, walked in backward
  * order (last layer first) so that the first non-finite tensor named is the first the backward produced. */
@@ -448,8 +555,12 @@ static void step_done(fp_arm *a, fp_arm_step_result *r, int64_t t0, int64_t t1, 
  *   3. backward   dlogits x scale, fp_model_backward: the weight gradients, still scaled. Probes: the layer
  *                 hooks per backward phase; activation gradients at a sampled step (and weight gradients,
  *                 unless the caller takes them with the parameter pass, as the loop does: step 6).
+ *   3b. reduce    data parallel (cfg.dist) only: every gradient averaged over the ranks (dist.h: MPI buckets
+ *                 on the host, NCCL on a device), in the arm's all-reduce format; at a checked step also in
+ *                 fp32, to measure the format's rounding. Without a scaler a non-finite loss on any rank
+ *                 ends the step on every rank (1.).
  *   4. unscale    every parameter gradient x 1/scale in backward order, checking for inf / NaN (the first
- *                 non-finite tensor is named in the result).
+ *                 non-finite tensor is named in the result); with ranks, found on any rank is found on all.
  *   5. scaler     GradScaler.update: inf / NaN -> the step is skipped and the scale halves; 2000 clean
  *                 steps -> it doubles. Without a scaler nothing is skipped (a non-finite gradient is applied,
  *                 as PyTorch does, and reported).
@@ -477,8 +588,9 @@ int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
     fp_model_zero_grad(a->model);
     if ((rc = forward_loss(a, b, r, &t1)))
         return rc;
-    if (diverged(a, r, t0, t1))
-        return FP_OK;
+    int dv = diverged(a, r, t0, t1);
+    if (dv)
+        return dv < 0 ? FP_EIO : FP_OK;
 
     /* 2. the forward hook (host), its time left out */
     if (a->hook && !a->dev) {
@@ -495,9 +607,13 @@ int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
         return rc;
     t2 = fp_clock_mono_ns();
 
-    /* 4. unscale_ + inf/NaN check, 5. scaler update */
+    /* 3b. data parallel: the gradients averaged over the ranks */
+    if ((rc = allreduce_grads(a, r)))
+        return rc;
+
+    /* 4. unscale_ + inf/NaN check (with ranks: found on any, skipped on all), 5. scaler update */
     int found = 0;
-    if ((rc = unscale_and_check(a, 1.0f / scale, &found, r)))
+    if ((rc = unscale_and_check(a, 1.0f / scale, &found, r)) || (rc = fp_dist_allreduce_max_int(a->cfg.dist, &found)))
         return rc;
     scaler_update(a, r, found);
 
@@ -507,8 +623,9 @@ int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
     if (a->dev && (rc = fp_model_backend_ops(a->model)->sync(fp_model_backend(a->model))))
         return rc;
 
-    /* 7. done */
+    /* 7. done (the all-reduce's time is its own, not the optimizer's) */
     step_done(a, r, t0, t1, t2);
+    r->optim_ns -= r->comm_ns;
     return FP_OK;
 }
 
@@ -549,6 +666,41 @@ static int device_unscale(fp_arm *a, float inv, int *found, fp_arm_step_result *
             }
     }
     return FP_OK;
+}
+
+/* The all-reduce of a device arm: NCCL over the device gradients (16-bit formats through a cast into the
+ * backend's scratch and back), after the backward the step already waited for, timed to its end (no overlap
+ * with the backward yet: the whole of it is exposed). */
+static int device_allreduce(fp_arm *a, fp_dist_stats *st)
+{
+#ifdef HAVE_NCCL
+    fp_model *m = a->model;
+    const fp_backend_ops *ops = fp_model_backend_ops(m);
+    fp_backend *be = fp_model_backend(m);
+    size_t n = fp_model_num_params(m);
+    float *g = fp_model_backend_grads(m);
+    if (!g || n == 0)
+        return g ? FP_OK : FP_EINTERNAL;
+    int64_t t0 = fp_clock_mono_ns();
+    fp_dims dims = {1, 1, 1, (int)n};
+    fp_tensor gt = fp_tensor_of(g, FP_DT_F32, dims);
+    void *buf = g;
+    int rc = FP_OK;
+    if (a->wire != FP_DT_F32) {
+        buf = fp_backend_cuda_scratch(be, n * 2);
+        rc = !buf ? FP_ENOMEM : ops->cast(be, fp_tensor_of(buf, a->wire, dims), gt);
+    }
+    rc = rc ? rc : fp_dist_nccl_allreduce_mean(a->cfg.dist, buf, n, a->wire, a->cfg.bucket_bytes,
+                                               fp_backend_cuda_stream(be), st);
+    if (!rc && a->wire != FP_DT_F32)
+        rc = ops->cast(be, gt, fp_tensor_of(buf, a->wire, dims));
+    rc = rc ? rc : ops->sync(be);
+    st->reduce_ns = st->exposed_ns = fp_clock_mono_ns() - t0;
+    return rc;
+#else
+    (void)st;
+    return fp_fail(FP_EUNAVAIL, "arm %s: data-parallel training on the GPU needs the NCCL build", a->policy_name);
+#endif
 }
 
 /* The optimizer step of a device arm: SGD on the device (optim.c's update, kernels.h), anything else on

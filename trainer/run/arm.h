@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "trainer/data/data.h"
+#include "trainer/dist/dist.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
@@ -32,6 +33,13 @@ typedef struct {
      * host mirrors. arena_bytes: the CUDA arm's arena (0: fp_backend_cuda_default_arena()). */
     const struct fp_backend_ops *backend;
     size_t arena_bytes;
+    /* Data parallel (trainer/dist/dist.h): NULL trains alone. With ranks, every step's gradients are averaged
+     * over them after the backward, before the unscale / check (which is reduced too: every rank skips the
+     * same steps), carried in allreduce ("fp32", "fp16", "bf16"; NULL: the gradients' own format, the
+     * master weights', as DDP does) in buckets of bucket_bytes (0: FP_DIST_BUCKET_BYTES, DDP's 25 MB). */
+    fp_dist *dist;
+    const char *allreduce;
+    size_t bucket_bytes;
 } fp_arm_config;
 
 /* {"resnet18", 10 classes, 32 px, width 64, seed 0, "fp32", SGD lr 0.1 momentum 0.9 weight decay 5e-4,
@@ -77,6 +85,14 @@ typedef struct {
     float next_scale;           /* after the scaler update */
     int scale_changed;          /* 1 when next_scale != scale */
     double lr;                  /* learning rate of this step */
+    /* data parallel (cfg.dist): the gradient all-reduce of this step (dist.h's figures; zero alone) */
+    int64_t comm_ns, comm_exposed_ns, comm_bytes;
+    int comm_buckets;
+    /* at a step asked for by fp_arm_check_reduce_next with a 16-bit all-reduce: the reduced gradients against
+     * the same gradients reduced in fp32, rel. L2 over all (NaN when not measured), and how many summed values
+     * overflowed to Inf / flushed to zero in the format where the fp32 sum was finite / non-zero */
+    double reduce_rel_l2;
+    int64_t reduce_overflow, reduce_underflow;
     int64_t forward_ns, backward_ns, optim_ns, total_ns;   /* CLOCK_MONOTONIC */
 } fp_arm_step_result;
 
@@ -87,6 +103,13 @@ typedef struct {
  * would have written NaN into the weights); a non-finite gradient with a finite loss steps, as PyTorch
  * does, and is reported in nonfinite_layer. Returns FP_OK or a model / optimizer error. */
 int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r);
+
+/* The next step (one step) also reduces its gradients in fp32 to measure the 16-bit all-reduce's rounding
+ * (reduce_rel_l2 in the result, per layer in per_layer[fp_model_layer_count] when not NULL; every rank must ask
+ * for the same steps: it is one more collective). Nothing without ranks or with an fp32 all-reduce. */
+void fp_arm_check_reduce_next(fp_arm *a, double *per_layer);
+/* The all-reduce format of the arm (fp32, fp16 or bf16). */
+fp_dtype fp_arm_allreduce_dtype(const fp_arm *a);
 
 /* Work that needs the step's own forward (trainer/analysis/analysis.h's riding precision error): on a host arm,
  * fn runs after the forward of every step (unless the loss diverged), before the backward and the

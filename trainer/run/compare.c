@@ -144,6 +144,10 @@ void fp_cmp_arm_fail(fp_compare *c, fp_compare_result *res, int i, const char *m
     ar->status = FP_RUN_FAILED;
     snprintf(ar->message, sizeof ar->message, "%s", msg);
     res->nfailed++;
+    if (c->ranks > 1 && !c->dist_failed) {   /* the other ranks wait on this one: the whole job stops */
+        c->dist_failed = 1;
+        snprintf(c->dist_message, sizeof c->dist_message, "rank %d, arm %s: %s", c->rank, a->policy, msg);
+    }
     if (c->store && a->run > 0)
         fp_store_end_run(c->store, a->run, FP_RUN_FAILED, ar->message);
     if (c->cfg.progress) {
@@ -234,6 +238,8 @@ void fp_compare_close(fp_compare *c)
         free(a->old_params);
         free(a->scratch);
         free(a->per_layer);
+        free(a->reduce_layers);
+        free(a->rank_ns);
         fp_nvtx_free(a->nvtx);
         for (size_t k = 0; k < a->cap_pend; k++)
             free(a->pend[k].times);
@@ -262,6 +268,7 @@ static void result_init(fp_compare_result *res)
         ar->status = FP_RUN_RUNNING;
         ar->last_loss = NAN;
         ar->mean_step_ms = ar->val_loss = ar->val_top1 = ar->val_top5 = NAN;
+        ar->comm_ms = ar->exposed_ms = ar->comm_bytes = ar->comm_share = ar->reduce_rel_l2 = NAN;
     }
 }
 
@@ -278,6 +285,14 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
     fp_compare_config *cf = &c->cfg;
     if (!cf->command)
         cf->command = "compare";
+    c->dist = cf->base.arm.dist;
+    c->rank = fp_dist_rank(c->dist);
+    c->ranks = res->ranks = fp_dist_size(c->dist);
+    if (c->rank != 0) {   /* rank 0 records, prints and writes files; the others train their shards */
+        cf->base.db = NULL;
+        cf->base.save = cf->base.checkpoint = NULL;
+        cf->progress = NULL;
+    }
     c->session = 0;
     c->data = cf->base.data && *cf->base.data ? cf->base.data : "synthetic";
     if (cf->base.device)
@@ -396,7 +411,7 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
             fp_loader_opts lo;
             fp_loader_opts_default(&lo);
             lo.split = FP_SPLIT_TRAIN;
-            lo.batch = cf->base.batch;
+            lo.batch = cf->base.batch * c->ranks;   /* the global batch; each rank keeps its shard */
             lo.threads = cf->base.loader_threads;
             lo.start_epoch = c->start_epoch;
             lo.start_batch = c->start_batch;
@@ -488,9 +503,12 @@ static int next_batch(fp_compare *c, fp_batch *dst, int64_t *pos)
         return rc;
     float *im = dst->images;
     int32_t *lb = dst->labels;
-    memcpy(im, b.images, (size_t)b.n * (size_t)b.size * (size_t)b.size * 3 * sizeof *im);
-    memcpy(lb, b.labels, (size_t)b.n * sizeof *lb);
+    int n = b.n / c->ranks;   /* data parallel: rank r's shard r of the global batch */
+    size_t px = (size_t)b.size * (size_t)b.size * 3, off = (size_t)c->rank * (size_t)n;
+    memcpy(im, b.images + off * px, (size_t)n * px * sizeof *im);
+    memcpy(lb, b.labels + off, (size_t)n * sizeof *lb);
     *dst = b;
+    dst->n = n;
     dst->images = im;
     dst->labels = lb;
     fp_loader_position(c->ld, &pos[0], &pos[1]);
@@ -577,6 +595,87 @@ static int has_val(const fp_compare *c)
     return fp_dataset_size(c->ds, FP_SPLIT_VAL) > 0;
 }
 
+/* Data parallel: the next step of arm a also measures its 16-bit all-reduce against fp32 (per layer). */
+static int reduce_check_next(arm_state *a)
+{
+    if (!a->reduce_layers) {
+        int nl = fp_model_layer_count(fp_arm_model(a->arm));
+        if (!(a->reduce_layers = calloc(nl > 0 ? (size_t)nl : 1, sizeof *a->reduce_layers)))
+            return fp_fail(FP_ENOMEM, "out of memory");
+    }
+    fp_arm_check_reduce_next(a->arm, a->reduce_layers);
+    return FP_OK;
+}
+
+enum { DIST_FIGS = 5 };   /* per rank and step: total, all-reduce, exposed (ns), bytes, skipped */
+
+/* Data parallel, after arm i's step on every rank: the ranks' step figures gathered to rank 0, which keeps the
+ * slowest rank's (the step waits for it) and records every rank's. */
+static int dist_step_figures(fp_compare *c, fp_compare_result *res, int i, const fp_arm_step_result *r)
+{
+    double mine[DIST_FIGS] = {(double)r->total_ns, (double)r->comm_ns, (double)r->comm_exposed_ns,
+                              (double)r->comm_bytes, r->skipped}, *all = NULL;
+    if (c->rank == 0 && !(all = calloc((size_t)c->ranks * DIST_FIGS, sizeof *all)))
+        return fp_fail(FP_ENOMEM, "out of memory");
+    int rc = fp_dist_gather_f64(c->dist, mine, DIST_FIGS, all);
+    if (rc || c->rank != 0) {
+        free(all);
+        return rc;
+    }
+    arm_state *a = &c->arms[i];
+    double tot = 0, comm = 0, exp = 0;
+    for (int k = 0; k < c->ranks; k++) {
+        const double *f = all + (size_t)k * DIST_FIGS;
+        tot = f[0] > tot ? f[0] : tot;
+        comm = f[1] > comm ? f[1] : comm;
+        exp = f[2] > exp ? f[2] : exp;
+        if (f[4] != r->skipped)   /* found-inf is reduced: a rank that disagrees is a bug, not a figure */
+            rc = fp_fail(FP_EINTERNAL, "rank %d %s step %" PRId64 " that rank 0 %s", k, f[4] ? "skipped" : "took",
+                         r->iteration + 1, r->skipped ? "skipped" : "took");
+    }
+    a->comm_ns += comm;
+    a->exposed_ns += exp;
+    a->compute_ns += tot;
+    a->bytes += mine[3];
+    if (!a->rank_ns && !(a->rank_ns = calloc((size_t)c->ranks, sizeof *a->rank_ns)))
+        rc = fp_fail(FP_ENOMEM, "out of memory");
+    for (int k = 0; a->rank_ns && k < c->ranks; k++)
+        a->rank_ns[k] += all[(size_t)k * DIST_FIGS];
+    if (!isnan(r->reduce_rel_l2)) {
+        res->arms[i].reduce_rel_l2 = r->reduce_rel_l2;
+        a->reduce_step = r->iteration + 1;
+        a->reduce_over = r->reduce_overflow;
+        a->reduce_under = r->reduce_underflow;
+    }
+    free(all);
+    return rc;
+}
+
+/* Data parallel, rank 0, at the end of arm i: one event with the ranks, the global batch, the all-reduce's
+ * format, time, exposed share and bytes, each rank's mean step (the straggler) and the last measured 16-bit
+ * rounding. */
+static void dist_summary_event(fp_compare *c, const fp_compare_result *res, int i)
+{
+    arm_state *a = &c->arms[i];
+    const fp_compare_arm_result *ar = &res->arms[i];
+    if (c->ranks < 2 || c->rank != 0 || !c->store || !a->arm || a->steps_here == 0)
+        return;
+    char text[900];
+    size_t len = (size_t)snprintf(text, sizeof text, "data parallel: %d ranks, global batch %d, all-reduce %s "
+                                  "%.3f ms/step (exposed %.3f ms, %.1f%% of the step), %.0f bytes/step per rank; "
+                                  "mean step per rank:", c->ranks, c->cfg.base.batch * c->ranks,
+                                  fp_dtype_name(fp_arm_allreduce_dtype(a->arm)), ar->comm_ms, ar->exposed_ms,
+                                  100 * ar->comm_share, ar->comm_bytes);
+    for (int k = 0; a->rank_ns && k < c->ranks && len < sizeof text; k++)
+        len += (size_t)snprintf(text + len, sizeof text - len, " r%d %.3f ms", k,
+                                a->rank_ns[k] / 1e6 / (double)a->steps_here);
+    if (a->reduce_step > 0 && len < sizeof text)
+        snprintf(text + len, sizeof text - len, "; all-reduce rounding vs fp32 at step %" PRId64 ": rel. L2 %.3g, "
+                 "%" PRId64 " overflowed, %" PRId64 " flushed to zero", a->reduce_step, ar->reduce_rel_l2,
+                 a->reduce_over, a->reduce_under);
+    fp_store_event(c->store, a->run, 0, ar->steps_done, -1, FP_EVENT_INFO, text);
+}
+
 /* One step of arm i on the turn's batch j, recorded, with what its step plan says; the arm is marked failed
  * when it cannot go on. Returns an error only when the store failed (the whole comparison stops). */
 static int arm_step(fp_compare *c, fp_compare_result *res, int i, int j, double t0)
@@ -610,6 +709,8 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, int j, double 
         fp_probe_copy_params(a->old_params, p0, fp_model_num_params(m));
     if (!rc && sampled && a->steppable)
         rc = fp_arm_set_update_hook(a->arm, fp_cmp_params_while_stepping, a);
+    if (!rc && c->ranks > 1 && plan.error)   /* the 16-bit all-reduce against fp32, at the error steps */
+        rc = reduce_check_next(a);
     int64_t w0 = fp_clock_wall_ns();
     rc = rc ? rc : fp_arm_step(a->arm, b, &r);
     int64_t w1 = fp_clock_wall_ns();
@@ -630,6 +731,12 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, int j, double 
     if (rc) {
         char msg[512];
         snprintf(msg, sizeof msg, "step %" PRId64 ": %s", fp_arm_iteration(a->arm) + 1, fp_error_message());
+        fp_cmp_arm_fail(c, res, i, msg);
+        return FP_OK;
+    }
+    if (c->ranks > 1 && (rc = dist_step_figures(c, res, i, &r))) {   /* every rank's, gathered to rank 0 */
+        char msg[512];
+        snprintf(msg, sizeof msg, "step %" PRId64 ": %s", step_no, fp_error_message());
         fp_cmp_arm_fail(c, res, i, msg);
         return FP_OK;
     }
@@ -684,13 +791,13 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, int j, double 
         a->ns_since = 0;
     }
     /* the last step's evaluation waits for every arm's last step (fp_compare_run) */
-    if (plan.eval && !plan.last && has_val(c) && (rc = evaluate(c, res, i, step_no, t0))) {
+    if (plan.eval && !plan.last && c->rank == 0 && has_val(c) && (rc = evaluate(c, res, i, step_no, t0))) {
         char msg[512];
         snprintf(msg, sizeof msg, "evaluation at step %" PRId64 ": %s", step_no, fp_error_message());
         fp_cmp_arm_fail(c, res, i, msg);
     }
     /* the last step's checkpoint is the run's end's (fp_compare_run), stopped or not */
-    if (plan.checkpoint && !plan.last && a->active && fp_cmp_checkpoint(c, i))
+    if (plan.checkpoint && !plan.last && a->active && c->rank == 0 && fp_cmp_checkpoint(c, i))
         fp_cmp_arm_fail(c, res, i, fp_error_message());
     return c->store ? fp_store_writer_status(c->store) : FP_OK;
 }
@@ -699,6 +806,8 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, int j, double 
  * (the arm is then marked failed). */
 static int keep_arm(fp_compare *c, fp_compare_result *res, int i)
 {
+    if (c->rank != 0)
+        return 0;
     if (!fp_step_plan_for(&c->cfg, c->cfg.base.steps, c->cfg.base.steps).checkpoint && !c->cfg.base.save)
         return 0;
     int rc = fp_cmp_checkpoint(c, i);
@@ -720,7 +829,7 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
     int64_t t = c->start_iter;   /* steps every active arm has been offered (a resume starts further on) */
     /* rc != FP_OK: the store failed (every step polls it) and nothing more can be recorded, so the loop stops
      * now rather than train on unrecorded (the next turn's ring_reserve used to clear rc) */
-    while (t < steps && !interrupted && rc == FP_OK) {
+    while (t < steps && !interrupted && rc == FP_OK && !c->dist_failed) {
         int any = 0;
         for (int i = 0; i < c->narms; i++)
             any |= c->arms[i].active;
@@ -748,7 +857,7 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
             rc = FP_OK;
             break;
         }
-        for (int i = 0; i < c->narms && !interrupted && rc == FP_OK; i++) {
+        for (int i = 0; i < c->narms && !interrupted && rc == FP_OK && !c->dist_failed; i++) {
             if (!c->arms[i].active)
                 continue;
             fp_cmp_turn_begin(c, i);
@@ -766,6 +875,17 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
         t += k;
     }
     fp_cmp_gpu_probes_end(c);
+    if (!rc && c->ranks > 1 && interrupted && !c->dist_failed) {   /* a signal: mpirun stopping the job for a
+                                                                 * rank that died fails it, a Ctrl-C does not */
+        char m[256];
+        if (fp_dist_dead_peer(c->dist, m, sizeof m) >= 0) {
+            c->dist_failed = 1;
+            snprintf(c->dist_message, sizeof c->dist_message, "%s", m);
+        }
+    }
+    if (!rc && c->dist_failed) {   /* data parallel: one rank's failure is the job's */
+        rc = fp_fail(FP_EIO, "%s", c->dist_message);
+    }
     if (rc) {   /* the store failed: nothing more can be recorded */
         int64_t done = 0;
         for (int i = 0; i < c->narms; i++)
@@ -800,7 +920,7 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
             if (!a->active)
                 continue;
             int64_t done = fp_arm_iteration(a->arm);
-            if (last.eval && has_val(c) && (rc = evaluate(c, res, i, done, t0))) {
+            if (last.eval && c->rank == 0 && has_val(c) && (rc = evaluate(c, res, i, done, t0))) {
                 char msg[512];
                 snprintf(msg, sizeof msg, "final evaluation: %s", fp_error_message());
                 fp_cmp_arm_fail(c, res, i, msg);
@@ -820,7 +940,15 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
     }
     for (int i = 0; i < c->narms; i++) {
         arm_state *a = &c->arms[i];
-        res->arms[i].mean_step_ms = a->steps_here ? a->step_ms_sum / (double)a->steps_here : NAN;
+        fp_compare_arm_result *ar = &res->arms[i];
+        ar->mean_step_ms = a->steps_here ? a->step_ms_sum / (double)a->steps_here : NAN;
+        if (c->ranks > 1 && a->steps_here) {
+            ar->comm_ms = a->comm_ns / 1e6 / (double)a->steps_here;
+            ar->exposed_ms = a->exposed_ns / 1e6 / (double)a->steps_here;
+            ar->comm_bytes = a->bytes / (double)a->steps_here;
+            ar->comm_share = a->compute_ns > 0 ? a->exposed_ns / a->compute_ns : NAN;
+            dist_summary_event(c, res, i);
+        }
     }
     res->status = rc ? FP_RUN_FAILED : interrupted ? FP_RUN_INTERRUPTED
                                                    : res->nfailed == c->narms ? FP_RUN_FAILED : FP_RUN_FINISHED;

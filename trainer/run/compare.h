@@ -6,7 +6,9 @@
  * not open, outputs that cannot be written, a checkpoint that does not fit, weights that do not load) are refused
  * before anything is recorded, so no session is left without a step; the store failing stops the loop at once; a failing arm (NaN loss without a scaler, out of memory) is marked failed with its message
  * while the others carry on; a stop request (Ctrl-C, the dashboard) ends every arm after its current step,
- * flushes everything and marks the session interrupted; nothing here prints (progress is a callback). */
+ * flushes everything and marks the session interrupted; nothing here prints (progress is a callback). Data
+ * parallel (base.arm.dist): rank r trains on its shard r of each global batch (base.batch x ranks); rank 0 alone
+ * records, reports progress, evaluates and writes files; an arm failing on any rank fails the session. */
 #ifndef FP_COMPARE_H
 #define FP_COMPARE_H
 
@@ -94,6 +96,10 @@ typedef struct {
     double mean_step_ms;        /* compute time per step, mean */
     double val_loss, val_top1, val_top5;   /* last evaluation; NaN when none */
     char message[512];          /* why the arm failed / was interrupted ("" when finished) */
+    /* data parallel (base.arm.dist): per step, mean over steps of the slowest rank's all-reduce, its exposed
+     * part, the bytes each rank reduced, and the all-reduce's share of the step (NaN alone) */
+    double comm_ms, exposed_ms, comm_bytes, comm_share;
+    double reduce_rel_l2;       /* the 16-bit all-reduce's rounding at the last checked step (NaN: none) */
 } fp_compare_arm_result;
 
 typedef struct {
@@ -103,6 +109,7 @@ typedef struct {
     int64_t session_id;
     int narms, nfailed, ref;    /* ref: index of the reference arm */
     int turn;                   /* steps per turn of the last turn */
+    int ranks;                  /* data parallel: the world size (1 alone); the global batch is base.batch x ranks */
     fp_compare_arm_result arms[FP_COMPARE_MAX_ARMS];
     char message[512];
 } fp_compare_result;

@@ -61,6 +61,11 @@ typedef struct {
     pending_step *pend;         /* the turn's step rows, written at its end with energy / steps */
     size_t npend, cap_pend;
     uint64_t cupti_dropped, cupti_kernels;   /* this run's share of the tracer's counts */
+    /* data parallel: the all-reduce's figures summed over the arm's steps here (rank 0: every rank's max) */
+    double comm_ns, exposed_ns, compute_ns, bytes;
+    double *reduce_layers;      /* the 16-bit all-reduce's rel. L2 per layer at a checked step */
+    double *rank_ns;            /* rank 0: each rank's step time summed (the straggler shows) */
+    int64_t reduce_step, reduce_over, reduce_under;   /* the last checked step: overflowed / flushed values */
 } arm_state;
 
 struct fp_compare {
@@ -92,6 +97,11 @@ struct fp_compare {
     fp_nvml *nvml;              /* energy at turn boundaries, the device_samples sampler */
     fp_cupti *cupti;            /* kernel rows every trace_every steps, re-targeted at each turn */
     uint64_t cupti_dropped_mark, cupti_kernels_mark;   /* the tracer's counts when last shared out */
+    /* data parallel (base.arm.dist): this rank and the world; rank 0 alone records, prints and evaluates */
+    fp_dist *dist;
+    int rank, ranks;
+    int dist_failed;            /* an arm failed on this rank: the job stops (the others cannot go on alone) */
+    char dist_message[512];
 };
 
 /* NVML's sampler period for device_samples. */

@@ -1,0 +1,62 @@
+#!/bin/sh
+# test_dist.sh — data-parallel training on one machine, `mpirun --oversubscribe -np 2` (as root with Open MPI's
+# two environment variables): tests/test_dist (the ranks' weights against one process with both shards, the fp16
+# all-reduce's rounding, every rank skipping the step of rank 1's Inf), then `fp16probe train` on 2 ranks (one
+# session, one run, the data-parallel line and event), and a rank killed mid-run (the other stops within seconds
+# with one line naming it, the run is marked failed, the steps committed before stay). Skips without mpirun.
+bin="${top_builddir:-.}/fp16probe"
+prog="${top_builddir:-.}/tests/test_dist"
+. "$(dirname "$0")/tap.sh"
+if ! command -v mpirun >/dev/null 2>&1; then
+    echo "1..0 # SKIP mpirun not found (Debian: openmpi-bin)"; exit 0
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+MPI="mpirun --oversubscribe -np 2"
+prog_abs=$(cd "$(dirname "$prog")" && pwd)/$(basename "$prog")
+bin_abs=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+tap_workdir dist
+if ! timeout 300 $MPI "$prog_abs" >prog.txt 2>prog.err; then
+    if grep -q "^1\.\.0 # SKIP" prog.txt; then cat prog.txt; exit 0; fi
+fi
+if grep -q "^1\.\.0 # SKIP" prog.txt; then cat prog.txt; exit 0; fi
+# the C program's TAP lines, renumbered after ours
+m=$(grep -c '^\(not \)\?ok ' prog.txt)
+echo "1..$((m + 9))"
+grep '^#' prog.txt
+grep '^\(not \)\?ok ' prog.txt | sed 's/^\(not \)\?ok [0-9]*/&/' | while IFS= read -r l; do echo "$l"; done
+grep -q '^not ok' prog.txt && fail=1
+test "$m" -eq 12 || { echo "# test_dist ran $m of 12 checks"; sed 's/^/# /' prog.err | tail -5; fail=1; }
+n=$m
+
+T="$bin_abs train --model tinynet --data synthetic:200 --image-size 32 --threads 1 --eval-batches 2"
+check "2 ranks: train finishes with one summary line (rank 0 prints)" \
+    sh -c "timeout 300 $MPI $T --precision fp16 --batch 4 --steps 6 --allreduce fp16 --error-every 3 --db ok.db >run.txt 2>run.err && test \$(grep -c '^finished 6 steps' run.txt) -eq 1"
+check "the data-parallel line: ranks, global batch, all-reduce format, share, bytes" \
+    grep -Eq '^data parallel: 2 ranks, global batch 8, all-reduce fp16 [0-9.]+ ms/step \(exposed [0-9.]+ ms, [0-9.]+% of the step\), [0-9.]+ MB/step per rank, rounding vs fp32 rel. L2 [0-9.e-]+$' run.txt
+check "one session with one run in one database" \
+    sh -c "'$bin_abs' ls --db ok.db >ls.txt && test \$(grep -c '^session ' ls.txt) -eq 1 && grep -q '^session 1 .*(1 run)' ls.txt"
+check "the run's event: ranks, global batch, each rank's mean step, the fp16 rounding" \
+    sh -c "'$bin_abs' export --db ok.db --run 1 --table events | grep -q 'data parallel: 2 ranks, global batch 8, all-reduce fp16.* r0 [0-9.]* ms r1 [0-9.]* ms; all-reduce rounding vs fp32 at step 6: rel. L2 [0-9]'"
+
+# a rank that dies: rank 1 is killed 3 s in; rank 0 must stop within seconds, naming it
+cat >die.sh <<EOS
+#!/bin/sh
+if [ "\$OMPI_COMM_WORLD_RANK" = 1 ]; then (sleep 3; kill -9 \$\$) & fi
+exec $T --precision fp32 --batch 4 --steps 100000 --db die.db
+EOS
+chmod +x die.sh
+start=$(date +%s)
+timeout 120 $MPI ./die.sh >die.txt 2>die.err; st=$?
+took=$(( $(date +%s) - start ))
+echo "# rank 1 killed: mpirun exit $st after ${took} s"
+sed 's/^/#   /' die.err | grep -v '^#   *$' | head -4
+check "the job ends (not the 120 s timeout) with a failure" sh -c "test $st -ne 0 && test $st -ne 124 && test $took -lt 60"
+check "rank 0 says in one line that rank 1 died" \
+    sh -c "test \$(grep -c '^fp16probe: train: rank 0: step [0-9]*: rank 1 (pid [0-9]* on .*) died' die.err) -eq 1"
+check "the run is marked failed, naming rank 1" \
+    sh -c "'$bin_abs' ls --db die.db | grep -q '^  run 1 .* failed' && '$bin_abs' export --db die.db --run 1 --table runs | grep -q 'rank 1 (pid'"
+check "the steps committed before the death are kept" \
+    sh -c "'$bin_abs' ls --db die.db | grep -Eq '^  run 1 .* steps ([2-9]|[1-9][0-9]+) '"
+check "without mpirun the same command trains alone (no data-parallel line)" \
+    sh -c "$T --precision fp32 --batch 4 --steps 2 --allreduce bf16 --db '' >one.txt && grep -q '^finished 2 steps' one.txt && ! grep -q 'data parallel' one.txt"
+exit $fail
