@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime.h>
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"   /* nccl.h declares f() for f(void) */
 #include <nccl.h>
+#pragma GCC diagnostic pop
 #include "error.h"
 #include "trainer/dist/dist.h"
 #include "trainer/dist/dist_internal.h"
