@@ -121,6 +121,7 @@ typedef struct {
     int64_t run, step;
     char split[16];             /* "train", "val" */
     double loss, top1, top5;
+    int64_t images;             /* images evaluated (the accuracy's sample size); <= 0: not recorded */
 } fp_eval_rec_t;
 
 typedef struct {

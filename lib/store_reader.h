@@ -156,9 +156,10 @@ typedef struct {
     int64_t start, step;         /* step < 0: none */
     int kind;                    /* fp_event_kind (info for an unknown name) */
     int layer;                   /* < 0: none */
-    char text[256];
+    const char *text;            /* the whole text ("" when NULL); it lives in the rows' allocation */
 } fp_event_row_t;
-/* Events of a run in time order; at most limit (0: all); kind < 0: every kind. */
+/* Events of a run in time order; at most limit (0: all); kind < 0: every kind. free(*rows) frees
+ * their texts too. */
 int fp_reader_events(fp_reader_t *r, int64_t run, int kind, size_t limit, fp_event_row_t **rows, size_t *n);
 
 /* For one tensor role, each layer's histogram at its latest sampled step <= step (step < 0: the

@@ -153,26 +153,82 @@ int fp_reader_evaluations(fp_reader_t *r, int64_t run, fp_eval_row_t **rows, siz
                    &run, 1, 1, sizeof **rows, (void **)rows, n, fill_eval, "reading evaluations");
 }
 
-static int fill_event(sqlite3_stmt *st, void *elem, fp_reader_t *r)
-{
-    (void)r;
-    fp_event_row_t *e = elem;
-    e->start = sqlite3_column_int64(st, 0);
-    e->step = fp_col_i64(st, 1);
-    e->kind = fp_col_event_kind(st, 2);
-    e->layer = fp_col_int(st, 3);
-    fp_col_text(st, 4, e->text, sizeof e->text);
-    return FP_OK;
-}
-
+/* Events carry their whole text (a fixed 256-byte field cut them at 255 characters): the texts are
+ * gathered in one buffer while the rows are read and then packed behind the rows in the same
+ * allocation, so that one free(rows) releases both, as for every other row array. */
 int fp_reader_events(fp_reader_t *r, int64_t run, int kind, size_t limit, fp_event_row_t **rows, size_t *n)
 {
+    *rows = NULL;
+    *n = 0;
     int64_t args[3] = {run, kind, limit ? (int64_t)limit : -1};
-    return collect(r, "SELECT start, step, kind, layer, text FROM events WHERE run = ?1 AND (?2 < 0 OR kind ="
-                      " (SELECT name FROM (SELECT 0 AS id, 'loss_scale' AS name UNION ALL SELECT 1, 'skipped_step'"
-                      " UNION ALL SELECT 2, 'nan' UNION ALL SELECT 3, 'warning' UNION ALL SELECT 4, 'info')"
-                      " WHERE id = ?2)) ORDER BY start, id LIMIT ?3",
-                   args, 3, 1, sizeof **rows, (void **)rows, n, fill_event, "reading events");
+    size_t cap = 0, tlen = 0, tcap = 0;
+    char *texts = NULL;
+    sqlite3_stmt *st = NULL;
+    int rc = fp_reader_begin(r);
+    if (rc != FP_OK)
+        return rc;
+    rc = fp_reader_check_run(r, run);
+    int src = SQLITE_DONE;
+    if (rc == FP_OK) {
+        src = sqlite3_prepare_v2(fp_reader_db(r),
+                                 "SELECT start, step, kind, layer, text FROM events WHERE run = ?1 AND (?2 < 0 OR kind ="
+                                 " (SELECT name FROM (SELECT 0 AS id, 'loss_scale' AS name UNION ALL SELECT 1,"
+                                 " 'skipped_step' UNION ALL SELECT 2, 'nan' UNION ALL SELECT 3, 'warning'"
+                                 " UNION ALL SELECT 4, 'info') WHERE id = ?2)) ORDER BY start, id LIMIT ?3",
+                                 -1, &st, NULL);
+        if (src != SQLITE_OK)
+            rc = fp_reader_fail(r, src, "reading events");
+    }
+    for (int i = 0; rc == FP_OK && i < 3; i++)
+        sqlite3_bind_int64(st, i + 1, args[i]);
+    while (rc == FP_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
+        if ((rc = fp_rows_reserve((void **)rows, &cap, *n, sizeof **rows)) != FP_OK)
+            break;
+        fp_event_row_t *e = *rows + *n;
+        memset(e, 0, sizeof *e);
+        e->start = sqlite3_column_int64(st, 0);
+        e->step = fp_col_i64(st, 1);
+        e->kind = fp_col_event_kind(st, 2);
+        e->layer = fp_col_int(st, 3);
+        const unsigned char *t = sqlite3_column_text(st, 4);
+        size_t len = t ? (size_t)sqlite3_column_bytes(st, 4) : 0;
+        if (tlen + len + 1 > tcap) {
+            size_t nc = tcap ? tcap : 4096;
+            while (nc < tlen + len + 1)
+                nc *= 2;
+            char *g = realloc(texts, nc);
+            if (!g) {
+                rc = fp_fail(FP_ENOMEM, "reader: out of memory");
+                break;
+            }
+            texts = g;
+            tcap = nc;
+        }
+        if (len)
+            memcpy(texts + tlen, t, len);
+        texts[tlen + len] = '\0';
+        e->text = (const char *)(uintptr_t)tlen;   /* an offset until the texts are packed */
+        tlen += len + 1;
+        (*n)++;
+    }
+    if (rc == FP_OK && src != SQLITE_DONE)
+        rc = fp_reader_fail(r, src, "reading events");
+    sqlite3_finalize(st);
+    if (rc == FP_OK && *n > 0) {
+        size_t head = *n * sizeof **rows;
+        fp_event_row_t *packed = realloc(*rows, head + tlen);
+        if (!packed) {
+            rc = fp_fail(FP_ENOMEM, "reader: out of memory");
+        } else {
+            *rows = packed;
+            char *base = (char *)packed + head;
+            memcpy(base, texts, tlen);
+            for (size_t i = 0; i < *n; i++)
+                packed[i].text = base + (uintptr_t)packed[i].text;
+        }
+    }
+    free(texts);
+    return fp_reader_end_rows(r, rc, (void **)rows, n);
 }
 
 /* ---------------------------------------------------------------- histograms */

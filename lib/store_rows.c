@@ -133,6 +133,7 @@ static int apply_eval(fp_store_t *s, const fp_eval_rec_t *e)
     fp_sw_bind_dbl(st, 4, e->loss);
     fp_sw_bind_dbl(st, 5, e->top1);
     fp_sw_bind_dbl(st, 6, e->top5);
+    fp_sw_bind_i64_na(st, 7, e->images > 0 ? e->images : -1);
     return fp_sw_run(st);
 }
 

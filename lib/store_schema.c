@@ -94,7 +94,7 @@ static const char schema_current[] =
     "  PRIMARY KEY (run, step, layer, role, ref_run)) WITHOUT ROWID;\n"
     "CREATE TABLE evaluations (\n"
     "  run INTEGER NOT NULL, step INTEGER NOT NULL, split TEXT NOT NULL,\n"
-    "  loss REAL, top1 REAL, top5 REAL,\n"
+    "  loss REAL, top1 REAL, top5 REAL, images INTEGER,\n"
     "  PRIMARY KEY (run, step, split)) WITHOUT ROWID;\n"
     DEVICE_SAMPLES_SQL
     "CREATE TABLE events (\n"
@@ -119,8 +119,14 @@ static const char migrate_2_to_3[] =
     "ALTER TABLE steps ADD COLUMN cycles INTEGER;\n"
     "ALTER TABLE steps ADD COLUMN instructions INTEGER;\n";
 
+/* Version 3 -> 4: how many images each evaluation used (the accuracy's sample size). Rows written
+ * before stay NULL: readers derive the count from the run's configuration there. */
+static const char migrate_3_to_4[] =
+    "ALTER TABLE evaluations ADD COLUMN images INTEGER;\n";
+
 /* migrations[v - 1] upgrades a version-v file to version v + 1. */
-static const char *const migrations[FP_STORE_SCHEMA_VERSION - 1] = {migrate_1_to_2, migrate_2_to_3};
+static const char *const migrations[FP_STORE_SCHEMA_VERSION - 1] = {migrate_1_to_2, migrate_2_to_3,
+                                                                    migrate_3_to_4};
 
 const char *fp_store_schema_sql(void)
 {

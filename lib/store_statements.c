@@ -26,7 +26,8 @@ static const char *const stmt_sql[ST_COUNT] = {
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [ST_PRECISION] = "INSERT OR REPLACE INTO precision_error (run, ref_run, step, layer, role, rel_l2, max_abs,"
                      " cosine) VALUES (?,?,?,?,?,?,?,?)",
-    [ST_EVAL] = "INSERT OR REPLACE INTO evaluations (run, step, split, loss, top1, top5) VALUES (?,?,?,?,?,?)",
+    [ST_EVAL] = "INSERT OR REPLACE INTO evaluations (run, step, split, loss, top1, top5, images)"
+                " VALUES (?,?,?,?,?,?,?)",
     [ST_DEVICE] = "INSERT INTO device_samples (run, timestamp, deviceId, power_w, energy_j, mem_used,"
                   " temperature_c, sm_clock_mhz, mem_clock_mhz) VALUES (?,?,?,?,?,?,?,?,?)",
     [ST_EVENT] = "INSERT INTO events (run, start, step, kind, layer, text) VALUES (?,?,?,?,?,?)",

@@ -281,11 +281,57 @@ static void nonfinite_eval(void)
     tu_rmdir(dir);
 }
 
+/* The accuracy's sample size: the store's evaluations.images where recorded, else the run's
+ * configuration (eval_batches x batch), in both the summary (report, summary.csv) and the gate. */
+static void eval_sample_size(void)
+{
+    char *dir = tu_mkdir();
+    char *db = tu_path(dir, "images.db");
+    rt_gate_spec_t g;
+    rt_default_gate(&g, db, 11);
+    g.steps = 30;
+    tap_ok(rt_write_gate(&g) == FP_OK, "sample size: lean fp32 + fp16 session");
+    tap_is_int(tu_sql_int(db, "SELECT count(*) FROM evaluations WHERE images IS NULL"), 2,
+               "sample size: evaluations written without a count store NULL");
+    tu_sql(db, "UPDATE runs SET config = '{\"data\":\"synthetic\",\"batch\":16,\"eval_batches\":8}'");
+    for (int pass = 0; pass < 2; pass++) {
+        /* pass 0: no count recorded (an old file): derived, 8 x 16; pass 1: the store's 5000 */
+        if (pass == 1)
+            tu_sql(db, "UPDATE evaluations SET images = 5000");
+        int64_t want = pass ? 5000 : 128;
+        fp_reader_t *r;
+        fp_summary_t s;
+        int ok = fp_reader_open_snapshot(&r, db) == FP_OK && fp_summary_load(r, 0, -1, &s) == FP_OK;
+        if (ok)
+            fp_reader_close(r);
+        const fp_arm_t *a = ok ? fp_summary_arm(&s, "fp16") : NULL;
+        tap_ok(a && a->val_images == want && isfinite(a->val_top1_lo),
+               "summary: val_images %lld (%s), with an interval", a ? (long long)a->val_images : -2LL,
+               pass ? "the store's" : "derived from the configuration");
+        if (ok)
+            fp_summary_free(&s);
+        fp_gate_side_t side;
+        memset(&side, 0, sizeof side);
+        int rc = fp_gate_load(db, 0, -1, &side);
+        int found = 0;
+        for (size_t i = 0; rc == FP_OK && side.x && i < side.s.narms; i++)
+            if (strcmp(side.s.arms[i].run.policy, "fp16") == 0)
+                found = side.x[i].eval_images == want &&
+                        strstr(side.x[i].eval_from, pass ? "recorded by the store" : "derived") != NULL;
+        tap_ok(found, "gate: eval_images %lld (%s)", (long long)want, pass ? "recorded by the store" : "derived");
+        if (rc == FP_OK)
+            fp_gate_side_free(&side);
+    }
+    free(db);
+    tu_rmdir(dir);
+}
+
 int main(void)
 {
     primitives();
     chart_bounds();
     report_tests();
     nonfinite_eval();
+    eval_sample_size();
     return tap_done();
 }

@@ -83,9 +83,11 @@ static char *schema_of(const char *path)
     return out;
 }
 
+/* The version-4 addition taken away again: a version-3 file. */
+#define TO_V3 "ALTER TABLE evaluations DROP COLUMN images;"
 /* The version-3 additions taken away again: a version-2 file (with one kernel row). */
 #define TO_V2                                                                                       \
-    "ALTER TABLE kernels DROP COLUMN kernelClass; DROP TABLE ENUM_KERNEL_CLASS;"                 \
+    TO_V3 " ALTER TABLE kernels DROP COLUMN kernelClass; DROP TABLE ENUM_KERNEL_CLASS;"                 \
     " ALTER TABLE steps DROP COLUMN cycles; ALTER TABLE steps DROP COLUMN instructions;"
 static const char to_v2[] =
     TO_V2 " PRAGMA user_version = 2;"

@@ -1,6 +1,7 @@
 /* test_store_writer.c — the writer: every kind of record written by producers reads back exactly
  * (NULL for "not measured"), many producer threads lose nothing while the queue grows, commits are
- * fresh (<= 250 ms), names are deduplicated across reopen, runs end with the status asked for. */
+ * fresh (<= 250 ms), names are deduplicated across reopen, runs end with the status asked for,
+ * evaluations keep their image count and events their whole text. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include "store.h"
 #include "store_reader.h"
 #include "tap.h"
+#include "trainer/run/record.h"
 #include "store_testutil.h"
 
 #define NSTEPS 120
@@ -358,6 +360,97 @@ static void test_kernel_class(void)
     free(p);
 }
 
+/* Evaluations keep their image count (the accuracy's sample size; 0 or less: NULL, read as -1), and
+ * events their whole text (the reader cut them at 255 characters). A version-3 file (no images column)
+ * is refused by readers until a writer migrates it; its old evaluations then read -1 (not recorded). */
+static void test_eval_images_and_long_events(void)
+{
+    char *p = tu_path(dir, "images.db");
+    fp_store_t *s;
+    int64_t session = 0, run = 0;
+    fp_session_info_t si = {0};
+    fp_run_info_t ri = {.model = "m", .policy = "fp16", .batch_size = -1, .image_size = -1};
+    int rc = fp_store_open(&s, p);
+    if (rc == FP_OK)
+        rc = fp_store_begin_session(s, &si, &session);
+    ri.session = session;
+    if (rc == FP_OK)
+        rc = fp_store_begin_run(s, &ri, &run);
+    char long_text[3001];
+    for (int i = 0; i < 3000; i++)
+        long_text[i] = (char)('a' + i % 26);
+    long_text[3000] = '\0';
+    long_text[2999] = 'Z';   /* the last character must survive */
+    fp_eval_rec_t e1 = {.run = run, .step = 10, .split = "val", .loss = 1.0, .top1 = 0.5, .top5 = 0.9,
+                        .images = 10000};
+    fp_eval_rec_t e2 = {.run = run, .step = 20, .split = "val", .loss = 1.0, .top1 = 0.5, .top5 = 0.9};
+    if (rc == FP_OK)
+        rc = fp_store_eval(s, &e1);
+    if (rc == FP_OK)
+        rc = fp_store_eval(s, &e2);
+    if (rc == FP_OK)
+        rc = fp_store_event(s, run, 1, 1, -1, FP_EVENT_WARNING, long_text);
+    if (rc == FP_OK)
+        rc = fp_store_event(s, run, 2, 2, -1, FP_EVENT_INFO, NULL);
+    if (rc == FP_OK)
+        rc = fp_store_event(s, run, 3, 3, -1, FP_EVENT_INFO, "short");
+    /* the trainer's recorder formats into a buffer first (it cut at 511 characters) */
+    if (rc == FP_OK)
+        fp_record_event(s, run, 4, -1, FP_EVENT_WARNING, "%s|%s", long_text, "end");
+    if (rc == FP_OK)
+        rc = fp_store_close(s, FP_RUN_FINISHED, NULL);
+    tap_is_int(rc, FP_OK, "evaluations with image counts and long events written (%s)", fp_error_message());
+    tap_is_int(tu_sql_int(p, "SELECT images FROM evaluations WHERE step = 10"), 10000, "images stored");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM evaluations WHERE step = 20 AND images IS NULL"), 1,
+               "no image count (0) is NULL");
+    tap_is_int(tu_sql_int(p, "SELECT length(text) FROM events WHERE step = 1"), 3000,
+               "the database holds all 3000 characters");
+    tap_is_int(tu_sql_int(p, "SELECT length(text) FROM events WHERE step = 4 AND text LIKE '%Z|end'"), 3004,
+               "fp_record_event (trainer/run/record.c) stores its whole 3004-character line");
+    fp_reader_t *r;
+    rc = fp_reader_open(&r, p);
+    fp_eval_images_t *im = NULL;
+    size_t n = 0;
+    if (rc == FP_OK)
+        rc = fp_reader_eval_images(r, run, &im, &n);
+    tap_ok(rc == FP_OK && n == 2 && im[0].step == 10 && im[0].images == 10000 && im[1].step == 20 &&
+               im[1].images == -1, "fp_reader_eval_images: 10000, then -1 for NULL");
+    free(im);
+    fp_event_row_t *ev = NULL;
+    if (rc == FP_OK)
+        rc = fp_reader_events(r, run, -1, 0, &ev, &n);
+    tap_ok(rc == FP_OK && n == 4 && strcmp(ev[0].text, long_text) == 0 && strcmp(ev[1].text, "") == 0 &&
+               strcmp(ev[2].text, "short") == 0 && ev[2].kind == FP_EVENT_INFO,
+           "fp_reader_events: the whole 3000-character text, NULL as \"\", a short one after (%zu chars)",
+           rc == FP_OK && n > 0 ? strlen(ev[0].text) : (size_t)0);
+    free(ev);
+    if (rc == FP_OK)
+        rc = fp_reader_events(r, run, FP_EVENT_INFO, 1, &ev, &n);
+    tap_ok(rc == FP_OK && n == 1 && strcmp(ev[0].text, "") == 0, "fp_reader_events: kind and limit still apply");
+    free(ev);
+    fp_reader_close(r);
+
+    /* Version 3: the images column taken away. */
+    tu_sql(p, "ALTER TABLE evaluations DROP COLUMN images; PRAGMA user_version = 3;");
+    rc = fp_reader_open(&r, p);
+    fp_reader_close(r);
+    tap_is_int(rc, FP_EVERSION, "a reader refuses the version-3 file (record into it once)");
+    rc = fp_store_open(&s, p);
+    if (rc == FP_OK)
+        rc = fp_store_close(s, FP_RUN_FINISHED, NULL);
+    tap_is_int(rc, FP_OK, "the writer migrates version 3 (%s)", rc == FP_OK ? "ok" : fp_error_message());
+    rc = fp_reader_open(&r, p);
+    im = NULL;
+    n = 0;
+    if (rc == FP_OK)
+        rc = fp_reader_eval_images(r, run, &im, &n);
+    tap_ok(rc == FP_OK && n == 2 && im[0].images == -1 && im[1].images == -1,
+           "the migrated file's evaluations read -1: not recorded (the summary and the gate derive it)");
+    free(im);
+    fp_reader_close(r);
+    free(p);
+}
+
 int main(void)
 {
     dir = tu_mkdir();
@@ -367,6 +460,7 @@ int main(void)
     test_threads_and_freshness();
     test_end_run();
     test_kernel_class();
+    test_eval_images_and_long_events();
     tu_rmdir(dir);
     return tap_done();
 }

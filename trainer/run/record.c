@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include "error.h"
 #include "trainer/run/record.h"
 
@@ -13,12 +14,23 @@ void fp_record_event(fp_store_t *s, int64_t run, int64_t step, int layer, fp_eve
 {
     if (!s)
         return;
-    char text[512];
-    va_list ap;
+    /* The whole text, however long (a fixed buffer cut events at 511 characters): the stack buffer
+     * serves the usual short line, a longer one is sized first and allocated. */
+    char buf[512], *text = buf;
+    va_list ap, again;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
+    va_copy(again, ap);
+    int len = vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    fp_store_event(s, run, 0, step, layer, kind, text);
+    if (len >= (int)sizeof buf && (text = malloc((size_t)len + 1)) != NULL)
+        vsnprintf(text, (size_t)len + 1, fmt, again);
+    else if (!text)
+        text = buf;   /* out of memory: the cut line rather than none */
+    va_end(again);
+    if (len >= 0)
+        fp_store_event(s, run, 0, step, layer, kind, text);
+    if (text != buf)
+        free(text);
 }
 
 /* "16x64x56x56" (PyTorch's NCHW order) or "16x512" for a vector. */
@@ -114,7 +126,8 @@ int fp_record_eval(fp_store_t *s, int64_t run, fp_arm *arm, const fp_dataset *ds
         return rc;
     fp_arm_eval_result(&acc, loss, top1, top5);
     if (s) {
-        fp_eval_rec_t e = {.run = run, .step = step, .split = "val", .loss = *loss, .top1 = *top1, .top5 = *top5};
+        fp_eval_rec_t e = {.run = run, .step = step, .split = "val", .loss = *loss, .top1 = *top1, .top5 = *top5,
+                          .images = acc.n};
         rc = fp_store_eval(s, &e);
     }
     return rc;
