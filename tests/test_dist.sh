@@ -38,19 +38,23 @@ check "one session with one run in one database" \
 check "the run's event: ranks, global batch, each rank's mean step, the fp16 rounding" \
     sh -c "'$bin_abs' export --db ok.db --run 1 --table events | grep -q 'data parallel: 2 ranks, global batch 8, all-reduce fp16.* r0 [0-9.]* ms r1 [0-9.]* ms; all-reduce rounding vs fp32 at step 6: rel. L2 [0-9]'"
 
-# a rank that dies: rank 1 is killed 3 s in; rank 0 must stop within seconds, naming it
+# a rank that dies: rank 1 is killed once rank 0 has recorded a few steps (at most 60 s in); rank 0 must stop
+# within seconds, naming it
 cat >die.sh <<EOS
 #!/bin/sh
-if [ "\$OMPI_COMM_WORLD_RANK" = 1 ]; then (sleep 3; kill -9 \$\$) & fi
+if [ "\$OMPI_COMM_WORLD_RANK" = 1 ]; then
+    (i=0; until [ \$i -ge 300 ] || "$bin_abs" ls --db die.db 2>/dev/null | grep -Eq 'steps ([3-9]|[1-9][0-9]+) '; do
+        sleep 0.2; i=\$((i + 1)); done; kill -9 \$\$) &
+fi
 exec $T --precision fp32 --batch 4 --steps 100000 --db die.db
 EOS
 chmod +x die.sh
 start=$(date +%s)
-timeout 120 $MPI ./die.sh >die.txt 2>die.err; st=$?
+timeout 180 $MPI ./die.sh >die.txt 2>die.err; st=$?
 took=$(( $(date +%s) - start ))
 echo "# rank 1 killed: mpirun exit $st after ${took} s"
 sed 's/^/#   /' die.err | grep -v '^#   *$' | head -4
-check "the job ends (not the 120 s timeout) with a failure" sh -c "test $st -ne 0 && test $st -ne 124 && test $took -lt 60"
+check "the job ends (not the 180 s timeout) with a failure" sh -c "test $st -ne 0 && test $st -ne 124 && test $took -lt 120"
 check "rank 0 says in one line that rank 1 died" \
     sh -c "test \$(grep -c '^fp16probe: train: rank 0: step [0-9]*: rank 1 (pid [0-9]* on .*) died' die.err) -eq 1"
 check "the run is marked failed, naming rank 1" \
