@@ -51,14 +51,16 @@ int fp_reader_tui_run_status(fp_reader_t *r, int64_t run, fp_run_status_t *out)
 {
     memset(out, 0, sizeof *out);
     out->id = run;
-    out->end = out->last_step = -1;
+    out->end = out->last_step = out->eval_last_step = -1;
     int rc = fp_reader_begin(r);
     if (rc != FP_OK)
         return rc;
     sqlite3 *db = fp_reader_db(r);
     sqlite3_stmt *st = NULL;
     int src = sqlite3_prepare_v2(db, "SELECT status, end, failure, writer_pid, writer_host, heartbeat,"
-                                 " (SELECT max(step) FROM steps WHERE run = ?1) FROM runs WHERE id = ?1",
+                                 " (SELECT max(step) FROM steps WHERE run = ?1),"
+                                 " (SELECT count(*) FROM evaluations WHERE run = ?1),"
+                                 " (SELECT max(step) FROM evaluations WHERE run = ?1) FROM runs WHERE id = ?1",
                                  -1, &st, NULL);
     if (src == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, run);
@@ -69,6 +71,8 @@ int fp_reader_tui_run_status(fp_reader_t *r, int64_t run, fp_run_status_t *out)
         out->end = fp_col_i64(st, 1);
         fp_col_text(st, 2, out->failure, sizeof out->failure);
         out->last_step = fp_col_i64(st, 6);
+        out->eval_rows = sqlite3_column_int64(st, 7);
+        out->eval_last_step = fp_col_i64(st, 8);
         out->stale = fp_run_liveness(out->status, sizeof out->status, out->failure, sizeof out->failure,
                                      sqlite3_column_int64(st, 3), (const char *)sqlite3_column_text(st, 4),
                                      fp_col_i64(st, 5));

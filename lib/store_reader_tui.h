@@ -18,9 +18,12 @@ typedef struct {
 int fp_reader_tui_marks(fp_reader_t *r, fp_tui_marks_t *m);
 
 /* The status of a run without counting its steps (cheap): status as fp_run_row_t derives it
- * ("interrupted" when its writer is gone), stale flag, end time, failure text, last step (-1: none). */
+ * ("interrupted" when its writer is gone), stale flag, end time, failure text, last step (-1: none), and
+ * a change mark of its evaluations (their row count and latest step, -1: none): an evaluation written
+ * after the last step row (the final one) moves it although no step did. */
 typedef struct {
     int64_t id, end, last_step;
+    int64_t eval_rows, eval_last_step;
     char status[16];
     int stale;
     char failure[256];

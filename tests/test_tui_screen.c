@@ -170,7 +170,7 @@ int main(void)
     fp_grid_t g;
     fp_layout_t l;
     fp_grid_init(&g, 200, 50, 0);
-    fp_tui_layout(&l, 200, 50);
+    fp_tui_layout_hdr(&l, 200, 50, fp_tui_header_lines(&m, 200));   /* as the dashboard lays it out */
     fp_tui_render(&g, &m, &ui, &l, FP_TUI_CHART_BRAILLE, 0);
     char *mine = fp_grid_to_text(&g);
     t = screen(big, 200, 50, "", 0);

@@ -96,6 +96,12 @@ int fp_tui_key(fp_tui_ui_t *ui, int key, int running)
     case 'R':
         ui->role = (ui->role + FP_ROLE_COUNT - 1) % FP_ROLE_COUNT;
         return FP_ACT_DRAW;
+    case 'a':   /* the compared arm: fp_tui_cmp_arm takes it modulo the arms */
+        ui->arm = ui->arm >= 1000000 ? 0 : ui->arm + 1;
+        return FP_ACT_DRAW;
+    case 'A':
+        ui->arm = ui->arm <= -1000000 ? 0 : ui->arm - 1;
+        return FP_ACT_DRAW;
     case 'f':
         ui->fmt = (ui->fmt + 1) % FP_FMT_COUNT;
         return FP_ACT_DRAW;

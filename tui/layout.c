@@ -1,7 +1,8 @@
 /* layout.c — where each panel goes for a terminal of w x h cells. Promise: every panel rectangle lies
- * inside the screen and none overlap; at 80x24 the essentials fit (header, loss, throughput, memory,
- * loss scale, layer table, histogram) and lower-priority panels (events, the separate memory chart
- * column) collapse first; below FP_TUI_MIN_W x FP_TUI_MIN_H the layout says too_small. */
+ * inside the screen and none overlap; at 80x24 the essentials fit (the header with the verdict of up to
+ * FP_TUI_MAX_ARMS arms, loss, throughput, memory, loss scale, layer table, histogram) and lower-priority
+ * panels (events, the separate memory chart column) collapse first; below FP_TUI_MIN_W x FP_TUI_MIN_H the
+ * layout says too_small. */
 #include <string.h>
 #include "tui_internal.h"
 
@@ -15,18 +16,28 @@ static fp_rect_t rect(int x, int y, int w, int h)
 
 void fp_tui_layout(fp_layout_t *l, int w, int h)
 {
+    fp_tui_layout_hdr(l, w, h, 2);
+}
+
+void fp_tui_layout_hdr(fp_layout_t *l, int w, int h, int hdr)
+{
     memset(l, 0, sizeof *l);
     l->w = w;
     l->h = h;
+    if (hdr < 2)
+        hdr = 2;
+    if (hdr > 8)   /* FP_TUI_MAX_ARMS arms: 2 + 1 + 3 + 1 */
+        hdr = 8;
+    l->hdr = hdr;
     if (w < FP_TUI_MIN_W || h < FP_TUI_MIN_H) {
         l->too_small = 1;
         return;
     }
-    l->p[FP_P_HEADER] = rect(0, 0, w, 2);
+    l->p[FP_P_HEADER] = rect(0, 0, w, hdr);
     l->p[FP_P_FOOTER] = rect(0, h - 1, w, 1);
-    int y = 2, body = h - 3;
+    int y = hdr, body = h - 1 - hdr;
     /* priority 1: charts row (loss, throughput; memory too on wide screens) */
-    int hc = body >= 40 ? body * 3 / 10 : body >= 30 ? 9 : body >= 24 ? 7 : 6;
+    int hc = body >= 40 ? body * 3 / 10 : body >= 30 ? 9 : body >= 24 ? 7 : body >= 20 ? 6 : 5;
     int wide = w >= 140;
     if (wide) {
         int cw = w / 3;

@@ -22,7 +22,7 @@ void fp_panel_hist(fp_draw_t *d, fp_rect_t r)
     int arm = -1;
     const fp_hist_t *h = NULL;
     int64_t step = -1;
-    int low = fp_tui_model_low(m), cand[2] = {low, m->ref};
+    int low = fp_tui_cmp_arm(m, ui), cand[2] = {low, m->ref};
     for (int k = 0; k < 2 && !h && l >= 0; k++)
         if (cand[k] >= 0 && m->arm[cand[k]].hist && m->arm[cand[k]].hist[l].step >= 0) {
             arm = cand[k];
@@ -30,8 +30,11 @@ void fp_panel_hist(fp_draw_t *d, fp_rect_t r)
             step = m->arm[arm].hist[l].step;
         }
     char title[160];
-    snprintf(title, sizeof title, "%s %s %s", l >= 0 ? m->layers[l].name : "-", fp_tui_role_short(ui->role),
-             fp_tui_fmt_label(ui->fmt));
+    snprintf(title, sizeof title, "%s %s %s%s%s%s", l >= 0 ? m->layers[l].name : "-", fp_tui_role_short(ui->role),
+             fp_tui_fmt_label(ui->fmt), arm >= 0 ? " (arm " : "", arm >= 0 ? m->arm[arm].run.policy : "", arm >= 0 ? ")" : "");
+    if (fp_utf8_len(title) + 4 > r.w)   /* the arm's name when there is room, else what the table has */
+        snprintf(title, sizeof title, "%s %s %s", l >= 0 ? m->layers[l].name : "-", fp_tui_role_short(ui->role),
+                 fp_tui_fmt_label(ui->fmt));
     fp_grid_box(d->g, r.x, r.y, r.w, r.h, 0, title, ui->focus == FP_FOCUS_HIST);
     int ix = r.x + 1, iy = r.y + 1, iw = r.w - 2, ih = r.h - 2;
     if (!h) {

@@ -10,9 +10,9 @@
 #include "tui_internal.h"
 
 /* The histogram the numerics columns use: the low arm's (what did happen), else the reference's. */
-static const fp_hist_t *layer_hist(const fp_tui_model_t *m, int l, int *arm, int64_t *step)
+static const fp_hist_t *layer_hist(const fp_tui_model_t *m, const fp_tui_ui_t *ui, int l, int *arm, int64_t *step)
 {
-    int low = fp_tui_model_low(m);
+    int low = fp_tui_cmp_arm(m, ui);
     int cand[2] = {low, m->ref};
     for (int k = 0; k < 2; k++) {
         int i = cand[k];
@@ -45,7 +45,7 @@ static double total_ns(const fp_tui_arm_t *a, int l)
 
 double fp_tui_col_value(const fp_tui_model_t *m, const fp_tui_ui_t *ui, int l, int col)
 {
-    int low = fp_tui_model_low(m);
+    int low = fp_tui_cmp_arm(m, ui);
     const fp_tui_arm_t *ref = &m->arm[m->ref], *lo = &m->arm[low < 0 ? m->ref : low];
     const fp_hist_t *h;
     switch (col) {
@@ -74,13 +74,13 @@ double fp_tui_col_value(const fp_tui_model_t *m, const fp_tui_ui_t *ui, int l, i
         return isnan(t) || sum <= 0 ? NAN : 100.0 * t / sum;
     }
     case FP_COL_OVF:
-        h = layer_hist(m, l, NULL, NULL);
+        h = layer_hist(m, ui, l, NULL, NULL);
         return h ? (double)(h->cls[ui->fmt][FP_CLASS_OVERFLOW] + h->pos_inf + h->neg_inf) : NAN;
     case FP_COL_UNF:
-        h = layer_hist(m, l, NULL, NULL);
+        h = layer_hist(m, ui, l, NULL, NULL);
         return h ? (double)h->cls[ui->fmt][FP_CLASS_UNDERFLOW] : NAN;
     case FP_COL_SUB:
-        h = layer_hist(m, l, NULL, NULL);
+        h = layer_hist(m, ui, l, NULL, NULL);
         return h ? (double)h->cls[ui->fmt][FP_CLASS_SUBNORMAL] : NAN;
     case FP_COL_RELERR:
         return lo->relerr && l < m->nlayers ? lo->relerr[l] : NAN;
@@ -142,9 +142,9 @@ static const col_spec_t cols[FP_COL_COUNT] = {
     {FP_COL_OVF, 7, 2},     {FP_COL_UNF, 7, 3},     {FP_COL_SUB, 7, 8},     {FP_COL_RELERR, 8, 6},
 };
 
-static void header_label(const fp_tui_model_t *m, int col, char *buf, size_t cap)
+static void header_label(const fp_tui_model_t *m, const fp_tui_ui_t *ui, int col, char *buf, size_t cap)
 {
-    int low = fp_tui_model_low(m);
+    int low = fp_tui_cmp_arm(m, ui);
     const char *rp = m->arm[m->ref].run.policy, *lp = low >= 0 ? m->arm[low].run.policy : "";
     switch (col) {
     case FP_COL_INDEX: snprintf(buf, cap, "#"); break;
@@ -213,10 +213,31 @@ void fp_panel_layers(fp_draw_t *d, fp_rect_t r)
         return;
     const fp_tui_model_t *m = d->m;
     fp_tui_ui_t *ui = d->ui;
-    char title[160];
-    snprintf(title, sizeof title, "layers  last %d steps  %s %s  sort %s%s", FP_TUI_WINDOW,
-             fp_tui_fmt_label(ui->fmt), fp_tui_role_short(ui->role), fp_tui_col_name(ui->sort_col),
-             ui->sort_desc ? (d->ascii ? "v" : "▼") : (d->ascii ? "^" : "▲"));
+    /* the title says which arm is compared ('a' cycles it) and that the counts are one sampled step's */
+    int low = fp_tui_cmp_arm(m, ui);
+    int64_t cstep = -1;
+    for (int l = 0; l < m->nlayers && cstep < 0; l++)
+        layer_hist(m, ui, l, NULL, &cstep);
+    char cnt[48] = "", title[200];
+    if (cstep >= 0)
+        snprintf(cnt, sizeof cnt, "counts: step %lld", (long long)cstep);
+    const char *dir = ui->sort_desc ? (d->ascii ? "v" : "▼") : (d->ascii ? "^" : "▲");
+    for (int v = 0; v < 4; v++) {   /* the fullest that fits */
+        const char *lp = m->arm[low].run.policy, *rp = m->arm[m->ref].run.policy;
+        if (v == 0)
+            snprintf(title, sizeof title, "layers %s vs %s  time: last %d steps  %s %s %s  sort %s%s", lp, rp,
+                     FP_TUI_WINDOW, cnt, fp_tui_fmt_label(ui->fmt), fp_tui_role_short(ui->role),
+                     fp_tui_col_name(ui->sort_col), dir);
+        else if (v == 1)
+            snprintf(title, sizeof title, "layers %s vs %s  %s %s %s  sort %s%s", lp, rp, cnt,
+                     fp_tui_fmt_label(ui->fmt), fp_tui_role_short(ui->role), fp_tui_col_name(ui->sort_col), dir);
+        else if (v == 2)
+            snprintf(title, sizeof title, "layers %s vs %s  %s", lp, rp, cnt);
+        else
+            snprintf(title, sizeof title, "%s vs %s %s", lp, rp, cnt);
+        if (fp_utf8_len(title) + 4 <= r.w)
+            break;
+    }
     fp_grid_box(d->g, r.x, r.y, r.w, r.h, 0, title, ui->focus == FP_FOCUS_LAYERS);
     int ix = r.x + 1, iy = r.y + 1, iw = r.w - 2, ih = r.h - 2;
     /* choose columns by priority until the width is used */
@@ -238,7 +259,7 @@ void fp_panel_layers(fp_draw_t *d, fp_rect_t r)
             continue;
         int cw = c == FP_COL_NAME ? name_w : cols[c].width;
         char lab[32];
-        header_label(m, c, lab, sizeof lab);
+        header_label(m, ui, c, lab, sizeof lab);
         uint16_t a = (uint16_t)(FP_A_BOLD | (c == ui->sort_col ? FP_A_REV : 0));
         if (c == FP_COL_NAME)
             fp_grid_printf(d->g, x, iy, x + cw, a, "%-*s", cw, lab);
@@ -325,7 +346,7 @@ void fp_panel_detail(fp_draw_t *d, int w, int h)
     y++;
     int arm = -1;
     int64_t step = -1;
-    const fp_hist_t *hh = layer_hist(m, l, &arm, &step);
+    const fp_hist_t *hh = layer_hist(m, d->ui, l, &arm, &step);
     if (!hh) {
         fp_grid_printf(d->g, x, y++, xe, FP_C_DIM, "no histogram of %s recorded", fp_tui_role_short(d->ui->role));
         return;

@@ -1,7 +1,7 @@
-/* render.c — one frame of the dashboard into the cell grid: the layout's panels, the header and
- * footer, the overlays (detail, help, stop confirmation), or a clear message when the terminal is
- * too small or there is nothing to show yet. Promise: the same code draws the terminal and the
- * headless text screens; nothing here reads the database (the model holds what was read). */
+/* render.c — one frame of the dashboard into the cell grid: the layout's panels, the header (with the
+ * verdict of each compared arm) and footer, the overlays, or a clear message when the terminal is too small
+ * or there is nothing to show yet. Promise: the same code draws the terminal and the headless text screens;
+ * nothing here reads the database (the model holds what was read); lines shorten rather than cut. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -84,49 +84,63 @@ static const char *arm_state(const fp_tui_arm_t *a, char *buf, size_t cap)
     return buf;
 }
 
-void fp_panel_header(fp_draw_t *d, fp_rect_t r)
+/* Line 1 at its fullest that fits: the session name goes first, then the image size and the device. */
+static void header_title(fp_draw_t *d, fp_rect_t r)
 {
     const fp_tui_model_t *m = d->m;
     fp_grid_t *g = d->g;
     int xe = r.x + r.w;
-    int x = fp_grid_text(g, r.x, r.y, xe, FP_C_TITLE | FP_A_BOLD, "fp16probe");
-    if (m->narms == 0) {
-        fp_grid_text(g, x, r.y, xe, 0, d->ascii ? " | dashboard" : " │ dashboard");
-        return;
-    }
     const fp_run_row_t *r0 = &m->arm[m->ref].run;
     const char *sep = d->ascii ? " | " : " │ ";
+    char sess[200], dev[200];
+    int lvl;
+    for (lvl = 0; lvl < 3; lvl++) {
+        int n = 9 + 3 + (int)strlen(r0->model) + 1;
+        for (int i = 0; i < m->narms; i++)
+            n += (int)strlen(m->arm[i].run.policy) + (i ? 4 : 0);
+        snprintf(sess, sizeof sess, "%ssession %lld", sep, (long long)m->session);
+        n += fp_utf8_len(sess);
+        if (lvl == 0 && m->session_name[0])
+            n += (int)strlen(m->session_name) + 3;
+        int k = snprintf(dev, sizeof dev, "%s%s", sep, lvl < 2 ? (r0->device[0] ? r0->device : "?") : "");
+        if (r0->batch_size > 0 && k < (int)sizeof dev)
+            k += snprintf(dev + k, sizeof dev - (size_t)k, "%sbatch %lld", lvl < 2 ? ", " : "", (long long)r0->batch_size);
+        if (r0->image_size > 0 && lvl < 1 && k < (int)sizeof dev)
+            snprintf(dev + k, sizeof dev - (size_t)k, ", %lldpx", (long long)r0->image_size);
+        n += fp_utf8_len(dev);
+        if (n <= r.w)
+            break;
+    }
+    int x = fp_grid_text(g, r.x, r.y, xe, FP_C_TITLE | FP_A_BOLD, "fp16probe");
     x = fp_grid_printf(g, x, r.y, xe, FP_A_BOLD, "%s%s ", sep, r0->model);
     for (int i = 0; i < m->narms; i++) {
         if (i)
             x = fp_grid_text(g, x, r.y, xe, 0, " vs ");
         x = fp_grid_text(g, x, r.y, xe, (uint16_t)((FP_C_ARM0 + i) | FP_A_BOLD), m->arm[i].run.policy);
     }
-    x = fp_grid_printf(g, x, r.y, xe, 0, "%ssession %lld", sep, (long long)m->session);
-    if (m->session_name[0])
+    x = fp_grid_text(g, x, r.y, xe, 0, sess);
+    if (lvl == 0 && m->session_name[0])
         x = fp_grid_printf(g, x, r.y, xe, FP_C_DIM, " \"%s\"", m->session_name);
-    x = fp_grid_printf(g, x, r.y, xe, 0, "%s%s", sep, r0->device[0] ? r0->device : "?");
-    if (r0->batch_size > 0)
-        x = fp_grid_printf(g, x, r.y, xe, 0, ", batch %lld", (long long)r0->batch_size);
-    if (r0->image_size > 0)
-        x = fp_grid_printf(g, x, r.y, xe, 0, ", %lldpx", (long long)r0->image_size);
-    /* line 2: each arm's step and status, elapsed and ETA */
-    x = r.x;
+    fp_grid_text(g, x, r.y, xe, 0, dev);
+}
+
+/* Line 2: each arm's step and status (once for all when they agree), elapsed and ETA. */
+static void header_progress(fp_draw_t *d, fp_rect_t r)
+{
+    const fp_tui_model_t *m = d->m;
+    fp_grid_t *g = d->g;
+    int xe = r.x + r.w, y = r.y + 1;
     int64_t first = -1, last = -1, done_steps = 0;
-    int running = 0;
+    int running = 0, same = 1;
+    char st0[32], tot[32] = "";
+    arm_state(&m->arm[0], st0, sizeof st0);
+    if (m->total_steps > 0)
+        snprintf(tot, sizeof tot, "/%lld", (long long)m->total_steps);
     for (int i = 0; i < m->narms; i++) {
         const fp_tui_arm_t *a = &m->arm[i];
-        char st[32], tot[32] = "";
-        if (m->total_steps > 0)
-            snprintf(tot, sizeof tot, "/%lld", (long long)m->total_steps);
+        char st[32];
         arm_state(a, st, sizeof st);
-        int bad = strcmp(st, "failed") == 0 || strcmp(st, "interrupted") == 0 || a->status.stale;
-        x = fp_grid_text(g, x, r.y + 1, xe, (uint16_t)((FP_C_ARM0 + i) | FP_A_BOLD), a->run.arm[0] ? a->run.arm : a->run.policy);
-        x = fp_grid_printf(g, x, r.y + 1, xe, 0, " step %lld%s ", (long long)a->last_step, tot);   /* steps are 1-based: the number done */
-        x = fp_grid_text(g, x, r.y + 1, xe, bad ? FP_C_BAD | FP_A_BOLD : strcmp(st, "finished") == 0 ? FP_C_GOOD : FP_C_WARN, st);
-        if (strcmp(st, "failed") == 0 && a->status.failure[0])
-            x = fp_grid_printf(g, x, r.y + 1, xe, FP_C_BAD, " (%s)", a->status.failure);
-        x = fp_grid_text(g, x, r.y + 1, xe, 0, "  ");
+        same &= strcmp(st, st0) == 0 && a->last_step == m->arm[0].last_step && strcmp(st, "failed") != 0;
         if (a->first_start >= 0 && (first < 0 || a->first_start < first))
             first = a->first_start;
         if (a->last_end > last)
@@ -135,6 +149,28 @@ void fp_panel_header(fp_draw_t *d, fp_rect_t r)
             done_steps = a->last_step;
         running |= strcmp(st, "running") == 0;
     }
+    int x = r.x;
+    if (same && m->narms > 1) {   /* steps are 1-based: the number done */
+        int bad = strcmp(st0, "interrupted") == 0 || m->arm[0].status.stale;
+        x = fp_grid_printf(g, x, y, xe, FP_A_BOLD, "%d arms", m->narms);
+        x = fp_grid_printf(g, x, y, xe, 0, " step %lld%s ", (long long)m->arm[0].last_step, tot);
+        x = fp_grid_text(g, x, y, xe, bad ? FP_C_BAD | FP_A_BOLD : strcmp(st0, "finished") == 0 ? FP_C_GOOD : FP_C_WARN,
+                         st0);
+        x = fp_grid_text(g, x, y, xe, 0, "  ");
+    } else {
+        for (int i = 0; i < m->narms; i++) {
+            const fp_tui_arm_t *a = &m->arm[i];
+            char st[32];
+            arm_state(a, st, sizeof st);
+            int bad = strcmp(st, "failed") == 0 || strcmp(st, "interrupted") == 0 || a->status.stale;
+            x = fp_grid_text(g, x, y, xe, (uint16_t)((FP_C_ARM0 + i) | FP_A_BOLD), a->run.arm[0] ? a->run.arm : a->run.policy);
+            x = fp_grid_printf(g, x, y, xe, 0, m->narms > 2 ? " %lld%s " : " step %lld%s ", (long long)a->last_step, tot);
+            x = fp_grid_text(g, x, y, xe, bad ? FP_C_BAD | FP_A_BOLD : strcmp(st, "finished") == 0 ? FP_C_GOOD : FP_C_WARN, st);
+            if (strcmp(st, "failed") == 0 && a->status.failure[0])
+                x = fp_grid_printf(g, x, y, xe, FP_C_BAD, " (%s)", a->status.failure);
+            x = fp_grid_text(g, x, y, xe, 0, "  ");
+        }
+    }
     char el[32], eta[32] = "--";
     double elapsed = first >= 0 && last >= first ? (double)(last - first) / 1e9 : NAN;
     fp_tui_fmt_dur(el, sizeof el, elapsed);
@@ -142,7 +178,110 @@ void fp_panel_header(fp_draw_t *d, fp_rect_t r)
         snprintf(eta, sizeof eta, "ended");
     else if (m->total_steps > 0 && done_steps > 0 && !isnan(elapsed))
         fp_tui_fmt_dur(eta, sizeof eta, elapsed / (double)done_steps * (double)(m->total_steps - done_steps));
-    fp_grid_printf(g, x, r.y + 1, xe, FP_C_DIM, "elapsed %s  ETA %s", el, eta);
+    fp_grid_printf(g, x, y, xe, FP_C_DIM, "elapsed %s  ETA %s", el, eta);
+}
+
+/* The verdict, from line 3: a title line (the reference, and the note that CPU speedups are emulated), then
+ * per compared arm what the tool is asked: speedup ('*': measured on the CPU), final-loss gap, top-1 gap with
+ * the arm's 95% interval ("n.s.": within the uncertainty), skipped steps, lost updates (mean % over the
+ * sampled steps). Columns aligned; labels shortened before anything is cut. */
+static void header_verdict(fp_draw_t *d, fp_rect_t r)
+{
+    const fp_tui_model_t *m = d->m;
+    fp_grid_t *g = d->g;
+    int xe = r.x + r.w, y = r.y + 2, ye = r.y + r.h;
+    if (m->narms < 2 || y >= ye)
+        return;
+    enum { SP, LG, TG, SK, LU, NF };
+    char f[FP_TUI_MAX_ARMS][NF][48];
+    int wd[NF] = {0}, nw = 0, emu = 0, ns = 0, lost_n = 0;
+    for (int i = 0; i < m->narms; i++) {
+        int k = (int)strlen(m->arm[i].run.policy);
+        nw = k > nw ? k : nw;
+        emu |= fp_tui_arm_emulated(&m->arm[i]);
+        if (i == m->ref)
+            continue;
+        fp_tui_verdict_t v;
+        fp_tui_verdict(m, i, &v);
+        snprintf(f[i][SP], 48, "-");
+        snprintf(f[i][LG], 48, "-");
+        snprintf(f[i][TG], 48, "n/a");
+        snprintf(f[i][LU], 48, "-");
+        if (!isnan(v.speedup))
+            snprintf(f[i][SP], 48, "%.2fx%s", v.speedup, fp_tui_arm_emulated(&m->arm[i]) ? "*" : "");
+        if (!isnan(v.loss_gap))
+            snprintf(f[i][LG], 48, "%+.3f", v.loss_gap);
+        if (!isnan(v.top1_gap)) {
+            int k2 = snprintf(f[i][TG], 48, "%+.1fpt", v.top1_gap);
+            if (!isnan(v.top1_lo))
+                snprintf(f[i][TG] + k2, 48 - (size_t)k2, " [%.0f-%.0f%%]%s", 100 * v.top1_lo, 100 * v.top1_hi,
+                         v.within ? " n.s." : "");
+        }
+        ns |= v.within;
+        snprintf(f[i][SK], 48, "%lld", (long long)v.skipped);
+        if (!isnan(v.lost_pct))
+            snprintf(f[i][LU], 48, "%.3g%%", v.lost_pct);
+        lost_n = v.lost_n > lost_n ? v.lost_n : lost_n;
+        for (int c = 0; c < NF; c++)
+            wd[c] = (int)strlen(f[i][c]) > wd[c] ? (int)strlen(f[i][c]) : wd[c];
+    }
+    static const char *const lab[2][NF] = {{"", "  loss ", "  top-1 ", "  skipped ", "  lost upd "},
+                                           {"", " loss ", " top1 ", " skip ", " lost "}};
+    int set = 0, tot = 0;
+    for (; set < 2; set++) {
+        tot = nw + 1;
+        for (int c = 0; c < NF; c++)
+            tot += (int)strlen(lab[set][c]) + wd[c];
+        if (tot <= r.w)
+            break;
+    }
+    set = set > 1 ? 1 : set;
+    /* the title line */
+    char t1[256];
+    int k = snprintf(t1, sizeof t1, "vs %s:", m->arm[m->ref].run.policy);
+    int x = fp_grid_text(g, r.x, y, xe, FP_A_BOLD, t1);
+    if (emu)
+        x = fp_grid_text(g, x, y, xe, FP_C_WARN, " * " FP_TUI_EMULATED_NOTE);
+    const char *extra[2] = {ns ? "  n.s.: gap within the uncertainty" : "",
+                            lost_n > 1 ? "  lost upd: mean of sampled steps" : ""};
+    for (int e = 0; e < 2; e++)
+        if (extra[e][0] && x + fp_utf8_len(extra[e]) <= xe)
+            x = fp_grid_text(g, x, y, xe, FP_C_DIM, extra[e]);
+    (void)k;
+    y++;
+    for (int i = 0; i < m->narms && y < ye; i++) {
+        if (i == m->ref)
+            continue;
+        fp_tui_verdict_t v;
+        fp_tui_verdict(m, i, &v);
+        x = fp_grid_printf(g, r.x, y, xe, (uint16_t)((FP_C_ARM0 + i) | FP_A_BOLD), "%-*s", nw, m->arm[i].run.policy);
+        x = fp_grid_printf(g, x, y, xe, !(v.speedup >= 1) ? FP_C_BAD : v.speedup >= 1.2 ? FP_C_GOOD : 0, " %*s",
+                           wd[SP], f[i][SP]);
+        x = fp_grid_printf(g, x, y, xe, FP_C_DIM, "%s", lab[set][LG]);
+        x = fp_grid_printf(g, x, y, xe, 0, "%*s", wd[LG], f[i][LG]);
+        x = fp_grid_printf(g, x, y, xe, FP_C_DIM, "%s", lab[set][TG]);
+        x = fp_grid_printf(g, x, y, xe, v.within ? FP_C_DIM : 0, "%-*s", wd[TG], f[i][TG]);
+        x = fp_grid_printf(g, x, y, xe, FP_C_DIM, "%s", lab[set][SK]);
+        x = fp_grid_printf(g, x, y, xe, v.skipped > 0 ? FP_C_WARN : 0, "%*s", wd[SK], f[i][SK]);
+        x = fp_grid_printf(g, x, y, xe, FP_C_DIM, "%s", lab[set][LU]);
+        fp_grid_printf(g, x, y, xe, 0, "%*s", wd[LU], f[i][LU]);
+        y++;
+    }
+}
+
+void fp_panel_header(fp_draw_t *d, fp_rect_t r)
+{
+    const fp_tui_model_t *m = d->m;
+    fp_grid_t *g = d->g;
+    int xe = r.x + r.w;
+    if (m->narms == 0) {
+        int x = fp_grid_text(g, r.x, r.y, xe, FP_C_TITLE | FP_A_BOLD, "fp16probe");
+        fp_grid_text(g, x, r.y, xe, 0, d->ascii ? " | dashboard" : " │ dashboard");
+        return;
+    }
+    header_title(d, r);
+    header_progress(d, r);
+    header_verdict(d, r);
 }
 
 void fp_panel_footer(fp_draw_t *d, fp_rect_t r)
@@ -159,10 +298,19 @@ void fp_panel_footer(fp_draw_t *d, fp_rect_t r)
     }
     static const char *const focus[FP_FOCUS_COUNT] = {"layers", "histogram", "events"};
     const char *dn = d->ascii ? "v" : "▼", *up = d->ascii ? "^" : "▲";
-    fp_grid_printf(g, r.x, r.y, xe, FP_A_REV,
-                   " q quit  ? help  Tab:%s  s sort:%s%s  r role:%s  f fmt:%s  Enter detail", focus[ui->focus],
-                   fp_tui_col_name(ui->sort_col), ui->sort_desc ? dn : up, fp_tui_role_short(ui->role),
-                   fp_tui_fmt_label(ui->fmt));
+    int cmp = fp_tui_cmp_arm(d->m, ui);
+    const char *arm = cmp >= 0 && d->m->narms > 0 ? d->m->arm[cmp].run.policy : "-";
+    char t[256];
+    for (int v = 0; v < 3; v++) {   /* the fullest that fits */
+        snprintf(t, sizeof t, v == 0   ? " q quit  ? help  a arm:%s  Tab:%s  s sort:%s%s  r role:%s  f fmt:%s  Enter detail"
+                              : v == 1 ? " q quit ? help a:%s Tab:%s s sort:%s%s r role:%s f fmt:%s"
+                                       : " q ? a:%s Tab:%s sort:%s%s role:%s fmt:%s",
+                 arm, focus[ui->focus], fp_tui_col_name(ui->sort_col), ui->sort_desc ? dn : up,
+                 fp_tui_role_short(ui->role), fp_tui_fmt_label(ui->fmt));
+        if (fp_utf8_len(t) <= r.w)
+            break;
+    }
+    fp_grid_text(g, r.x, r.y, xe, FP_A_REV, t);
 }
 
 /* ---------------------------------------------------------------- the frame */

@@ -42,7 +42,7 @@ int fp_tui_render_text(const fp_tui_options *o, int w, int h, const char *keys, 
         fp_tui_model_close(&m);
         return rc;
     }
-    fp_tui_layout(&l, w, h);
+    fp_tui_layout_hdr(&l, w, h, fp_tui_header_lines(&m, w));
     fp_tui_render(&g, &m, &ui, &l, chart, o->ascii);   /* the first frame sets the table geometry */
     for (const char *p = keys; rc == FP_OK && p && *p;) {
         int nw = w, nh = h;
@@ -55,13 +55,16 @@ int fp_tui_render_text(const fp_tui_options *o, int w, int h, const char *keys, 
             h = nh;
             if ((rc = fp_grid_init(&g, w, h, o->ascii)) != FP_OK)
                 break;
-            fp_tui_layout(&l, w, h);
+            fp_tui_layout_hdr(&l, w, h, fp_tui_header_lines(&m, w));
         }
         int act = fp_tui_key(&ui, key, fp_tui_any_running(&m));
         if (act == FP_ACT_QUIT || act == FP_ACT_STOP)
             break;
+        if (act == FP_ACT_REDRAW_ALL)   /* Ctrl-L re-reads, as in the terminal */
+            m.force = 1;
         if ((rc = fp_tui_model_update(&m, ui.role)) != FP_OK || (rc = fp_tui_model_settle(&m, ui.role)) != FP_OK)
             break;
+        fp_tui_layout_hdr(&l, w, h, fp_tui_header_lines(&m, w));
         fp_tui_render(&g, &m, &ui, &l, chart, o->ascii);
     }
     if (rc == FP_OK) {

@@ -251,11 +251,13 @@ int fp_tui_run(const fp_tui_options *o)
             resizeterm(h, w);
             need_layout = 1;
         }
+        if (!l.too_small && !need_layout && fp_tui_header_lines(&m, w) != l.hdr)
+            need_layout = 1;   /* the verdict grew (an arm appeared) */
         if (need_layout) {
             fp_grid_free(&g);
             if ((rc = fp_grid_init(&g, w, h, ascii)) != FP_OK)
                 break;
-            fp_tui_layout(&l, w, h);
+            fp_tui_layout_hdr(&l, w, h, fp_tui_header_lines(&m, w));
             whole = -1;
             need_layout = 0;
             clearok(curscr, TRUE);
@@ -290,9 +292,11 @@ int fp_tui_run(const fp_tui_options *o)
                 stopped = 1;
                 break;
             }
-            if (act == FP_ACT_REDRAW_ALL)
+            if (act == FP_ACT_REDRAW_ALL) {   /* Ctrl-L: redraw, and re-read what is not appended */
                 clearok(curscr, TRUE);
-            if (ui.role == m.arm[0].hist_role || m.narms == 0)
+                m.force = 1;
+            }
+            if (!m.force && (ui.role == m.arm[0].hist_role || m.narms == 0))
                 continue;   /* redraw now; poll on schedule */
         }
         if (fp_clock_mono_ms() >= next_poll || ch != ERR) {

@@ -88,11 +88,18 @@ typedef struct {
     int64_t energy_steps;
     int64_t *walls;              /* wall_ns of every step row read (< 0: none), in step order */
     uint8_t *skips;              /* and whether it was skipped: the step time of lib/step_time.h */
+    double *losses;              /* and its loss (NaN: none): the final loss as the summary has it */
+    int has_scaler;              /* 1: some step stored a loss scale other than NULL / 1 (else "-") */
+    double lost_sum, lost_max;   /* "lost updates at step N: X%" events of the parameter pass */
+    int lost_n;                  /* sampled steps with such an event */
     size_t rows_cap;
     double median_ns;            /* fp_step_median_ns of those rows (NaN: none), at median_rows rows */
     int64_t median_rows;
     double val_top1, val_loss;   /* latest evaluation; NaN none */
-    int64_t val_step, eval_seen;
+    int64_t val_step;
+    int64_t val_images;          /* images of that evaluation (the store's, else the configuration's); -1 unknown */
+    double val_lo, val_hi;       /* its 95% Wilson interval (lib/wilson.h); NaN unknown */
+    int64_t eval_rows_seen, eval_last_seen;   /* the evaluation mark (fp_run_status_t) when last read */
     int64_t event_id;
     fp_layer_sum_t *lsum;        /* per layer and phase over the last window */
     size_t nlsum;
@@ -120,6 +127,7 @@ typedef struct {
     int frames;
     int loading;                 /* 1: some arm's steps are not all read yet (the next update goes on) */
     double budget_ms;            /* steps read per update for about this long (FP_TUI_BUDGET_MS; tests: 0) */
+    int force;                   /* 1: the next update re-reads everything it does not append (Ctrl-L) */
     char note[160];              /* "no sessions in FILE" etc.; "" when showing a session */
 } fp_tui_model_t;
 
@@ -129,8 +137,29 @@ void fp_tui_model_close(fp_tui_model_t *m);
 int fp_tui_model_update(fp_tui_model_t *m, int role);
 /* Update until the history is read (m->loading == 0): for one-shot output. */
 int fp_tui_model_settle(fp_tui_model_t *m, int role);
-/* The arm whose numerics the table shows (the last low-precision arm, or the only one). */
+/* The default compared arm: the first arm that is not the reference (the only one when alone). */
 int fp_tui_model_low(const fp_tui_model_t *m);
+/* An arm's throughput (samples/s) from its step time: batch x 1e9 / fp_tui_arm_median_wall (NaN: none), so
+ * the rate and the step time shown side by side are one figure. */
+double fp_tui_arm_thr(const fp_tui_arm_t *a);
+/* The final train loss as the summary defines it (reports/summary.h): mean finite loss of the last
+ * max(1, min(50, steps / 20)) unskipped steps; NaN: none. */
+double fp_tui_arm_final_loss(const fp_tui_arm_t *a);
+/* 1 when the arm ran on the CPU, where low precision is emulated (device "cpu: ..."; a GPU's name is not). */
+int fp_tui_arm_emulated(const fp_tui_arm_t *a);
+/* What the tool asks, per arm against the reference: speedup, final-loss gap, top-1 gap in points with
+ * the arm's 95% interval (within: the arm's and the reference's intervals overlap, as the summary says),
+ * skipped steps of all steps, lost updates (mean % over the sampled steps). NaN / -1: unknown. */
+typedef struct {
+    double speedup, loss_gap, top1_gap, top1_lo, top1_hi, lost_pct;
+    int within, lost_n;
+    int64_t skipped, steps;
+} fp_tui_verdict_t;
+void fp_tui_verdict(const fp_tui_model_t *m, int arm, fp_tui_verdict_t *v);
+/* Lines of the header at width w: 2, plus the verdict (its title line, with the CPU emulation note, and one
+ * line per compared arm) with two or more arms. */
+int fp_tui_header_lines(const fp_tui_model_t *m, int w);
+#define FP_TUI_EMULATED_NOTE "emulated on the CPU: speed not representative"
 /* An arm's step time (ns, NaN: none) as the end-of-run summary defines it (lib/step_time.h: the median
  * wall time of its step rows after the warm-up, skipped ones left out); the reference's over an arm's
  * is the speedup the dashboard shows, the same as compare's summary. */
@@ -158,6 +187,8 @@ typedef struct {
     int ev_scroll;               /* events: lines scrolled back */
     int sort_col, sort_desc;
     int role, fmt;
+    int arm;                     /* the compared arm: the arm-th (mod their number) arm other than the
+                                    reference ('a' / 'A' add / take one); 0: the first, fp_tui_model_low */
     int detail, help, confirm;
     int owns_training;
     int table_rows;              /* visible rows, set by the last draw */
@@ -172,6 +203,9 @@ int fp_tui_key(fp_tui_ui_t *ui, int key, int running);
  * returns FP_KEY_RESIZE and sets *w, *h. */
 int fp_tui_script_key(const char **p, int *w, int *h);
 const char *fp_tui_col_name(int col);
+/* The compared arm: the ui->arm-th arm other than the reference (mod their number; the reference itself
+ * when it is the only arm; -1 without arms). Every panel that compares two arms compares this one. */
+int fp_tui_cmp_arm(const fp_tui_model_t *m, const fp_tui_ui_t *ui);
 
 /* ---------------------------------------------------------------- layout (layout.c) */
 enum {
@@ -183,9 +217,11 @@ typedef struct {
 } fp_rect_t;
 typedef struct {
     int w, h, too_small;
+    int hdr;                     /* header lines (fp_tui_header_lines) the layout was made for */
     fp_rect_t p[FP_P_COUNT];
 } fp_layout_t;
-void fp_tui_layout(fp_layout_t *l, int w, int h);
+void fp_tui_layout(fp_layout_t *l, int w, int h);                 /* a 2-line header */
+void fp_tui_layout_hdr(fp_layout_t *l, int w, int h, int hdr);    /* hdr header lines */
 
 /* ---------------------------------------------------------------- drawing */
 typedef struct {

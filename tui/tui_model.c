@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "clock.h"
 #include "error.h"
 #include "step_time.h"
 #include "store.h"
 #include "tui_internal.h"
+#include "wilson.h"
 
 /* ---------------------------------------------------------------- downsampled series */
 
@@ -96,6 +98,7 @@ static void arm_free(fp_tui_arm_t *a)
 {
     free(a->walls);
     free(a->skips);
+    free(a->losses);
     free(a->lsum);
     free(a->hist);
     free(a->relerr);
@@ -128,6 +131,9 @@ static void arm_init(fp_tui_arm_t *a, const fp_run_row_t *run)
     a->mem_cur = a->mem_peak = a->power_last = NAN;
     a->val_top1 = a->val_loss = NAN;
     a->val_step = -1;
+    a->val_images = -1;
+    a->val_lo = a->val_hi = NAN;
+    a->eval_rows_seen = a->eval_last_seen = -2;
     a->hist_role = -1;
     a->hist_mark = -2;
     a->prec_step = -1;
@@ -269,14 +275,20 @@ static int ingest(fp_tui_arm_t *a, const fp_step_row_t *s, size_t n)
         if (w)
             a->walls = w;
         uint8_t *k = w ? realloc(a->skips, cap * sizeof *k) : NULL;
-        if (!k)
+        if (k)
+            a->skips = k;
+        double *lv = k ? realloc(a->losses, cap * sizeof *lv) : NULL;
+        if (!lv)
             return fp_fail(FP_ENOMEM, "dashboard: out of memory");
-        a->skips = k;
+        a->losses = lv;
         a->rows_cap = cap;
     }
     for (size_t i = 0; i < n; i++, s++) {
         a->walls[a->nsteps] = s->wall_ns;
         a->skips[a->nsteps] = s->skipped != 0;
+        a->losses[a->nsteps] = s->loss;
+        if (!isnan(s->loss_scale) && s->loss_scale != 1.0)
+            a->has_scaler = 1;
         fp_ds_push(&a->loss, s->loss);
         fp_ds_push(&a->thr, s->samples_per_s);
         fp_ds_push(&a->scale, s->loss_scale > 0 ? log2(s->loss_scale) : NAN);
@@ -310,6 +322,21 @@ static int ingest(fp_tui_arm_t *a, const fp_step_row_t *s, size_t n)
     return FP_OK;
 }
 
+/* X of a parameter pass's "lost updates at step N: X% ..." event (the gate's reading, reports/gate_load.c);
+ * NaN for any other text. */
+static double lost_pct(const char *text)
+{
+    static const char head[] = "lost updates at step";
+    if (strncmp(text, head, sizeof head - 1) != 0)
+        return NAN;
+    const char *colon = strchr(text, ':');
+    if (!colon)
+        return NAN;
+    char *end;
+    double v = strtod(colon + 1, &end);
+    return end != colon + 1 && *end == '%' && v >= 0 && v <= 100 ? v : NAN;
+}
+
 static void add_event(fp_tui_model_t *m, int arm, const fp_tui_event_t *e)
 {
     fp_tui_ev_t *v = &m->events[m->nev++ % FP_TUI_EVENTS];
@@ -318,6 +345,86 @@ static void add_event(fp_tui_model_t *m, int arm, const fp_tui_event_t *e)
     v->kind = e->kind;
     v->layer = e->layer;
     snprintf(v->text, sizeof v->text, "%s", e->text);
+}
+
+/* "key": N (an integer) in a JSON text, -1 when absent (a plain scan: the configuration is ours). */
+static int64_t config_int(const char *json, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\"", key);
+    const char *p = json ? strstr(json, pat) : NULL;
+    if (!p)
+        return -1;
+    p += strlen(pat);
+    while (*p == ' ' || *p == ':')
+        p++;
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    return end != p && v >= 0 ? v : -1;
+}
+
+/* Images of a validation when the store has no count: the run's configuration, by the gate's rule
+ * (reports/gate_load.c: eval_batches x batch, capped by the split's size where it is known: synthetic
+ * 10,000, synthetic:N max(N / 5, 10); the whole split of a directory: unknown). -1: unknown. */
+static int64_t config_val_images(const char *cfg)
+{
+    int64_t batches = config_int(cfg, "eval_batches"), batch = config_int(cfg, "batch"), split = -1;
+    const char *d = cfg ? strstr(cfg, "\"data\"") : NULL;
+    if (d) {
+        d += 6;
+        while (*d == ' ' || *d == ':')
+            d++;
+        if (strncmp(d, "\"synthetic\"", 11) == 0) {
+            split = 10000;
+        } else if (strncmp(d, "\"synthetic:", 11) == 0) {
+            long long n = strtoll(d + 11, NULL, 10);
+            split = n >= 10 ? (n / 5 > 10 ? n / 5 : 10) : -1;
+        }
+    }
+    if (batches > 0 && batch > 0)
+        return split > 0 && split < batches * batch ? split : batches * batch;
+    return batches == 0 ? split : -1;
+}
+
+static int read_evals(fp_tui_model_t *m, fp_tui_arm_t *a)
+{
+    fp_reader_t *r = m->reader;
+    fp_eval_row_t *ev;
+    size_t ne;
+    int rc = fp_reader_evaluations(r, a->run.id, &ev, &ne);
+    if (rc != FP_OK)
+        return rc;
+    int64_t step = a->val_step;
+    for (size_t k = 0; k < ne; k++)   /* in step order: the newest wins */
+        if (strcmp(ev[k].split, "val") == 0 || strcmp(ev[k].split, "validation") == 0) {
+            a->val_top1 = ev[k].top1;
+            a->val_loss = ev[k].loss;
+            a->val_step = ev[k].step;
+        }
+    free(ev);
+    if (a->val_step == step && a->val_images >= 0)
+        return FP_OK;
+    a->val_images = -1;   /* the new validation's size: the store's count, else the configuration's */
+    fp_eval_images_t *im;
+    size_t nim;
+    if ((rc = fp_reader_eval_images(r, a->run.id, &im, &nim)) != FP_OK)
+        return rc;
+    for (size_t k = 0; k < nim; k++)
+        if (im[k].step == a->val_step && strcmp(im[k].split, "val") == 0 && im[k].images > 0)
+            a->val_images = im[k].images;
+    free(im);
+    if (a->val_images < 0 && a->val_step >= 0) {
+        fp_run_env_t *env = calloc(1, sizeof *env);
+        if (!env)
+            return fp_fail(FP_ENOMEM, "dashboard: out of memory");
+        if ((rc = fp_reader_run_env(r, a->run.id, env)) == FP_OK)
+            a->val_images = config_val_images(env->config);
+        free(env);
+        if (rc != FP_OK)
+            return rc;
+    }
+    fp_wilson95_interval(a->val_top1, a->val_images, &a->val_lo, &a->val_hi);
+    return FP_OK;
 }
 
 static int update_arm(fp_tui_model_t *m, int i, int role, int hist_moved, double deadline)
@@ -349,21 +456,14 @@ static int update_arm(fp_tui_model_t *m, int i, int role, int hist_moved, double
         a->median_ns = fp_step_median_ns(a->walls, a->skips, (size_t)a->nsteps, -1);
         a->median_rows = a->nsteps;
     }
-    if (moved || m->frames == 0) {
-        fp_eval_row_t *ev;
-        size_t ne;
-        if ((rc = fp_reader_evaluations(r, a->run.id, &ev, &ne)) != FP_OK)
+    /* the evaluations by their own mark: the final one is written after the last step row */
+    if (m->force || a->status.eval_rows != a->eval_rows_seen || a->status.eval_last_step != a->eval_last_seen) {
+        if ((rc = read_evals(m, a)) != FP_OK)
             return rc;
-        for (size_t k = (size_t)a->eval_seen; k < ne; k++)
-            if (strcmp(ev[k].split, "val") == 0 || strcmp(ev[k].split, "validation") == 0) {
-                a->val_top1 = ev[k].top1;
-                a->val_loss = ev[k].loss;
-                a->val_step = ev[k].step;
-            }
-        a->eval_seen = (int64_t)ne;
-        free(ev);
+        a->eval_rows_seen = a->status.eval_rows;
+        a->eval_last_seen = a->status.eval_last_step;
     }
-    if (m->nlayers > 0 && a->last_step >= 0 && a->lsum_step != a->last_step && !behind) {   /* read once caught up */
+    if (m->nlayers > 0 && a->last_step >= 0 && (a->lsum_step != a->last_step || m->force) && !behind) {   /* read once caught up */
         free(a->lsum);
         a->lsum = NULL;
         a->nlsum = 0;
@@ -372,12 +472,13 @@ static int update_arm(fp_tui_model_t *m, int i, int role, int hist_moved, double
             return rc;
         a->lsum_step = a->last_step;
     }
-    if (m->nlayers > 0 && (hist_moved || a->hist_role != role)) {
+    if (m->nlayers > 0 && (hist_moved || a->hist_role != role || m->force)) {
         if ((rc = fp_reader_tui_hist_latest(r, a->run.id, role, m->nlayers, a->hist)) != FP_OK)
             return rc;
         a->hist_role = role;
     }
-    if (m->nlayers > 0 && a->run.ref_run > 0 && (moved || a->prec_mark != role)) {
+    /* precision rows of a sampled step may follow its step row: re-read when the histograms move too */
+    if (m->nlayers > 0 && a->run.ref_run > 0 && (moved || hist_moved || a->prec_mark != role || m->force)) {
         if ((rc = fp_reader_tui_precision_latest(r, a->run.id, role, m->nlayers, a->relerr, &a->prec_step)) != FP_OK)
             return rc;
         a->prec_mark = role;
@@ -455,6 +556,12 @@ int fp_tui_model_update(fp_tui_model_t *m, int role)
             for (size_t k = 0; k < n; k++) {
                 add_event(m, i, &ev[k]);
                 a->event_id = ev[k].id;
+                double v = lost_pct(ev[k].text);
+                if (!isnan(v)) {
+                    a->lost_sum += v;
+                    a->lost_max = a->lost_n ? fmax(a->lost_max, v) : v;
+                    a->lost_n++;
+                }
             }
             free(ev);
         }
@@ -464,6 +571,7 @@ int fp_tui_model_update(fp_tui_model_t *m, int role)
             fp_ds_ratio(&m->arm[i].speedup, &m->arm[i].thr, &m->arm[m->ref].thr);
     m->marks = mk;
     m->frames++;
+    m->force = 0;
     return FP_OK;
 }
 
@@ -471,10 +579,82 @@ int fp_tui_model_update(fp_tui_model_t *m, int role)
 
 int fp_tui_model_low(const fp_tui_model_t *m)
 {
-    for (int i = m->narms - 1; i >= 0; i--)
+    for (int i = 0; i < m->narms; i++)
         if (i != m->ref)
             return i;
     return m->narms > 0 ? 0 : -1;
+}
+
+int fp_tui_cmp_arm(const fp_tui_model_t *m, const fp_tui_ui_t *ui)
+{
+    int n = m->narms - 1;
+    if (n < 1)
+        return fp_tui_model_low(m);
+    int k = ((ui ? ui->arm : 0) % n + n) % n;
+    for (int i = 0; i < m->narms; i++)
+        if (i != m->ref && k-- == 0)
+            return i;
+    return fp_tui_model_low(m);
+}
+
+double fp_tui_arm_thr(const fp_tui_arm_t *a)
+{
+    double ns = a->median_ns;
+    return a->run.batch_size > 0 && ns > 0 ? (double)a->run.batch_size * 1e9 / ns : NAN;
+}
+
+double fp_tui_arm_final_loss(const fp_tui_arm_t *a)
+{
+    int64_t want = a->nsteps / 20, got = 0, used = 0;
+    want = want < 1 ? 1 : want > 50 ? 50 : want;
+    double sum = 0;
+    for (int64_t i = a->nsteps; i-- > 0 && got < want;) {
+        if (a->skips[i])
+            continue;
+        got++;
+        if (isfinite(a->losses[i]))
+            sum += a->losses[i], used++;
+    }
+    return used ? sum / (double)used : NAN;
+}
+
+int fp_tui_arm_emulated(const fp_tui_arm_t *a)
+{
+    const char *d = a->run.device;
+    if (strncasecmp(d, "cpu", 3) == 0)   /* the trainer writes "cpu: <model>" / "cuda: <GPU name>" */
+        return 1;
+    if (strncasecmp(d, "cuda", 4) == 0)
+        return 0;
+    static const char *const gpu[] = {"nvidia", "gpu", "tesla", "geforce", "quadro", "radeon", "rtx"};
+    for (const char *p = d; *p; p++)
+        for (size_t i = 0; i < sizeof gpu / sizeof *gpu; i++)
+            if (strncasecmp(p, gpu[i], strlen(gpu[i])) == 0)
+                return 0;
+    return 1;
+}
+
+void fp_tui_verdict(const fp_tui_model_t *m, int arm, fp_tui_verdict_t *v)
+{
+    const fp_tui_arm_t *a = &m->arm[arm], *R = &m->arm[m->ref];
+    v->speedup = arm == m->ref ? NAN : fp_step_speedup(R->median_ns, a->median_ns);
+    v->loss_gap = fp_tui_arm_final_loss(a) - fp_tui_arm_final_loss(R);
+    v->top1_gap = 100.0 * (a->val_top1 - R->val_top1);
+    v->top1_lo = a->val_lo;
+    v->top1_hi = a->val_hi;
+    v->within = arm != m->ref && isfinite(a->val_lo) && isfinite(R->val_lo) && a->val_lo <= R->val_hi &&
+                R->val_lo <= a->val_hi;
+    v->lost_pct = a->lost_n ? a->lost_sum / a->lost_n : NAN;
+    v->lost_n = a->lost_n;
+    v->skipped = a->skipped_total;
+    v->steps = a->nsteps;
+}
+
+int fp_tui_header_lines(const fp_tui_model_t *m, int w)
+{
+    if (m->narms < 2 || m->note[0])
+        return 2;
+    (void)w;
+    return 2 + 1 + (m->narms - 1);   /* the title line (with the CPU note) and one line per compared arm */
 }
 
 double fp_tui_arm_median_wall(const fp_tui_arm_t *a)
