@@ -251,7 +251,7 @@ int fp_tui_run(const fp_tui_options *o)
             resizeterm(h, w);
             need_layout = 1;
         }
-        if (!l.too_small && !need_layout && fp_tui_header_lines(&m, w) != l.hdr)
+        if (!need_layout && !l.too_small && fp_tui_header_lines(&m, w) != l.hdr)
             need_layout = 1;   /* the verdict grew (an arm appeared) */
         if (need_layout) {
             fp_grid_free(&g);
