@@ -191,6 +191,15 @@ int fp_model_bn_batch_stats(const fp_model *m, int layer, float *mean, float *va
  * fp_unscale_and_check (precision.h), which also reports Inf / NaN. */
 int fp_model_backward(fp_model *m, const float *dlogits);
 
+/* Gradient-ready hook (data parallel's bucketed all-reduce rides on it, trainer/dist/dist.h): during every
+ * backward, fn(ctx, layer, offset, count) once per layer with parameters, in backward order (last layer first),
+ * as soon as that layer's parameter gradients [offset, offset + count) of the gradient buffer are final (a
+ * layer the loss does not reach: its zeros, at once). On a device backend the ops that write them are queued on
+ * the backend's stream, not necessarily done; under a `half` policy they are already rounded to the master
+ * format. A non-zero return stops the backward with that code. fn NULL removes it. */
+typedef int (*fp_model_grad_ready_fn)(void *ctx, int layer, size_t offset, size_t count);
+void fp_model_set_grad_ready(fp_model *m, fp_model_grad_ready_fn fn, void *ctx);
+
 /* forward (TRAIN) + softmax cross-entropy (mean) with the loss gradient (times loss_scale) kept in
  * backend memory, and no backward yet (the caller may stop on a non-finite loss); labels are host
  * memory (uploaded on a device backend). backward_loss: the backward of that gradient. */

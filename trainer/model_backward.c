@@ -111,6 +111,26 @@ static void grad_hand_over(fp_model *m, int to, int from)
 
 /* ---------------------------------------------------------------- backward */
 
+void fp_model_set_grad_ready(fp_model *m, fp_model_grad_ready_fn fn, void *ctx)
+{
+    m->grad_ready = fn;
+    m->grad_ready_ctx = fn ? ctx : NULL;
+}
+
+/* Node i's parameter gradients are final: under `half` rounded to the master format now (without a hook,
+ * once for all at the end of the backward), then handed to the gradient-ready hook. */
+static int grads_ready(fp_model *m, int i)
+{
+    const node_t *nd = &m->nodes[i];
+    if (!m->grad_ready || nd->pw < 0 || nd->info.params == 0)
+        return FP_OK;
+    size_t off = (size_t)nd->pw, cnt = nd->info.params;
+    int rc = FP_OK;
+    if (m->pol.master != FP_DT_F32)
+        rc = m->ops->round(m->be, flat32(m->dgrads + off, cnt), flat32(m->dgrads + off, cnt), m->pol.master);
+    return rc ? rc : m->grad_ready(m->grad_ready_ctx, i, off, cnt);
+}
+
 int fp_mi_backward(fp_model *m, const float *dlogits)
 {
     if (!m || !m->fwd_ok)
@@ -142,8 +162,10 @@ int fp_mi_backward(fp_model *m, const float *dlogits)
     for (int i = m->nnodes - 1; i >= 0 && rc == FP_OK; i--) {
         node_t *nd = &m->nodes[i];
         int vin = nd->in, vout = nd->out;
-        if (m->vgrad[vout] < 0)
-            continue;   /* the output does not reach the loss */
+        if (m->vgrad[vout] < 0) {   /* the output does not reach the loss: its gradients stay zero */
+            rc = grads_ready(m, i);
+            continue;
+        }
         if (ops->set_label)   /* device backends name the layer in out-of-memory messages */
             ops->set_label(be, nd->info.name);
         int in_grad = m->values[vin].producer >= 0;   /* the model input needs none */
@@ -247,6 +269,8 @@ int fp_mi_backward(fp_model *m, const float *dlogits)
             fp_mi_probe_value(m, G + nd->pw, FP_DT_F32, nd->info.params, i, FP_ROLE_WEIGHT_GRAD);
         if (rc)
             fp_mi_relabel(rc, m->name, "backward of", nd->info.name);
+        else
+            rc = grads_ready(m, i);   /* data parallel: its bucket may go now (the hook's message as it is) */
         grad_release(m, vout);
     }
 #undef PROBE_BEGIN
@@ -255,7 +279,7 @@ int fp_mi_backward(fp_model *m, const float *dlogits)
         grad_release(m, v);
     if (ops->set_label)
         ops->set_label(be, NULL);
-    if (!rc && m->pol.master != FP_DT_F32)   /* `half`: parameter gradients are fp16 tensors */
+    if (!rc && m->pol.master != FP_DT_F32 && !m->grad_ready)   /* `half`: parameter gradients are fp16 tensors */
         rc = ops->round(be, flat32(G, m->nparams), flat32(G, m->nparams), m->pol.master);
     if (devmem(m))
         m->stale |= FP_MI_HOST_G;   /* the gradients moved on the device */

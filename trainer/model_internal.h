@@ -109,6 +109,8 @@ struct fp_model {
     void *bn_stats_ctx;
     float *stats_buf;             /* one BN layer's input widened, then its mean and variance */
     size_t stats_cap;             /* floats */
+    fp_model_grad_ready_fn grad_ready;   /* fp_model_set_grad_ready; NULL: none */
+    void *grad_ready_ctx;
 };
 
 /* m->stale: which copy is behind. HOST_*: the device copy is newer (download before host reads);

@@ -10,8 +10,10 @@
 #include <stdint.h>
 #include "dtype.h"
 
-/* PyTorch DDP's bucket_cap_mb default: 25 MiB of gradients per bucket. */
+/* PyTorch DDP's bucket_cap_mb default: 25 MiB of gradients per bucket; its first bucket is smaller
+ * (dist._DEFAULT_FIRST_BUCKET_BYTES, 1 MiB) so that the all-reduce starts early in the backward. */
 #define FP_DIST_BUCKET_BYTES ((size_t)25 << 20)
+#define FP_DIST_FIRST_BUCKET_BYTES ((size_t)1 << 20)
 
 typedef struct fp_dist fp_dist;
 
@@ -36,17 +38,32 @@ void fp_dist_abort(fp_dist *d, int code);
 /* What one all-reduce cost, accumulated by the calls that take it (zero it per step). */
 typedef struct {
     int64_t reduce_ns;          /* wall time from posting the first bucket to the last result */
-    int64_t exposed_ns;         /* of that, the time compute waited (not overlapped): the CPU path posts every
-                                 * bucket and then waits, so there it is the wait */
+    int64_t exposed_ns;         /* of that, the time compute did not run (not overlapped): on the CPU the time
+                                 * this rank spent posting, testing and waiting (fp_dist_reduce_*) */
     int64_t bytes;              /* payload this rank sent into the reductions (wire dtype's bytes) */
     int buckets;
+    int early;                  /* of those, posted before fp_dist_reduce_end: during the backward */
 } fp_dist_stats;
 
 /* "fp32", "fp16", "bf16" -> FP_DT_F32 / FP_DT_F16 / FP_DT_BF16 in *out; FP_EINVAL listing them otherwise. */
 int fp_dist_parse_wire(const char *s, fp_dtype *out);
 
+/* The all-reduce overlapped with the backward (DDP's reducer); one at a time per communicator. begin: buckets
+ * over x[0..n) planned from the top, the order in which a backward makes gradients final (the last parameters
+ * first): the first of min(FP_DIST_FIRST_BUCKET_BYTES, bucket_bytes), then bucket_bytes each (of the wire
+ * format; 0: FP_DIST_BUCKET_BYTES); nothing posted yet. ready: x[off, off + count) is final (each element
+ * once); every bucket now complete is posted (MPI_Iallreduce of its mean, as below) in bucket order (a bucket
+ * waits for those before it, so every rank posts the same sequence), then the outstanding requests are tested
+ * once: Open MPI moves a nonblocking collective on only inside MPI calls, so the caller's hook is its
+ * progress. end: posts what is left, waits for all, widens 16-bit results into x. st: reduce_ns from the
+ * first post to the end, exposed_ns the time spent in ready and end. d NULL or one rank: nothing; a dead peer
+ * or a stop signal: FP_EIO naming the peer (from ready too). */
+int fp_dist_reduce_begin(fp_dist *d, float *x, size_t n, fp_dtype wire, size_t bucket_bytes);
+int fp_dist_reduce_ready(fp_dist *d, size_t off, size_t count);
+int fp_dist_reduce_end(fp_dist *d, fp_dist_stats *st);
+
 /* x[0..n) <- the mean over ranks of every rank's x, reduced in buckets of bucket_bytes (of the wire format;
- * 0: FP_DIST_BUCKET_BYTES) with MPI_Iallreduce, all posted and then waited for. wire FP_DT_F32 sums fp32;
+ * 0: FP_DIST_BUCKET_BYTES) with MPI_Iallreduce, all posted and then waited for (begin, ready(0, n), end). wire FP_DT_F32 sums fp32;
  * FP_DT_F16 / FP_DT_BF16 divide by the world size, round to the format and sum pairwise in fp32 rounding each
  * partial sum back to the format (a user-defined MPI_Op, the way NCCL's 16-bit sum rounds), then widen; the
  * sum overflows to Inf as on a GPU. d NULL (one process): x unchanged. FP_EIO naming the peer when a rank
@@ -75,6 +92,14 @@ int fp_dist_nccl_init(fp_dist *d);
  * wait. st: bytes and buckets (the kernels' time is CUPTI's: NCCL's kernels on that stream). */
 int fp_dist_nccl_allreduce_mean(fp_dist *d, void *dev, size_t n, fp_dtype wire, size_t bucket_bytes, void *after,
                                 fp_dist_stats *st);
+/* The same overlapped with the backward (the buckets of fp_dist_reduce_begin over device memory dev in wire):
+ * ready: dev[off, off + count) is final once the work queued so far on `stream` (the model's) is done; each
+ * bucket now complete goes to ncclAllReduce (ncclAvg) on the communicator's stream after an event recorded on
+ * `stream` (in bucket order). end: what is left likewise, then `stream` waits for the all-reduce stream (the
+ * host does not wait). st: bytes and buckets. */
+int fp_dist_nccl_reduce_begin(fp_dist *d, void *dev, size_t n, fp_dtype wire, size_t bucket_bytes);
+int fp_dist_nccl_reduce_ready(fp_dist *d, size_t off, size_t count, void *stream);
+int fp_dist_nccl_reduce_end(fp_dist *d, void *stream, fp_dist_stats *st);
 #endif
 
 #endif

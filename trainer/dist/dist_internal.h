@@ -12,6 +12,25 @@ typedef struct {
     char host[64];
 } fp_dist_peer;
 
+/* The buckets of one overlapped all-reduce (fp_dist_reduce_begin): bucket 0 is the top of the buffer. */
+typedef struct {
+    int live;                   /* begun, not ended */
+    void *x;                    /* the buffer (host floats, or device memory in wire) */
+    size_t n, first, per;       /* elements: all, in bucket 0, in each later one */
+    fp_dtype wire;
+    int nb, posted;             /* buckets; posted so far (always a prefix) */
+    size_t *left, left_cap;     /* per bucket: elements not final yet */
+    int64_t t_first, busy_ns;   /* mono ns of the first post; time spent in ready */
+} fp_dist_plan;
+
+/* Plans p over n elements of wire in buckets of bucket_bytes (first: FP_DIST_FIRST_BUCKET_BYTES at most). */
+int fp_dist_plan_begin(fp_dist_plan *p, void *x, size_t n, fp_dtype wire, size_t bucket_bytes);
+/* Elements [off, off + count) are final; FP_EINTERNAL when that is more than a bucket still missed. */
+int fp_dist_plan_mark(fp_dist_plan *p, size_t off, size_t count);
+/* The next bucket to post (complete, or any when force): its index, first element and count; -1 when none. */
+int fp_dist_plan_next(fp_dist_plan *p, int force, size_t *lo, size_t *count);
+void fp_dist_plan_free(fp_dist_plan *p);
+
 struct fp_dist {
     MPI_Comm comm;              /* a duplicate of MPI_COMM_WORLD, errors returned */
     int rank, size, own_init;
@@ -22,6 +41,7 @@ struct fp_dist {
     MPI_Request *reqs;
     int nreq_cap;
     void *nccl;                 /* dist_nccl.c's state (NULL: not initialised) */
+    fp_dist_plan plan;          /* the host's overlapped all-reduce (fp_dist_reduce_*) */
 };
 
 /* Polls n requests to completion; a dead peer or a stop signal ends it with FP_EIO naming the peer. */

@@ -78,6 +78,12 @@ int fp_dist_allreduce_mean(fp_dist *d, float *x, size_t n, fp_dtype wire, size_t
     return wire == FP_DT_F32 || wire == FP_DT_F16 || wire == FP_DT_BF16 ? FP_OK
                                                                           : fp_fail(FP_EINVAL, "bad all-reduce format");
 }
+int fp_dist_reduce_begin(fp_dist *d, float *x, size_t n, fp_dtype wire, size_t bucket_bytes)
+{
+    return fp_dist_allreduce_mean(d, x, n, wire, bucket_bytes, NULL);
+}
+int fp_dist_reduce_ready(fp_dist *d, size_t off, size_t count) { (void)d; (void)off; (void)count; return FP_OK; }
+int fp_dist_reduce_end(fp_dist *d, fp_dist_stats *st) { (void)d; (void)st; return FP_OK; }
 int fp_dist_allreduce_max_int(fp_dist *d, int *flag) { (void)d; (void)flag; return FP_OK; }
 int fp_dist_gather_f64(fp_dist *d, const double *mine, int n, double *all)
 {
@@ -164,6 +170,7 @@ void fp_dist_finalize(fp_dist *d)
 #ifdef HAVE_NCCL
     fp_dist_nccl_free(d);
 #endif
+    fp_dist_plan_free(&d->plan);
     free(d->stage);
     free(d->reqs);
     free(d->peers);
@@ -267,52 +274,200 @@ static int reserve(fp_dist *d, size_t stage_bytes, int nreq)
     return FP_OK;
 }
 
-int fp_dist_allreduce_mean(fp_dist *d, float *x, size_t n, fp_dtype wire, size_t bucket_bytes, fp_dist_stats *st)
+/* ---------------------------------------------------------------- buckets (shared with dist_nccl.c) */
+
+int fp_dist_plan_begin(fp_dist_plan *p, void *x, size_t n, fp_dtype wire, size_t bucket_bytes)
+{
+    if (p->live)
+        return fp_fail(FP_EINTERNAL, "all-reduce: the previous step's buckets were not waited for");
+    const size_t wb = (size_t)fp_dtype_bytes(wire);
+    size_t cap = bucket_bytes ? bucket_bytes : FP_DIST_BUCKET_BYTES;
+    size_t first = cap < FP_DIST_FIRST_BUCKET_BYTES ? cap : FP_DIST_FIRST_BUCKET_BYTES;
+    p->per = cap / wb;
+    p->first = first / wb;
+    p->per = p->per ? p->per : 1;
+    p->first = p->first ? p->first : 1;
+    if (p->per > (size_t)1 << 30)   /* MPI counts are int */
+        p->per = (size_t)1 << 30;
+    if (p->first > p->per)
+        p->first = p->per;
+    if (p->first > n)
+        p->first = n;
+    size_t nb = n == 0 ? 0 : 1 + (n - p->first + p->per - 1) / p->per;
+    if (nb > p->left_cap) {
+        size_t *l = realloc(p->left, nb * sizeof *l);
+        if (!l)
+            return fp_fail(FP_ENOMEM, "out of memory for the all-reduce buckets");
+        p->left = l;
+        p->left_cap = nb;
+    }
+    p->x = x;
+    p->n = n;
+    p->wire = wire;
+    p->nb = (int)nb;
+    p->posted = 0;
+    for (int b = 0; b < p->nb; b++) {
+        size_t lo, k;
+        p->posted = b;   /* plan_next's range of bucket b */
+        fp_dist_plan_next(p, 1, &lo, &k);
+        p->left[b] = k;
+    }
+    p->posted = 0;
+    p->t_first = 0;
+    p->busy_ns = 0;
+    p->live = 1;
+    return FP_OK;
+}
+
+/* The bucket holding element i (bucket 0 is the top). */
+static size_t bucket_of(const fp_dist_plan *p, size_t i)
+{
+    return i >= p->n - p->first ? 0 : 1 + (p->n - p->first - 1 - i) / p->per;
+}
+
+int fp_dist_plan_mark(fp_dist_plan *p, size_t off, size_t count)
+{
+    if (count == 0)
+        return FP_OK;
+    if (!p->live || off + count > p->n)
+        return fp_fail(FP_EINTERNAL, "all-reduce: gradients [%zu, %zu) outside the %zu planned", off, off + count,
+                       p->n);
+    size_t bhi = bucket_of(p, off), blo = bucket_of(p, off + count - 1);   /* blo <= bhi */
+    for (size_t b = blo; b <= bhi; b++) {
+        size_t hi = b == 0 ? p->n : p->n - p->first - (b - 1) * p->per;
+        size_t lo = b == 0 ? p->n - p->first : hi > p->per ? hi - p->per : 0;
+        size_t a = off > lo ? off : lo, e = off + count < hi ? off + count : hi;
+        if (e - a > p->left[b])
+            return fp_fail(FP_EINTERNAL, "all-reduce: gradients of bucket %zu made final twice", b);
+        p->left[b] -= e - a;
+    }
+    return FP_OK;
+}
+
+int fp_dist_plan_next(fp_dist_plan *p, int force, size_t *lo, size_t *count)
+{
+    int b = p->posted;
+    if (b >= p->nb || (!force && p->left[b] != 0))
+        return -1;
+    size_t hi = b == 0 ? p->n : p->n - p->first - (size_t)(b - 1) * p->per;
+    *lo = b == 0 ? p->n - p->first : hi > p->per ? hi - p->per : 0;
+    *count = hi - *lo;
+    return b;
+}
+
+void fp_dist_plan_free(fp_dist_plan *p)
+{
+    free(p->left);
+    memset(p, 0, sizeof *p);
+}
+
+/* ---------------------------------------------------------------- the host's all-reduce */
+
+static int mpi_fail(int rc, const char *what)
+{
+    char err[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, err, &len);
+    return fp_fail(FP_EIO, "MPI error while %s: %s", what, err);
+}
+
+int fp_dist_reduce_begin(fp_dist *d, float *x, size_t n, fp_dtype wire, size_t bucket_bytes)
 {
     if (wire != FP_DT_F32 && wire != FP_DT_F16 && wire != FP_DT_BF16)
         return fp_fail(FP_EINVAL, "all-reduce in %s: valid formats are fp32, fp16, bf16", fp_dtype_name(wire));
-    if (!d || d->size == 1 || n == 0)
+    if (!d || d->size == 1)
         return FP_OK;
-    const size_t wb = (size_t)fp_dtype_bytes(wire);
-    size_t per = (bucket_bytes ? bucket_bytes : FP_DIST_BUCKET_BYTES) / wb;
-    if (per == 0)
-        per = 1;
-    if (per > (size_t)1 << 30)   /* MPI counts are int */
-        per = (size_t)1 << 30;
-    const int nb = (int)((n + per - 1) / per);
-    int rc = reserve(d, wire == FP_DT_F32 ? 0 : n * wb, nb);
-    if (rc)
+    int rc = fp_dist_plan_begin(&d->plan, x, n, wire, bucket_bytes);
+    if (rc || (rc = reserve(d, wire == FP_DT_F32 ? 0 : n * 2, d->plan.nb))) {
+        d->plan.live = 0;
         return rc;
+    }
+    return FP_OK;
+}
+
+/* Posts every bucket that may go (all when force), in order: predivided (as DDP), narrowed, MPI_Iallreduce. */
+static int post_buckets(fp_dist *d, int force)
+{
+    fp_dist_plan *p = &d->plan;
+    float *x = p->x;
     const float inv = 1.0f / (float)d->size;
-    int64_t t0 = fp_clock_mono_ns();
-    for (int b = 0; b < nb; b++) {   /* predivide (as DDP), narrow, post */
-        size_t off = (size_t)b * per, k = n - off < per ? n - off : per;
+    size_t off, k;
+    for (int b; (b = fp_dist_plan_next(p, force, &off, &k)) >= 0; p->posted++) {
+        if (p->posted == 0)
+            p->t_first = fp_clock_mono_ns();
         for (size_t i = 0; i < k; i++)
             x[off + i] *= inv;
-        if (wire == FP_DT_F32) {
+        int rc;
+        if (p->wire == FP_DT_F32) {
             rc = MPI_Iallreduce(MPI_IN_PLACE, x + off, (int)k, MPI_FLOAT, MPI_SUM, d->comm, &d->reqs[b]);
         } else {
             uint16_t *s = (uint16_t *)d->stage + off;
-            fp_narrow_array(s, x + off, k, wire);
-            rc = MPI_Iallreduce(MPI_IN_PLACE, s, (int)k, MPI_UINT16_T, op_sum16[wire == FP_DT_BF16], d->comm,
+            fp_narrow_array(s, x + off, k, p->wire);
+            rc = MPI_Iallreduce(MPI_IN_PLACE, s, (int)k, MPI_UINT16_T, op_sum16[p->wire == FP_DT_BF16], d->comm,
                                 &d->reqs[b]);
         }
         if (rc != MPI_SUCCESS)
-            return fp_fail(FP_EIO, "MPI_Iallreduce failed (bucket %d of %d)", b + 1, nb);
-    }
-    int64_t t1 = fp_clock_mono_ns();
-    if ((rc = fp_dist_wait(d, nb, d->reqs, "all-reducing the gradients")))
-        return rc;
-    if (wire != FP_DT_F32)
-        fp_widen_array(x, d->stage, n, wire);
-    int64_t t2 = fp_clock_mono_ns();
-    if (st) {
-        st->reduce_ns += t2 - t0;
-        st->exposed_ns += t2 - t1;
-        st->bytes += (int64_t)(n * wb);
-        st->buckets += nb;
+            return fp_fail(FP_EIO, "MPI_Iallreduce failed (bucket %d of %d)", b + 1, p->nb);
     }
     return FP_OK;
+}
+
+int fp_dist_reduce_ready(fp_dist *d, size_t off, size_t count)
+{
+    if (!d || d->size == 1)
+        return FP_OK;
+    fp_dist_plan *p = &d->plan;
+    int64_t t0 = fp_clock_mono_ns();
+    int rc = fp_dist_plan_mark(p, off, count);
+    rc = rc ? rc : post_buckets(d, 0);
+    if (!rc && p->posted > 0) {   /* progress for what is in flight */
+        int done = 0, mr = MPI_Testall(p->posted, d->reqs, &done, MPI_STATUSES_IGNORE);
+        rc = mr != MPI_SUCCESS ? mpi_fail(mr, "all-reducing the gradients") : fp_dist_check_peers(d, "all-reducing the gradients");
+    }
+    p->busy_ns += fp_clock_mono_ns() - t0;
+    return rc;
+}
+
+int fp_dist_reduce_end(fp_dist *d, fp_dist_stats *st)
+{
+    if (!d || d->size == 1)
+        return FP_OK;
+    fp_dist_plan *p = &d->plan;
+    if (!p->live)
+        return fp_fail(FP_EINTERNAL, "all-reduce: end without begin");
+    int64_t t1 = fp_clock_mono_ns();
+    int early = p->posted, rc = post_buckets(d, 1);
+    p->live = 0;
+    if (rc || (rc = fp_dist_wait(d, p->nb, d->reqs, "all-reducing the gradients")))
+        return rc;
+    const size_t wb = (size_t)fp_dtype_bytes(p->wire);
+    if (p->wire != FP_DT_F32)
+        fp_widen_array(p->x, d->stage, p->n, p->wire);
+    int64_t t2 = fp_clock_mono_ns();
+    if (st) {
+        st->reduce_ns += p->nb ? t2 - p->t_first : 0;
+        st->exposed_ns += p->busy_ns + (t2 - t1);
+        st->bytes += (int64_t)(p->n * wb);
+        st->buckets += p->nb;
+        st->early += early;
+    }
+    return FP_OK;
+}
+
+int fp_dist_allreduce_mean(fp_dist *d, float *x, size_t n, fp_dtype wire, size_t bucket_bytes, fp_dist_stats *st)
+{
+    int rc = fp_dist_reduce_begin(d, x, n, wire, bucket_bytes);
+    if (rc || !d || d->size == 1)
+        return rc;
+    if ((rc = fp_dist_reduce_ready(d, 0, n))) {
+        d->plan.live = 0;
+        return rc;
+    }
+    int early = st ? st->early : 0;
+    rc = fp_dist_reduce_end(d, st);
+    if (st)
+        st->early = early;   /* all posted at once, after the backward: none overlapped */
+    return rc;
 }
 
 int fp_dist_allreduce_max_int(fp_dist *d, int *flag)

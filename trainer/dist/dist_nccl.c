@@ -17,6 +17,7 @@ typedef struct {
     ncclComm_t comm;
     cudaStream_t stream;
     cudaEvent_t ready, done;
+    fp_dist_plan plan;          /* the overlapped all-reduce (fp_dist_nccl_reduce_*) */
 } nccl_state;
 
 static int nccl_fail(ncclResult_t r, const char *what)
@@ -64,6 +65,7 @@ void fp_dist_nccl_free(fp_dist *d)
     nccl_state *s = d ? d->nccl : NULL;
     if (!s)
         return;
+    fp_dist_plan_free(&s->plan);
     ncclCommDestroy(s->comm);
     cudaEventDestroy(s->ready);
     cudaEventDestroy(s->done);
@@ -104,6 +106,73 @@ int fp_dist_nccl_allreduce_mean(fp_dist *d, void *dev, size_t n, fp_dtype wire, 
     if (st) {
         st->bytes += (int64_t)(n * wb);
         st->buckets += nb;
+    }
+    return FP_OK;
+}
+
+static ncclDataType_t nccl_type(fp_dtype wire)
+{
+    return wire == FP_DT_F32 ? ncclFloat32 : wire == FP_DT_F16 ? ncclFloat16 : ncclBfloat16;
+}
+
+int fp_dist_nccl_reduce_begin(fp_dist *d, void *dev, size_t n, fp_dtype wire, size_t bucket_bytes)
+{
+    if (wire != FP_DT_F32 && wire != FP_DT_F16 && wire != FP_DT_BF16)
+        return fp_fail(FP_EINVAL, "all-reduce in %s: valid formats are fp32, fp16, bf16", fp_dtype_name(wire));
+    int rc = fp_dist_nccl_init(d);
+    nccl_state *s = d ? d->nccl : NULL;
+    return rc || !s ? rc : fp_dist_plan_begin(&s->plan, dev, n, wire, bucket_bytes);
+}
+
+/* Every bucket that may go (all when force), in order: an event on the model's stream, the all-reduce stream
+ * waits for it, ncclAllReduce (ncclAvg) in place. */
+static int post_nccl(nccl_state *s, int force, cudaStream_t model)
+{
+    fp_dist_plan *p = &s->plan;
+    const size_t wb = (size_t)fp_dtype_bytes(p->wire);
+    size_t off, k;
+    for (int b; (b = fp_dist_plan_next(p, force, &off, &k)) >= 0; p->posted++) {
+        cudaError_t ce;
+        if ((ce = cudaEventRecord(s->ready, model)) != cudaSuccess ||
+            (ce = cudaStreamWaitEvent(s->stream, s->ready, 0)) != cudaSuccess)
+            return cuda_fail(ce, "ordering a bucket's all-reduce after its gradients");
+        char *at = (char *)p->x + off * wb;
+        ncclResult_t nr = ncclAllReduce(at, at, k, nccl_type(p->wire), ncclAvg, s->comm, s->stream);
+        if (nr != ncclSuccess)
+            return nccl_fail(nr, "ncclAllReduce");
+    }
+    return FP_OK;
+}
+
+int fp_dist_nccl_reduce_ready(fp_dist *d, size_t off, size_t count, void *stream)
+{
+    nccl_state *s = d ? d->nccl : NULL;
+    if (!s)
+        return FP_OK;
+    int rc = fp_dist_plan_mark(&s->plan, off, count);
+    return rc ? rc : post_nccl(s, 0, (cudaStream_t)stream);
+}
+
+int fp_dist_nccl_reduce_end(fp_dist *d, void *stream, fp_dist_stats *st)
+{
+    nccl_state *s = d ? d->nccl : NULL;
+    if (!s)
+        return FP_OK;
+    fp_dist_plan *p = &s->plan;
+    if (!p->live)
+        return fp_fail(FP_EINTERNAL, "all-reduce: end without begin");
+    int early = p->posted, rc = post_nccl(s, 1, (cudaStream_t)stream);
+    p->live = 0;
+    if (rc)
+        return rc;
+    cudaError_t ce;
+    if ((ce = cudaEventRecord(s->done, s->stream)) != cudaSuccess ||
+        (ce = cudaStreamWaitEvent((cudaStream_t)stream, s->done, 0)) != cudaSuccess)
+        return cuda_fail(ce, "ordering the update after the all-reduce");
+    if (st) {
+        st->bytes += (int64_t)(p->n * (size_t)fp_dtype_bytes(p->wire));
+        st->buckets += p->nb;
+        st->early += early;
     }
     return FP_OK;
 }

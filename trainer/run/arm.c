@@ -43,7 +43,11 @@ struct fp_arm {
     int check_reduce;           /* fp_arm_check_reduce_next: the next step measures the 16-bit reduction */
     double *check_layers;       /* ... per layer, when not NULL */
     float *ref_grads;           /* the fp32-reduced copy of the gradients at a checked step */
+    int overlap;                /* this step's buckets are posted from the gradient-ready hook (grad_ready) */
+    void *dstage;               /* device arm, 16-bit all-reduce: the gradients in the wire format */
 };
+
+static int grad_ready(void *ctx, int layer, size_t off, size_t count);
 
 void fp_arm_check_reduce_next(fp_arm *a, double *per_layer)
 {
@@ -262,6 +266,8 @@ int fp_arm_create(fp_arm **out, const fp_arm_config *cfg)
     round_state(a);
     if (cfg->backend && cfg->backend != fp_backend_cpu() && (rc = to_backend(a, cfg)))
         goto fail;
+    if (fp_dist_size(cfg->dist) > 1)   /* data parallel: buckets go while the backward runs */
+        fp_model_set_grad_ready(a->model, grad_ready, a);
     *out = a;
     return FP_OK;
 fail:
@@ -277,6 +283,9 @@ void fp_arm_free(fp_arm *a)
         fp_model_backend_ops(a->model)->free(fp_model_backend(a->model), a->dmom,
                                              (fp_model_num_params(a->model) ? fp_model_num_params(a->model) : 1) *
                                                  sizeof(float));
+    if (a->dstage)
+        fp_model_backend_ops(a->model)->free(fp_model_backend(a->model), a->dstage,
+                                             (fp_model_num_params(a->model) ? fp_model_num_params(a->model) : 1) * 2);
     fp_optim_free(a->optim);
     fp_model_free(a->model);
     free(a->dlogits);
@@ -370,13 +379,56 @@ static int diverged(const fp_arm *a, fp_arm_step_result *r, int64_t t0, int64_t 
     return 1;
 }
 
+#ifdef HAVE_CUDA
+static int device_reduce_begin(fp_arm *a);
+static int device_grad_ready(fp_arm *a, size_t off, size_t count);
+#endif
+
+/* Data parallel, before the backward: the overlapped all-reduce begins (dist.h's buckets over the gradients)
+ * unless this step is checked (fp_arm_check_reduce_next: it reduces them after the backward, twice). */
+static int reduce_begin(fp_arm *a)
+{
+    a->overlap = 0;
+    if (fp_dist_size(a->cfg.dist) < 2 || a->check_reduce)
+        return FP_OK;
+    int rc;
+#ifdef HAVE_CUDA
+    if (a->dev)
+        rc = device_reduce_begin(a);
+    else
+#endif
+        rc = fp_dist_reduce_begin(a->cfg.dist, fp_model_grads(a->model), fp_model_num_params(a->model), a->wire,
+                                  a->cfg.bucket_bytes);
+    a->overlap = rc == FP_OK;
+    return rc;
+}
+
+/* The model's gradient-ready hook (model.h): a layer's gradients are final, in its bucket; a bucket now full
+ * is posted (the CPU's MPI_Iallreduce is also moved on here: Open MPI progresses only inside MPI calls). */
+static int grad_ready(void *ctx, int layer, size_t off, size_t count)
+{
+    fp_arm *a = ctx;
+    (void)layer;
+    if (!a->overlap)
+        return FP_OK;
+#ifdef HAVE_CUDA
+    if (a->dev)
+        return device_grad_ready(a, off, count);
+#endif
+    return fp_dist_reduce_ready(a->cfg.dist, off, count);
+}
+
 /* 3. Backward of the loss times scale (GradScaler.scale(loss).backward()): the parameters' gradients, scaled.
- * A device arm waits for it (an honest backward time). */
+ * A device arm waits for it (an honest backward time); data parallel, the all-reduce's buckets are posted
+ * during it (reduce_begin, grad_ready). */
 static int backward_scaled(fp_arm *a, int n, float scale)
 {
     fp_model *m = a->model;
+    int rc = reduce_begin(a);
+    if (rc)
+        return rc;
     if (a->dev) {
-        int rc = fp_model_backward_loss(m);
+        rc = fp_model_backward_loss(m);
         return rc ? rc : fp_model_backend_ops(m)->sync(fp_model_backend(m));
     }
     size_t k = (size_t)n * (size_t)fp_model_num_classes(m);
@@ -426,7 +478,8 @@ static void reduce_error(fp_arm *a, const float *g, const float *ref, fp_arm_ste
 }
 
 /* 3b. Data parallel: every parameter gradient (still scaled) averaged over the ranks in the arm's all-reduce
- * format, bucketed; at a checked step the same gradients are also reduced in fp32 to measure the format's
+ * format, bucketed: the buckets the backward did not post yet are posted, then all are waited for; at a checked
+ * step (not overlapped) all are reduced here, and the same gradients also in fp32 to measure the format's
  * rounding. Nothing without ranks. */
 static int allreduce_grads(fp_arm *a, fp_arm_step_result *r)
 {
@@ -444,6 +497,11 @@ static int allreduce_grads(fp_arm *a, fp_arm_step_result *r)
         goto done;
     }
 #endif
+    if (a->overlap) {
+        a->overlap = 0;
+        rc = fp_dist_reduce_end(a->cfg.dist, &st);
+        goto done;
+    }
     float *g = fp_model_grads(a->model);
     size_t n = fp_model_num_params(a->model);
     if (check) {
@@ -458,13 +516,12 @@ static int allreduce_grads(fp_arm *a, fp_arm_step_result *r)
     rc = fp_dist_allreduce_mean(a->cfg.dist, g, n, a->wire, a->cfg.bucket_bytes, &st);
     if (!rc && check)
         reduce_error(a, g, a->ref_grads, r);
-#ifdef HAVE_CUDA
 done:
-#endif
     r->comm_ns = st.reduce_ns;
     r->comm_exposed_ns = st.exposed_ns;
     r->comm_bytes = st.bytes;
     r->comm_buckets = st.buckets;
+    r->comm_buckets_early = st.early;
     return rc;
 }
 
@@ -556,8 +613,10 @@ static void step_done(fp_arm *a, fp_arm_step_result *r, int64_t t0, int64_t t1, 
  *                 hooks per backward phase; activation gradients at a sampled step (and weight gradients,
  *                 unless the caller takes them with the parameter pass, as the loop does: step 6).
  *   3b. reduce    data parallel (cfg.dist) only: every gradient averaged over the ranks (dist.h: MPI buckets
- *                 on the host, NCCL on a device), in the arm's all-reduce format; at a checked step also in
- *                 fp32, to measure the format's rounding. Without a scaler a non-finite loss on any rank
+ *                 on the host, NCCL on a device), in the arm's all-reduce format. DDP's overlap: each bucket
+ *                 (the last layers' first) was posted by the model's gradient-ready hook during 3. as soon as
+ *                 its gradients were final; here the rest is posted and all are waited for. At a checked step
+ *                 everything is reduced here, also in fp32, to measure the format's rounding. Without a scaler a non-finite loss on any rank
  *                 ends the step on every rank (1.).
  *   4. unscale    every parameter gradient x 1/scale in backward order, checking for inf / NaN (the first
  *                 non-finite tensor is named in the result); with ranks, found on any rank is found on all.
@@ -607,9 +666,10 @@ int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
         return rc;
     t2 = fp_clock_mono_ns();
 
-    /* 3b. data parallel: the gradients averaged over the ranks */
+    /* 3b. data parallel: the gradients averaged over the ranks (what the backward's buckets left to wait for) */
     if ((rc = allreduce_grads(a, r)))
         return rc;
+    int64_t t_reduce = fp_clock_mono_ns() - t2;
 
     /* 4. unscale_ + inf/NaN check (with ranks: found on any, skipped on all), 5. scaler update */
     int found = 0;
@@ -625,7 +685,7 @@ int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
 
     /* 7. done (the all-reduce's time is its own, not the optimizer's) */
     step_done(a, r, t0, t1, t2);
-    r->optim_ns -= r->comm_ns;
+    r->optim_ns -= t_reduce;
     return FP_OK;
 }
 
@@ -668,9 +728,11 @@ static int device_unscale(fp_arm *a, float inv, int *found, fp_arm_step_result *
     return FP_OK;
 }
 
-/* The all-reduce of a device arm: NCCL over the device gradients (16-bit formats through a cast into the
- * backend's scratch and back), after the backward the step already waited for, timed to its end (no overlap
- * with the backward yet: the whole of it is exposed). */
+/* The all-reduce of a device arm: NCCL over the device gradients (16-bit formats through a cast into the arm's
+ * staging buffer and back). Overlapped (reduce_begin): the buckets the backward's hook posted, the rest posted
+ * now, then the model's stream waits for them; at a checked step all of it now. Timed from the end of the
+ * backward (which the step waited for) to the all-reduce's end: the exposed part; the NCCL kernels' own time is
+ * CUPTI's. */
 static int device_allreduce(fp_arm *a, fp_dist_stats *st)
 {
 #ifdef HAVE_NCCL
@@ -684,21 +746,71 @@ static int device_allreduce(fp_arm *a, fp_dist_stats *st)
     int64_t t0 = fp_clock_mono_ns();
     fp_dims dims = {1, 1, 1, (int)n};
     fp_tensor gt = fp_tensor_of(g, FP_DT_F32, dims);
-    void *buf = g;
+    void *stream = fp_backend_cuda_stream(be);
     int rc = FP_OK;
-    if (a->wire != FP_DT_F32) {
-        buf = fp_backend_cuda_scratch(be, n * 2);
-        rc = !buf ? FP_ENOMEM : ops->cast(be, fp_tensor_of(buf, a->wire, dims), gt);
+    if (a->overlap) {
+        a->overlap = 0;
+        rc = fp_dist_nccl_reduce_end(a->cfg.dist, stream, st);
+        if (!rc && a->wire != FP_DT_F32)
+            rc = ops->cast(be, gt, fp_tensor_of(a->dstage, a->wire, dims));
+    } else {
+        void *buf = g;
+        if (a->wire != FP_DT_F32) {
+            buf = fp_backend_cuda_scratch(be, n * 2);
+            rc = !buf ? FP_ENOMEM : ops->cast(be, fp_tensor_of(buf, a->wire, dims), gt);
+        }
+        rc = rc ? rc : fp_dist_nccl_allreduce_mean(a->cfg.dist, buf, n, a->wire, a->cfg.bucket_bytes, stream, st);
+        if (!rc && a->wire != FP_DT_F32)
+            rc = ops->cast(be, gt, fp_tensor_of(buf, a->wire, dims));
     }
-    rc = rc ? rc : fp_dist_nccl_allreduce_mean(a->cfg.dist, buf, n, a->wire, a->cfg.bucket_bytes,
-                                               fp_backend_cuda_stream(be), st);
-    if (!rc && a->wire != FP_DT_F32)
-        rc = ops->cast(be, gt, fp_tensor_of(buf, a->wire, dims));
     rc = rc ? rc : ops->sync(be);
     st->reduce_ns = st->exposed_ns = fp_clock_mono_ns() - t0;
     return rc;
 #else
     (void)st;
+    return fp_fail(FP_EUNAVAIL, "arm %s: data-parallel training on the GPU needs the NCCL build", a->policy_name);
+#endif
+}
+
+/* A device arm's overlapped all-reduce begins: over the device gradients, or over the arm's staging buffer
+ * (allocated once, in the backend's memory) for a 16-bit format. */
+static int device_reduce_begin(fp_arm *a)
+{
+#ifdef HAVE_NCCL
+    fp_model *m = a->model;
+    size_t n = fp_model_num_params(m);
+    void *buf = fp_model_backend_grads(m);
+    if (!buf)
+        return FP_EINTERNAL;
+    if (a->wire != FP_DT_F32) {
+        if (!a->dstage && fp_model_backend_ops(m)->alloc(fp_model_backend(m), &a->dstage, (n ? n : 1) * 2))
+            return fp_fail(FP_ENOMEM, "arm %s: out of device memory for the %s all-reduce buffer", a->policy_name,
+                           fp_dtype_name(a->wire));
+        buf = a->dstage;
+    }
+    return fp_dist_nccl_reduce_begin(a->cfg.dist, buf, n, a->wire, a->cfg.bucket_bytes);
+#else
+    return fp_fail(FP_EUNAVAIL, "arm %s: data-parallel training on the GPU needs the NCCL build", a->policy_name);
+#endif
+}
+
+/* A device arm's gradient-ready hook: the layer's gradients cast into the staging buffer (16-bit formats) on
+ * the model's stream, then its bucket may go on NCCL's stream once that work is done (an event). */
+static int device_grad_ready(fp_arm *a, size_t off, size_t count)
+{
+#ifdef HAVE_NCCL
+    fp_model *m = a->model;
+    fp_backend *be = fp_model_backend(m);
+    int rc = FP_OK;
+    if (a->wire != FP_DT_F32) {
+        fp_dims dims = {1, 1, 1, (int)count};
+        rc = fp_model_backend_ops(m)->cast(be, fp_tensor_of((uint16_t *)a->dstage + off, a->wire, dims),
+                                           fp_tensor_of(fp_model_backend_grads(m) + off, FP_DT_F32, dims));
+    }
+    return rc ? rc : fp_dist_nccl_reduce_ready(a->cfg.dist, off, count, fp_backend_cuda_stream(be));
+#else
+    (void)off;
+    (void)count;
     return fp_fail(FP_EUNAVAIL, "arm %s: data-parallel training on the GPU needs the NCCL build", a->policy_name);
 #endif
 }

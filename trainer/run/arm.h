@@ -34,9 +34,10 @@ typedef struct {
     const struct fp_backend_ops *backend;
     size_t arena_bytes;
     /* Data parallel (trainer/dist/dist.h): NULL trains alone. With ranks, every step's gradients are averaged
-     * over them after the backward, before the unscale / check (which is reduced too: every rank skips the
-     * same steps), carried in allreduce ("fp32", "fp16", "bf16"; NULL: the gradients' own format, the
-     * master weights', as DDP does) in buckets of bucket_bytes (0: FP_DIST_BUCKET_BYTES, DDP's 25 MB). */
+     * over them before the unscale / check (which is reduced too: every rank skips the same steps), carried
+     * in allreduce ("fp32", "fp16", "bf16"; NULL: the gradients' own format, the master weights', as DDP does)
+     * in buckets of bucket_bytes (0: FP_DIST_BUCKET_BYTES, DDP's 25 MB; the first 1 MiB at most), each posted
+     * during the backward as soon as its gradients are final (the model's gradient-ready hook is the arm's). */
     fp_dist *dist;
     const char *allreduce;
     size_t bucket_bytes;
@@ -88,6 +89,7 @@ typedef struct {
     /* data parallel (cfg.dist): the gradient all-reduce of this step (dist.h's figures; zero alone) */
     int64_t comm_ns, comm_exposed_ns, comm_bytes;
     int comm_buckets;
+    int comm_buckets_early;     /* of those, posted during the backward (overlapped; 0 at a checked step) */
     /* at a step asked for by fp_arm_check_reduce_next with a 16-bit all-reduce: the reduced gradients against
      * the same gradients reduced in fp32, rel. L2 over all (NaN when not measured), and how many summed values
      * overflowed to Inf / flushed to zero in the format where the fp32 sum was finite / non-zero */
