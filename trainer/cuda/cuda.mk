@@ -43,6 +43,12 @@ TESTS += tests/gpu/test_cuda_backend tests/gpu/test_cuda_backend_ops
 tests_gpu_test_cuda_backend_LDADD = $(TEST_LDADD)
 tests_gpu_test_cuda_backend_ops_LDADD = $(TEST_LDADD)
 
+# The element-wise kernels' 8-wide and one-at-a-time paths (odd sizes, misaligned views, in place) against
+# the CPU backend: bit for bit.
+check_PROGRAMS += tests/gpu/test_cuda_elementwise
+TESTS += tests/gpu/test_cuda_elementwise
+tests_gpu_test_cuda_elementwise_LDADD = $(TEST_LDADD)
+
 # Device histograms for the probes (the backend's hist op, ready counts through the hist probe) against
 # lib/hist: counts bit for bit.
 check_PROGRAMS += tests/gpu/test_cuda_hist_probe
