@@ -9,7 +9,8 @@
 #include "sha256.h"
 
 /* The whole style sheet; charts do not depend on it (SVG presentation attributes carry their colours),
- * so the report stays readable where a stricter policy drops it. */
+ * so the report stays readable where a stricter policy drops it. Long unbroken text (a configuration
+ * JSON, a kernel name, an event) wraps anywhere rather than widening the page. */
 static const char style_sheet[] =
     "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 auto;max-width:1200px;"
     "padding:0 16px 48px;color:#1b1f24;background:#fff}"
@@ -17,11 +18,15 @@ static const char style_sheet[] =
     "padding-bottom:4px}h3{font-size:15px;margin:18px 0 6px}"
     "table{border-collapse:collapse;margin:6px 0 12px;font-size:13px}"
     "th,td{border:1px solid #d0d7de;padding:3px 7px;text-align:left;vertical-align:top}"
-    "th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}"
+    "th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}#layer-table td.n{white-space:nowrap}"
     ".verdict{font-size:16px;background:#f6f8fa;border-left:4px solid #0969da;padding:8px 12px}"
     ".muted{color:#57606a}.bad{color:#cf222e}.good{color:#1a7f37}"
     "figure{margin:10px 0 18px}figcaption{font-size:12px;color:#57606a}"
-    "pre{background:#f6f8fa;padding:8px;overflow:auto;font-size:12px;white-space:pre-wrap}"
+    "pre{background:#f6f8fa;padding:8px;overflow:auto;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}"
+    "table.env{table-layout:fixed;width:100%}table.env th{width:11em}"
+    "table.env td,#events-table td:last-child,table.kernels td:last-child{overflow-wrap:anywhere}"
+    ".scroll{overflow-x:auto;max-width:100%}"
+    "details.detail{margin:8px 0 14px}details.detail>summary{cursor:pointer;font-weight:600;padding:4px 0}"
     "nav a{margin-right:12px}svg{max-width:100%;height:auto}";
 
 const char *fp_html_csp(void)

@@ -1,7 +1,9 @@
 /* report_html.c — the sections of the HTML report (report.h): verdict and summary, training curves,
  * per-layer table and speedup bars, layer x binade heatmaps per tensor role with the fp16 / bf16 /
  * E4M3 / E5M2 limits, precision error, top kernels (nsys cuda_gpu_kern_sum columns + tensor cores),
- * events and the environment. Promise: every string from the database is escaped; no script. */
+ * events and the environment. Per-layer detail (the layer table and bars, the heatmaps, the precision
+ * table, a long event list, each arm's environment) is collapsed in <details>, so the summary,
+ * training and numerics come first. Promise: every string from the database is escaped; no script. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,7 +169,7 @@ static void summary_table(FILE *f, const fp_summary_t *s)
         {"top-1 gap", c_top1gap}, {"skipped steps", c_skipped}, {"final loss scale", c_scale},
         {"lost updates", c_lost}, {"underflow (roles that matter)", c_under},
     };
-    fputs("<table id=\"summary-table\"><thead><tr><th></th>", f);
+    fputs("<div class=\"scroll\"><table id=\"summary-table\"><thead><tr><th></th>", f);
     for (size_t i = 0; i < s->narms; i++) {
         fputs("<th>", f);
         fp_html_textf(f, "%s (run %lld)%s", arm_label(&s->arms[i]), (long long)s->arms[i].run.id,
@@ -183,7 +185,7 @@ static void summary_table(FILE *f, const fp_summary_t *s)
             rows[r].fn(f, &s->arms[i], buf);
         fputs("</tr>\n", f);
     }
-    fputs("</tbody></table>\n", f);
+    fputs("</tbody></table></div>\n", f);
 }
 
 static void top_table(FILE *f, const fp_summary_t *s)
@@ -307,15 +309,25 @@ static int step_chart(FILE *f, const fp_summary_t *s, const char *id, const char
                     mk[i].y[m++] = isfinite(last) ? last : 1.0;
                 }
             }
-            int has_scale = isfinite(last);
-            if (has_scale)
-                all[n++] = ser[i];
+            /* only arms whose loss scaler ran: the trainer stores 1 for the others (a flat line that
+             * would read as a scale of 1) */
+            if (!a->has_scaler)
+                continue;
+            all[n++] = ser[i];
             if (m > 0) {
                 snprintf(names[i % 16], sizeof names[0], "%s skipped", arm_label(a));
                 all[n++] = (fp_svg_series_t){names[i % 16], mk[i].x, mk[i].y, m, fp_svg_color(i + 4), 1};
             }
         }
         fp_svg_line_chart(f, &o, all, n);
+        int none = 0;
+        for (size_t i = 0; i < s->narms; i++)
+            if (!s->arms[i].has_scaler) {
+                fputs(none++ ? ", " : "<p class=\"muted\" id=\"loss-scale-note\">Not drawn (no loss scaler): ", f);
+                fp_html_text(f, arm_label(&s->arms[i]));
+            }
+        if (none)
+            fputs(".</p>\n", f);
         free(all);
         xy_free(mk, s->narms);
     }
@@ -470,6 +482,8 @@ static int layers_section(FILE *f, fp_reader_t *r, const fp_summary_t *s)
         fputs("<p class=\"muted\">Time per layer: the sum over forward, backward-data and backward-weights of the "
               "median time per step after warm-up. Share: of the arm's summed layer times. Numerics: values that "
               "overflow / underflow the arm's format, and NaN/Inf, summed over every sampled histogram.</p>\n", f);
+        fprintf(f, "<details class=\"detail\" id=\"layer-detail\"><summary>Per-layer times, speedups and numerics "
+                   "(%d layers, %zu arms)</summary>\n<div class=\"scroll\">", nl, s->narms);
         fputs("<table id=\"layer-table\"><thead><tr><th>#</th><th>layer</th><th>type</th>", f);
         for (size_t i = 0; i < s->narms; i++) {
             fputs("<th>", f);
@@ -530,7 +544,7 @@ static int layers_section(FILE *f, fp_reader_t *r, const fp_summary_t *s)
             }
             fputs("</tr>\n", f);
         }
-        fputs("</tbody></table>\n", f);
+        fputs("</tbody></table></div>\n", f);
         /* speedup bars, one chart per low-precision arm */
         const char **labels = malloc((size_t)(nl > 0 ? nl : 1) * sizeof *labels);
         double *v = malloc((size_t)(nl > 0 ? nl : 1) * sizeof *v);
@@ -556,6 +570,7 @@ static int layers_section(FILE *f, fp_reader_t *r, const fp_summary_t *s)
         free(labels);
         free(v);
         free(names);
+        fputs("</details>\n", f);
     }
     for (size_t i = 0; lt && i < s->narms; i++)
         free(lt[i].time);
@@ -568,6 +583,45 @@ static int layers_section(FILE *f, fp_reader_t *r, const fp_summary_t *s)
 static double log2_of(float x)
 {
     return log2((double)x);
+}
+
+/* Per arm and tensor role: the values out of the arm's format over every sampled step, and the layer
+ * with the most; the heatmaps below hold the per-layer detail. */
+static void numerics_table(FILE *f, const fp_summary_t *s)
+{
+    fputs("<table id=\"numerics-table\"><thead><tr><th>arm</th><th>format</th><th>sampled steps</th>"
+          "<th>role</th><th>overflow</th><th>most overflow</th><th>underflow</th><th>most underflow</th>"
+          "</tr></thead><tbody>\n", f);
+    for (size_t i = 0; i < s->narms; i++) {
+        const fp_arm_t *a = &s->arms[i];
+        if (a->nnumerics == 0)
+            continue;
+        for (int role = 0; role < FP_SUMMARY_ROLES; role++) {
+            char b[FP_UNIT_BUF * 4];
+            fputs("<tr>", f);
+            fp_html_td(f, arm_label(a), 0);
+            snprintf(b, sizeof b, "%s%s", fp_format_info((fp_format)a->fmt_shown)->name, a->fmt < 0 ? " (would be)" : "");
+            fp_html_td(f, b, 0);
+            snprintf(b, sizeof b, "%lld", (long long)a->hist_steps);
+            td_num(f, b);
+            snprintf(b, sizeof b, "%s%s", fp_tensor_role_name((fp_tensor_role)role),
+                     fp_summary_role_matters(a, role, 0) || fp_summary_role_matters(a, role, 1) ? ""
+                                                                                                 : " (not in the headline)");
+            fp_html_td(f, b, 0);
+            snprintf(b, sizeof b, "%lld", (long long)a->over_role[role]);
+            td_num(f, b);
+            fp_html_td(f, a->ntop_over_role[role] ? a->top_over_role[role][0].name : "", 0);
+            if (a->flushed_role[role])
+                snprintf(b, sizeof b, "%lld (%lld flushed to zero)", (long long)a->under_role[role],
+                         (long long)a->flushed_role[role]);
+            else
+                snprintf(b, sizeof b, "%lld", (long long)a->under_role[role]);
+            td_num(f, b);
+            fp_html_td(f, a->ntop_under_role[role] ? a->top_under_role[role][0].name : "", 0);
+            fputs("</tr>\n", f);
+        }
+    }
+    fputs("</tbody></table>\n", f);
 }
 
 static int heatmaps_section(FILE *f, fp_reader_t *r, const fp_summary_t *s)
@@ -586,12 +640,17 @@ static int heatmaps_section(FILE *f, fp_reader_t *r, const fp_summary_t *s)
         marks[3 * k + 1] = (fp_svg_mark_t){log2_of(fi[k]->min_normal), mlabel[3 * k + 1], mcol[k]};
         marks[3 * k + 2] = (fp_svg_mark_t){log2_of(fi[k]->max_finite), mlabel[3 * k + 2], mcol[k]};
     }
-    fputs("<p class=\"muted\">Rows: layers; columns: binades (2^e &le; |x| &lt; 2^(e+1)) of each layer's latest "
+    fputs("<p class=\"muted\">Heatmaps (open one arm below): rows: layers; columns: binades (2^e &le; |x| &lt; 2^(e+1)) of each layer's latest "
           "sampled histogram; colour: the share of the layer's finite nonzero values (log scale). Dashed lines: the "
-          "smallest subnormal, smallest normal and largest finite value of fp16, bf16, E4M3 and E5M2.</p>\n", f);
+          "smallest subnormal, smallest normal and largest finite value of fp16, bf16, E4M3 and E5M2; the colour "
+          "scale is under each heatmap.</p>\n", f);
+    numerics_table(f, s);
     int rc = FP_OK;
     for (size_t i = 0; rc == FP_OK && i < s->narms; i++) {
         const fp_arm_t *a = &s->arms[i];
+        fprintf(f, "<details class=\"detail\" id=\"heatmaps-%zu\"><summary>", i);
+        fp_html_textf(f, "%s (run %lld): layer x binade heatmaps per tensor role", arm_label(a), (long long)a->run.id);
+        fputs("</summary>\n", f);
         for (int role = 0; rc == FP_OK && role < FP_ROLE_COUNT; role++) {
             fp_hist_row_t *h;
             size_t n;
@@ -641,6 +700,7 @@ static int heatmaps_section(FILE *f, fp_reader_t *r, const fp_summary_t *s)
             free(names);
             free(h);
         }
+        fputs("</details>\n", f);
     }
     return rc;
 }
@@ -683,6 +743,11 @@ static int precision_section(FILE *f, fp_reader_t *r, const fp_summary_t *s)
         fp_svg_opts_t o = {"chart-precision-error", "Precision error per layer (mean relative L2 vs the reference)",
                            "layer", "relative L2 error", 0, 0, 10, NAN};
         fp_svg_line_chart(f, &o, ser, ns);
+        size_t total = 0;
+        for (size_t i = 0; i < s->narms; i++)
+            total += nrows[i];
+        fprintf(f, "<details class=\"detail\" id=\"precision-detail\"><summary>Per-layer precision error (%zu rows)"
+                   "</summary>\n", total);
         fputs("<table id=\"precision-table\"><thead><tr><th>arm</th><th>#</th><th>layer</th><th>role</th>"
               "<th>samples</th><th>mean rel. L2</th><th>max rel. L2</th><th>max abs error</th><th>min cosine</th>"
               "</tr></thead><tbody>\n", f);
@@ -707,7 +772,7 @@ static int precision_section(FILE *f, fp_reader_t *r, const fp_summary_t *s)
                 td_num(f, isnan(p->min_cosine) ? "n/a" : b);
                 fputs("</tr>\n", f);
             }
-        fputs("</tbody></table>\n", f);
+        fputs("</tbody></table>\n</details>\n", f);
     }
     for (size_t i = 0; rows && i < s->narms; i++)
         free(rows[i]);
@@ -766,7 +831,25 @@ static int kernels_section(FILE *f, fp_reader_t *r, const fp_summary_t *s)
 static int events_section(FILE *f, fp_reader_t *r, const fp_summary_t *s)
 {
     int rc = FP_OK;
-    fputs("<table id=\"events-table\"><thead><tr><th>arm</th><th>step</th><th>kind</th><th>layer</th><th>text</th>"
+    size_t kinds[FP_EVENT_INFO + 1] = {0}, total = 0;
+    for (size_t i = 0; rc == FP_OK && i < s->narms; i++) {
+        fp_event_row_t *e;
+        size_t n;
+        if ((rc = fp_reader_events(r, s->arms[i].run.id, -1, MAX_EVENTS + 1, &e, &n)) != FP_OK)
+            return rc;
+        for (size_t k = 0; k < n && k < MAX_EVENTS; k++, total++)
+            kinds[(unsigned)e[k].kind <= FP_EVENT_INFO ? e[k].kind : FP_EVENT_INFO]++;
+        free(e);
+    }
+    /* a few events stay open; a long list is one click away, its counts by kind in the summary line */
+    fprintf(f, "<details class=\"detail\" id=\"events-detail\"%s><summary>%zu events", total <= 20 ? " open" : "",
+            total);
+    for (int k = 0, first = 1; k <= FP_EVENT_INFO; k++)
+        if (kinds[k]) {
+            fprintf(f, "%s%zu %s", first ? ": " : ", ", kinds[k], fp_event_kind_name((fp_event_kind)k));
+            first = 0;
+        }
+    fputs("</summary>\n<table id=\"events-table\"><thead><tr><th>arm</th><th>step</th><th>kind</th><th>layer</th><th>text</th>"
           "</tr></thead><tbody>\n", f);
     size_t more = 0;
     for (size_t i = 0; rc == FP_OK && i < s->narms; i++) {
@@ -791,7 +874,7 @@ static int events_section(FILE *f, fp_reader_t *r, const fp_summary_t *s)
         }
         free(e);
     }
-    fputs("</tbody></table>\n", f);
+    fputs("</tbody></table>\n</details>\n", f);
     if (more)
         fprintf(f, "<p class=\"muted\">Only the first %d events of each arm are listed; "
                    "`fp16probe export --table events` has them all.</p>\n", MAX_EVENTS);
@@ -819,9 +902,10 @@ static int environment_section(FILE *f, fp_reader_t *r, const fp_summary_t *s)
             break;
         }
         char b[64];
-        fputs("<h3>", f);
-        fp_html_textf(f, "%s (run %lld)", arm_label(a), (long long)a->run.id);
-        fprintf(f, "</h3>\n<table class=\"env\" id=\"env-%zu\"><tbody>\n", i);
+        fputs("<details class=\"detail\"><summary>", f);
+        fp_html_textf(f, "%s (run %lld): %s, %s", arm_label(a), (long long)a->run.id, a->run.model,
+                      a->run.device[0] ? a->run.device : "device n/a");
+        fprintf(f, "</summary>\n<table class=\"env\" id=\"env-%zu\"><tbody>\n", i);
         env_row(f, "model", a->run.model);
         env_row(f, "policy", a->run.policy);
         env_row(f, "device", a->run.device);
@@ -845,7 +929,7 @@ static int environment_section(FILE *f, fp_reader_t *r, const fp_summary_t *s)
         env_row(f, "failure", a->run.failure);
         fputs("<tr><th>configuration</th><td><pre>", f);
         fp_html_text(f, env->config[0] ? env->config : "n/a");
-        fputs("</pre></td></tr>\n</tbody></table>\n", f);
+        fputs("</pre></td></tr>\n</tbody></table>\n</details>\n", f);
         free(env);
     }
     char *cfg = NULL;

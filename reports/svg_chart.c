@@ -3,6 +3,7 @@
  * thinned markers, one rect per run of equal-coloured cells); all text goes through fp_html_text. */
 #include "svg_chart.h"
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "html_writer.h"
 
@@ -347,22 +348,136 @@ static int level_of(double frac)
     return k < 1 ? 1 : k > HEAT_LEVELS ? HEAT_LEVELS : k;
 }
 
+/* The smallest share level_of puts at level k (2..HEAT_LEVELS): the inverse of its rounding. */
+static double level_floor(int k)
+{
+    return pow(10.0, ((double)(k - 1) - 0.5) * 6.0 / (HEAT_LEVELS - 1) - 6.0);
+}
+
+/* "2.7e-6", "0.052", "0.37": a share as a legend shows it. */
+static void share_label(char *buf, size_t cap, double v)
+{
+    if (v >= 0.01) {
+        snprintf(buf, cap, "%.2g", v);
+        return;
+    }
+    char m[32];
+    snprintf(m, sizeof m, "%.1e", v);   /* "2.7e-06" */
+    char *e = strchr(m, 'e');
+    if (!e) {
+        snprintf(buf, cap, "%s", m);
+        return;
+    }
+    int ex = atoi(e + 1);
+    *e = 0;
+    size_t len = strlen(m);
+    if (len > 2 && m[len - 1] == '0' && m[len - 2] == '.')   /* "1.0" -> "1" */
+        m[len - 2] = 0;
+    snprintf(buf, cap, "%se%d", m, ex);
+}
+
+/* Text widths are estimated, not measured (SVG has no layout here): 0.62 em per character is wider
+ * than the common sans-serif faces (DejaVu Sans averages about 0.55 em on these labels), so labels
+ * placed apart by the estimate are apart on the page. */
+static double text_w(const char *s, double font_px)
+{
+    return 0.62 * font_px * (double)(s ? strlen(s) : 0);
+}
+
+enum { MARK_FONT = 8, MARK_LANE = 10, SCALE_ROW = 22, MAX_LANES = 16 };
+
+/* The colour scale under a heatmap: one swatch per level with the smallest share it stands for. */
+static void colour_scale(FILE *f, int x, int baseline)
+{
+    static const char lead[] = "colour: share of the layer's finite nonzero values, at least";
+    fprintf(f, "<g class=\"colour-scale\" font-size=\"9\"><text x=\"%d\" y=\"%d\" fill=\"#57606a\">", x, baseline);
+    fp_html_text(f, lead);
+    fputs("</text>", f);
+    double cx = x + text_w(lead, 9) + 8;
+    for (int k = 1; k <= HEAT_LEVELS; k++) {
+        char lab[32], lo[32], hi[32];
+        if (k == 1)
+            snprintf(lab, sizeof lab, "> 0");
+        else
+            share_label(lab, sizeof lab, level_floor(k));
+        if (k == 1)
+            snprintf(lo, sizeof lo, "0");
+        else
+            share_label(lo, sizeof lo, level_floor(k));
+        if (k < HEAT_LEVELS)
+            share_label(hi, sizeof hi, level_floor(k + 1));
+        else
+            snprintf(hi, sizeof hi, "1");
+        fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"14\" height=\"10\" fill=\"%s\" stroke=\"#8c959f\""
+                   " stroke-width=\"0.5\"><title>share %s%s to %s%s</title></rect>"
+                   "<text x=\"%.1f\" y=\"%d\" fill=\"#1b1f24\">",
+                cx, baseline - 9, heat[k], k == 1 ? "above " : "", lo, hi, k < HEAT_LEVELS ? " (excluded)" : "",
+                cx + 17, baseline);
+        fp_html_text(f, lab);
+        fputs("</text>", f);
+        cx += 17 + text_w(lab, 9) + 10;
+    }
+    fputs("</g>\n", f);
+}
+
+typedef struct {
+    double p;          /* pixel column of the line */
+    size_t m;          /* index into marks */
+} mark_pos_t;
+
+static int cmp_mark_pos(const void *a, const void *b)
+{
+    double x = ((const mark_pos_t *)a)->p, y = ((const mark_pos_t *)b)->p;
+    return x < y ? -1 : x > y;
+}
+
 void fp_svg_heatmap(FILE *f, const fp_svg_opts_t *o, const char *const *rows, size_t nrows, int col_lo, int ncols,
                     const double *frac, const fp_svg_mark_t *marks, size_t nmarks)
 {
     enum { LABEL_W = 150 };
     int w = o->width > 0 ? o->width : 900;
     double rh = nrows <= 40 ? 10 : nrows <= 100 ? 6 : 4;
-    int h = MT + MB + 16 + (int)ceil(rh * (double)(nrows ? nrows : 1));
+    int x0 = ML + LABEL_W - 60;
+    axis_t ax = {col_lo, col_lo + ncols, 0, x0, w - MR};
+    /* Threshold labels: horizontal, each in the first lane above the cells where it clears the labels
+     * already there (and the title row above the lanes), so none overlaps another or the title. */
+    mark_pos_t pos[64];
+    size_t npos = 0;
+    for (size_t m = 0; m < nmarks && npos < sizeof pos / sizeof pos[0]; m++)
+        if (ncols > 0 && !(marks[m].at < col_lo || marks[m].at > col_lo + ncols))
+            pos[npos++] = (mark_pos_t){ax_px(&ax, marks[m].at), m};
+    qsort(pos, npos, sizeof pos[0], cmp_mark_pos);
+    double lane_end[MAX_LANES];
+    int lane_of[64], nlanes = 0;
+    double lx[64];
+    int anchor_end[64];
+    for (size_t i = 0; i < npos; i++) {
+        double tw = text_w(marks[pos[i].m].label, MARK_FONT);
+        double start = pos[i].p + 3;
+        anchor_end[i] = start + tw > w - MR;
+        if (anchor_end[i])
+            start = pos[i].p - 3 - tw;
+        int l = 0;
+        while (l < nlanes && lane_end[l] + 6 > start)
+            l++;
+        if (l == MAX_LANES)
+            l = MAX_LANES - 1;
+        if (l == nlanes)
+            nlanes++;
+        lane_end[l] = start + tw;
+        lane_of[i] = l;
+        lx[i] = anchor_end[i] ? pos[i].p - 3 : pos[i].p + 3;
+    }
+    int y0 = MT + 6 + MARK_LANE * (nlanes > 1 ? nlanes : 1);
+    int hbase = y0 + MB + (int)ceil(rh * (double)(nrows ? nrows : 1));
+    int h = hbase + SCALE_ROW;
     open_figure(f, o, w, h);
     if (nrows == 0 || ncols <= 0) {
         no_data(f, w, h);
         close_figure(f, o, "no data");
         return;
     }
-    int x0 = ML + LABEL_W - 60, y0 = MT + 16;
     double cw = (double)(w - MR - x0) / ncols;
-    axis_t ax = {col_lo, col_lo + ncols, 0, x0, w - MR};
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%.1f\" fill=\"#fafbfc\" stroke=\"#8c959f\"/>\n", x0, y0,
             w - MR - x0, rh * (double)nrows);
     int label_every = (int)ceil(9.0 / rh);
@@ -403,17 +518,20 @@ void fp_svg_heatmap(FILE *f, const fp_svg_opts_t *o, const char *const *rows, si
                                      olen ? ", " : "beyond the plotted range: ", marks[m].label, marks[m].at);
             if (olen >= sizeof outside)
                 olen = sizeof outside - 1;
-            continue;
         }
-        double p = ax_px(&ax, marks[m].at);
+    }
+    for (size_t i = 0; i < npos; i++) {
+        const fp_svg_mark_t *mk = &marks[pos[i].m];
+        int base = MT + 6 + MARK_LANE * lane_of[i];
         fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"1.5\""
-                   " stroke-dasharray=\"3 2\"><title>", p, y0 - 2, p, y0 + rh * (double)nrows, marks[m].color);
-        fp_html_text(f, marks[m].label);
-        fprintf(f, "</title></line><text x=\"%.1f\" y=\"%d\" font-size=\"8\" fill=\"%s\" transform=\"rotate(-30 %.1f %d)\">",
-                p, y0 - 3, marks[m].color, p, y0 - 3);
-        fp_html_text(f, marks[m].label);
+                   " stroke-dasharray=\"3 2\"><title>", pos[i].p, base + 2, pos[i].p, y0 + rh * (double)nrows, mk->color);
+        fp_html_text(f, mk->label);
+        fprintf(f, "</title></line><text class=\"mark-label\" x=\"%.1f\" y=\"%d\" font-size=\"%d\" fill=\"%s\"%s>",
+                lx[i], base, MARK_FONT, mk->color, anchor_end[i] ? " text-anchor=\"end\"" : "");
+        fp_html_text(f, mk->label);
         fputs("</text>\n", f);
     }
-    axis_labels(f, o, w, h);
+    axis_labels(f, o, w, hbase);
+    colour_scale(f, 8, h - 8);
     close_figure(f, o, outside);
 }

@@ -40,7 +40,10 @@ typedef struct {
     const char *color;
 } fp_svg_mark_t;
 /* rows x ncols cells, cell (r, c) = frac[r * ncols + c] in [0, 1] (share of the row), column c is
- * binade col_lo + c; 0 or NaN cells stay blank. Marks outside the columns are listed in the caption. */
+ * binade col_lo + c; 0 or NaN cells stay blank. A colour scale (<g class="colour-scale">: one swatch per
+ * level with the smallest share it stands for) runs under the axis. Marks are dashed lines with
+ * horizontal labels (class "mark-label") in as many lanes above the cells as keep them apart (and below
+ * the title); marks outside the columns are listed in the caption. */
 void fp_svg_heatmap(FILE *f, const fp_svg_opts_t *o, const char *const *rows, size_t nrows, int col_lo, int ncols,
                     const double *frac, const fp_svg_mark_t *marks, size_t nmarks);
 

@@ -4,7 +4,10 @@
 # HTML parses (python3 html.parser, with a strict balance check) and holds every chart, CSV files parse
 # with the right columns, the trace JSON parses and holds the expected events, bad input gives one
 # line, the documented status and no output file; and, where Debian's `chromium` is installed, a
-# headless render (a non-blank screenshot, a DOM with the charts).
+# headless render (a non-blank screenshot, a DOM with the charts) and what a reader sees, measured in
+# the page by a script added to a copy (the report itself carries none): no threshold label overlaps
+# another or a heatmap's title, every heatmap has a colour scale, a 3000-character configuration JSON
+# wraps (no <pre> and not the page scrolls sideways), the page is short with per-layer detail collapsed.
 bin="${top_builddir:-.}/fp16probe"
 fixture="${top_builddir:-.}/tests/test_report_fixture"
 if ! "$bin" report --help >/dev/null 2>&1; then
@@ -25,7 +28,7 @@ status_line() {
     "$@" >"$tmp/out" 2>"$tmp/err"; got=$?
     test "$got" -eq "$want" && test "$(wc -l <"$tmp/err")" -eq 1 && grep -q "^fp16probe: .*$word" "$tmp/err"
 }
-echo "1..18"
+echo "1..22"
 check "report --help" sh -c "'$bin' report --help | grep -q 'usage: fp16probe report'"
 check "report --html --csv" "$bin" report --db "$db" --html "$tmp/r.html" --csv "$tmp/csv"
 check "the HTML and five CSV files exist, nothing else" \
@@ -169,6 +172,95 @@ sys.exit(0 if len(set(raw[i:i + 3] for i in range(1, min(len(raw), 4000000), 997
     ok $? "headless chromium: the screenshot is not blank"
     "$CHROME" --headless --no-sandbox --disable-gpu --dump-dom "file://$tmp/r.html" 2>/dev/null >"$tmp/dom.html"
     check "headless chromium: the DOM holds the charts" sh -c "grep -q 'id=\"chart-loss\"' '$tmp/dom.html' && test \$(grep -o '<svg' '$tmp/dom.html' | wc -l) -ge 17"
+    # The session with a 3000-character, space-free configuration (a weights path) in every run and the
+    # session, as a user's long --weights path gives.
+    "$PY" - "$db" "$tmp/long.db" <<'EOF'
+import sqlite3, sys
+src = sqlite3.connect(sys.argv[1]); dst = sqlite3.connect(sys.argv[2]); src.backup(dst); src.close()
+tok = "/data/" + "w" * 3000 + ".safetensors"
+dst.execute("UPDATE runs SET config = ?", ('{"weights":"%s","model":"resnet50"}' % tok,))
+dst.execute("UPDATE sessions SET config = ?", ('{"weights":"%s"}' % tok,))
+dst.commit(); dst.close()
+EOF
+    "$bin" report --db "$tmp/long.db" --html "$tmp/long.html" 2>"$tmp/long.err"
+    # A copy with the measuring script: the CSP meta (no script allowed) dropped, the script at the end
+    # of <body>. It measures the page as it opens (details closed), then opens every <details> and
+    # measures label boxes and widths with everything shown.
+    cat >"$tmp/measure.js" <<'EOF'
+(function () {
+  var out = {}, de = document.documentElement;
+  out.height = Math.round(de.scrollHeight);
+  function top(id) { var e = document.getElementById(id); return e ? Math.round(e.getBoundingClientRect().top + window.scrollY) : -1; }
+  out.top_numerics = top('numerics'); out.top_precision = top('precision');
+  var ds = document.querySelectorAll('details'); out.details = ds.length;
+  for (var i = 0; i < ds.length; i++) ds[i].open = true;
+  out.height_open = Math.round(de.scrollHeight);
+  out.viewport = window.innerWidth; out.page_width = de.scrollWidth;
+  out.wide_pres = [];
+  var pres = document.querySelectorAll('pre');
+  for (var i = 0; i < pres.length; i++)
+    if (pres[i].scrollWidth > pres[i].clientWidth + 1) out.wide_pres.push((pres[i].id || 'pre ' + i) + ' ' + pres[i].scrollWidth + ' > ' + pres[i].clientWidth);
+  out.pres = pres.length;
+  function meet(a, b) { return a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5; }
+  out.overlaps = []; out.labels = 0; out.unseen = 0; out.heatmaps = 0; out.scales = 0;
+  var figs = document.querySelectorAll('figure[id^="heatmap-"]');
+  for (var i = 0; i < figs.length; i++) {
+    out.heatmaps++;
+    var svg = figs[i].querySelector('svg'), title = svg.querySelector('text[font-weight="bold"]');
+    var texts = svg.querySelectorAll('text'), labs = [];
+    for (var k = 0; k < texts.length; k++) if (/(min subnormal|min normal|max)$/.test(texts[k].textContent)) labs.push(texts[k]);
+    out.labels += labs.length;
+    var tb = title.getBoundingClientRect();
+    for (var k = 0; k < labs.length; k++) {
+      var a = labs[k].getBoundingClientRect();
+      if (a.width < 1) out.unseen++;
+      if (meet(a, tb)) out.overlaps.push(figs[i].id + ': ' + labs[k].textContent + ' / the title');
+      for (var j = k + 1; j < labs.length; j++)
+        if (meet(a, labs[j].getBoundingClientRect())) out.overlaps.push(figs[i].id + ': ' + labs[k].textContent + ' / ' + labs[j].textContent);
+    }
+    if (svg.querySelector('.colour-scale rect')) out.scales++;
+  }
+  var p = document.createElement('pre'); p.id = 'fp-measured';
+  p.textContent = 'MEASURED' + JSON.stringify(out) + 'MEASURED'; document.body.appendChild(p);
+})();
+EOF
+    "$PY" - "$tmp/long.html" "$tmp/measure.js" "$tmp/measure.html" <<'EOF'
+import re, sys
+h = open(sys.argv[1], encoding="utf-8").read()
+h = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", h)
+h = h.replace("</body>", "<script>" + open(sys.argv[2]).read() + "</script></body>")
+open(sys.argv[3], "w", encoding="utf-8").write(h)
+EOF
+    "$CHROME" --headless --no-sandbox --disable-gpu --window-size=1280,1000 --dump-dom "file://$tmp/measure.html" \
+        2>/dev/null >"$tmp/measured.html"
+    # measured EXPR: EXPR (python, over the measured dict m) holds; prints the figures as a comment
+    measured() {
+        "$PY" - "$tmp/measured.html" "$1" <<'EOF'
+import json, re, sys
+t = open(sys.argv[1], encoding="utf-8").read()
+f = re.search(r"MEASURED(\{.*?\})MEASURED", t, re.S)
+if not f: print("# no measurement in the page"); sys.exit(1)
+m = json.loads(f.group(1))
+ok = eval(sys.argv[2], {}, {"m": m})
+print("# " + json.dumps({k: (v[:4] if isinstance(v, list) else v) for k, v in m.items()}))
+sys.exit(0 if ok else 1)
+EOF
+    }
+    measured 'm["heatmaps"] >= 10 and m["labels"] > 0 and m["unseen"] == 0 and not m["overlaps"]' >"$tmp/m1" 2>&1
+    r=$?; [ $r -eq 0 ] || cat "$tmp/m1"
+    ok $r "headless chromium: no threshold label overlaps another or its heatmap's title (every label shown)"
+    measured 'm["heatmaps"] >= 10 and m["scales"] == m["heatmaps"]' >"$tmp/m2" 2>&1
+    r=$?; [ $r -eq 0 ] || cat "$tmp/m2"
+    ok $r "headless chromium: every heatmap has a colour scale"
+    measured 'm["pres"] >= 3 and not m["wide_pres"] and m["page_width"] <= m["viewport"]' >"$tmp/m3" 2>&1
+    r=$?; [ $r -eq 0 ] || cat "$tmp/m3"
+    ok $r "headless chromium: a 3000-character configuration JSON wraps: no <pre> nor the page scrolls sideways"
+    # The page as it opens: ~20,000 px before with ten heatmaps; the summary, training, layers and numerics
+    # overview within the first 4,500 px, the whole page under 7,000 px (at 1280 px wide).
+    measured 'm["details"] >= 3 and m["top_precision"] <= 4500 and m["height"] <= 7000 and m["height_open"] > 2 * m["height"]' \
+        >"$tmp/m4" 2>&1
+    r=$?; cat "$tmp/m4"
+    ok $r "headless chromium: the page is short, per-layer detail collapsed in <details>"
 else
     if [ -z "$CHROME" ] || [ -z "$PY" ]; then
         why="chromium or python3 not installed (Debian packages 'chromium', 'python3')"
@@ -177,5 +269,9 @@ else
     fi
     skip "$why: headless render"
     skip "$why: rendered DOM"
+    skip "$why: threshold labels"
+    skip "$why: colour scales"
+    skip "$why: configuration JSON wraps"
+    skip "$why: page height"
 fi
 exit $fail

@@ -326,6 +326,110 @@ static void eval_sample_size(void)
     tu_rmdir(dir);
 }
 
+/* The heatmap's colour scale: a swatch for every colour a cell can take, lightest (smallest share) first,
+ * each labelled with the smallest share it stands for; the cells' colours are among them. */
+static void heatmap_scale(void)
+{
+    const char *rows[3] = {"0 conv1", "1 bn1", "2 fc"};
+    /* row 0: one share of 1; row 1: 1e-5 and the rest; row 2: 1e-3 / 0.999 */
+    double frac[3 * 4] = {0, 1.0, 0, 0, 1e-5, 0.99999, 0, 0, 0, 0, 1e-3, 0.999};
+    fp_svg_mark_t marks[2] = {{-14, "fp16 min normal", "#d55e00"}, {-14, "e5m2 min normal", "#e69f00"}};
+    fp_svg_opts_t o = {"hm", "t: activation", "log2 |x|", NULL, 0, 0, 0, NAN};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    fp_svg_heatmap(f, &o, rows, 3, -16, 4, frac, marks, 2);
+    fclose(f);
+    const char *g = strstr(buf, "class=\"colour-scale\"");
+    const char *gend = g ? strstr(g, "</g>") : NULL;
+    tap_ok(g && gend, "the heatmap draws a colour scale");
+    int swatches = 0, in_order = 1;
+    double last = -1;
+    for (const char *q = g; q && gend && (q = strstr(q, "<rect")) && q < gend; q++) {
+        swatches++;
+        const char *t = strstr(q, "<text");
+        const char *v = t ? strchr(t, '>') : NULL;
+        double share = v ? atof(v + 1) : -1;   /* "&gt; 0" reads 0 */
+        in_order &= share > last || (swatches == 1 && share == 0);
+        last = share;
+    }
+    tap_ok(swatches == 8 && in_order, "8 swatches, labelled with increasing shares (%d)", swatches);
+    /* every colour a cell was drawn in is a swatch of the scale */
+    int cells = 0, found = 0;
+    for (const char *q = buf; (q = strstr(q, "<rect")) && (!g || q < g); q++) {
+        const char *fill = strstr(q, "fill=\"#");
+        const char *end = strchr(q, '>');
+        if (!fill || fill > end || (strstr(q, "stroke=") && strstr(q, "stroke=") < end))
+            continue;   /* the frame and background */
+        char col[16];
+        if (sscanf(fill + 6, "%7s", col) != 1 || strcmp(col, "#ffffff") == 0 || strcmp(col, "#fafbfc") == 0)
+            continue;
+        cells++;
+        char pat[32];
+        snprintf(pat, sizeof pat, "fill=\"%s\"", col);
+        const char *in = g ? strstr(g, pat) : NULL;
+        found += in && in < gend;
+    }
+    tap_ok(cells >= 4 && found == cells, "each of the %d cells' colours is on the scale (%d)", cells, found);
+    tap_ok(strstr(buf, ">0.37</text>") && strstr(buf, ">2.7e-6</text>"),
+           "the darkest swatch reads 0.37 (share >= 0.37 = 10^(-3/7)), the second 2.7e-6");
+    /* two limits at the same binade: their labels sit in different lanes (rows) */
+    int ys[2] = {0, 0}, nl = 0;
+    for (const char *q = buf; nl < 2 && (q = strstr(q, "class=\"mark-label\"")); q++) {
+        const char *y = strstr(q, " y=\"");
+        ys[nl++] = y ? atoi(y + 4) : -1;
+    }
+    tap_ok(nl == 2 && ys[0] != ys[1] && ys[0] > 16 && ys[1] > 16,
+           "labels of limits at the same binade get separate rows below the title (y %d, %d)", ys[0], ys[1]);
+    free(buf);
+}
+
+/* What the HTML shows of a session as the trainer records it: arms without a loss scaler store 1 each
+ * step and are not drawn in the loss-scale chart; an event's text is shown whole. */
+static void html_truth(void)
+{
+    char *dir = tu_mkdir();
+    char *db = tu_path(dir, "truth.db"), *html = tu_path(dir, "truth.html");
+    rt_gate_spec_t g;
+    rt_default_gate(&g, db, 5);
+    g.steps = 40;
+    g.policies = "fp32,fp16,half";
+    tap_ok(rt_write_gate(&g) == FP_OK, "truth: fp32 + fp16 + half session");
+    char *ev = malloc(1200 + 200);
+    int n = snprintf(ev, 200, "INSERT INTO events (run, start, step, kind, layer, text) VALUES (2, 7, 3, 'warning', NULL, '");
+    for (int i = 0; i < 1000; i++)
+        ev[n + i] = (char)('a' + (i * 7) % 26);
+    memcpy(ev + n + 1000, "END')", 6);
+    tu_sql(db, "UPDATE steps SET loss_scale = 1 WHERE run IN (1, 3)");   /* as the trainer stores them */
+    tu_sql(db, ev);
+    fp_reader_t *r;
+    int rc = fp_reader_open_snapshot(&r, db);
+    fp_report_opts_t o = {.db_label = "truth.db", .session = 0, .warmup = -1, .html = html, .csv_dir = NULL};
+    if (rc == FP_OK) {
+        rc = fp_report_write(r, &o);
+        fp_reader_close(r);
+    }
+    tap_ok(rc == FP_OK, "truth: report written (%s)", rc ? fp_error_message() : "ok");
+    char *h = tu_slurp(html, NULL);
+    h = h ? h : calloc(1, 1);
+    const char *fig = strstr(h, "id=\"chart-loss-scale\"");
+    const char *end = fig ? strstr(fig, "</figure>") : NULL;
+    char *chart = fig && end ? strndup(fig, (size_t)(end - fig)) : strdup("");
+    tap_ok(strstr(chart, ">fp16</text>") && !strstr(chart, ">fp32</text>") && !strstr(chart, ">half</text>"),
+           "the loss-scale chart draws fp16 only (fp32 and half stored 1: no scaler)");
+    tap_ok(has(h, "Not drawn (no loss scaler): fp32, half."), "and says which arms it leaves out");
+    ev[n + 1003] = 0;
+    tap_ok(has(h, ev + n), "a 1003-character event text is shown whole");
+    tap_ok(has(h, "<details class=\"detail\" id=\"heatmaps-0\">") && has(h, "<details class=\"detail\" id=\"layer-detail\">"),
+           "per-layer detail (heatmaps, the layer table) is collapsed in <details>");
+    free(chart);
+    free(h);
+    free(ev);
+    free(db);
+    free(html);
+    tu_rmdir(dir);
+}
+
 int main(void)
 {
     primitives();
@@ -333,5 +437,7 @@ int main(void)
     report_tests();
     nonfinite_eval();
     eval_sample_size();
+    heatmap_scale();
+    html_truth();
     return tap_done();
 }

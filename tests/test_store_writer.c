@@ -360,9 +360,9 @@ static void test_kernel_class(void)
     free(p);
 }
 
-/* Evaluations keep their image count (the accuracy's sample size; 0 or less: NULL, read as -1), and
- * events their whole text (the reader cut them at 255 characters). A version-3 file (no images column)
- * is refused by readers until a writer migrates it; its old evaluations then read -1 (not recorded). */
+/* Evaluations keep their image count (the accuracy's sample size; 0 or less: NULL, read as -1, as in
+ * rows migrated from version 3: test_store_open checks the migration, test_gate a file without the
+ * column), and events their whole text (the reader cut them at 255 characters). */
 static void test_eval_images_and_long_events(void)
 {
     char *p = tu_path(dir, "images.db");
@@ -430,24 +430,6 @@ static void test_eval_images_and_long_events(void)
     free(ev);
     fp_reader_close(r);
 
-    /* Version 3: the images column taken away. */
-    tu_sql(p, "ALTER TABLE evaluations DROP COLUMN images; PRAGMA user_version = 3;");
-    rc = fp_reader_open(&r, p);
-    fp_reader_close(r);
-    tap_is_int(rc, FP_EVERSION, "a reader refuses the version-3 file (record into it once)");
-    rc = fp_store_open(&s, p);
-    if (rc == FP_OK)
-        rc = fp_store_close(s, FP_RUN_FINISHED, NULL);
-    tap_is_int(rc, FP_OK, "the writer migrates version 3 (%s)", rc == FP_OK ? "ok" : fp_error_message());
-    rc = fp_reader_open(&r, p);
-    im = NULL;
-    n = 0;
-    if (rc == FP_OK)
-        rc = fp_reader_eval_images(r, run, &im, &n);
-    tap_ok(rc == FP_OK && n == 2 && im[0].images == -1 && im[1].images == -1,
-           "the migrated file's evaluations read -1: not recorded (the summary and the gate derive it)");
-    free(im);
-    fp_reader_close(r);
     free(p);
 }
 
