@@ -131,6 +131,28 @@ typedef struct {
     int64_t mem_used, sm_clock_mhz, mem_clock_mhz;  /* < 0: not measured */
 } fp_device_sample_t;
 
+/* Data parallel (docs/schema.md's dist_steps): one rank's figures of one step, CLOCK_MONOTONIC / wall ns
+ * (< 0: not measured). Compute time is wall_ns - exposed_ns. */
+typedef struct {
+    int64_t run, step;
+    int32_t rank;               /* 0 .. ranks - 1 */
+    int32_t skipped;            /* 1: the step was skipped (every rank skips the same steps) */
+    int64_t wall_ns;            /* the rank's whole step */
+    int64_t comm_ns;            /* its gradient all-reduce, posting the first bucket to the last result */
+    int64_t exposed_ns;         /* of that, the time compute waited for it (not overlapped) */
+    int64_t bytes;              /* what the rank sent into the reduction (in the wire format) */
+} fp_dist_step_rec_t;
+
+/* Data parallel (allreduce_error): the gradients reduced in a 16-bit wire format against the same ones
+ * reduced in fp32 at a sampled step. layer -1: all layers together. */
+typedef struct {
+    int64_t run, step;
+    int32_t layer;              /* model layer; -1: the whole gradient */
+    char wire[8];               /* "fp16" or "bf16" */
+    double rel_l2;              /* NaN: not measured */
+    int64_t overflow, underflow;   /* summed values that became Inf / 0 where fp32's did not; < 0: not counted */
+} fp_allreduce_error_rec_t;
+
 typedef struct {
     uint64_t queued;            /* records accepted */
     uint64_t written;           /* rows written and committed */
@@ -169,6 +191,10 @@ int fp_store_hist(fp_store_t *s, int64_t run, int64_t step, int layer, fp_tensor
 int fp_store_precision(fp_store_t *s, const fp_precision_rec_t *p);
 int fp_store_eval(fp_store_t *s, const fp_eval_rec_t *e);
 int fp_store_device_sample(fp_store_t *s, const fp_device_sample_t *d);
+/* Data parallel: one step's rows of n ranks, committed together (readers see every rank of a step or none). */
+int fp_store_dist_steps(fp_store_t *s, const fp_dist_step_rec_t *r, size_t n);
+/* Data parallel: the all-reduce's rounding at one step, n rows (per layer and the -1 row), committed together. */
+int fp_store_allreduce_error(fp_store_t *s, const fp_allreduce_error_rec_t *e, size_t n);
 /* An event at wall time `time_ns` (<= 0: now); step and layer < 0: none. */
 int fp_store_event(fp_store_t *s, int64_t run, int64_t time_ns, int64_t step, int layer, fp_event_kind kind,
                    const char *text);

@@ -6,12 +6,13 @@ lib_libfp_a_SOURCES += lib/store.h lib/store_reader.h lib/store_db.h lib/store_q
 	lib/store_writer_internal.h lib/store_writer.c lib/store_statements.c lib/store_rows.c lib/store_records.c \
 	lib/store_lifecycle.c lib/store_intern.c \
 	lib/store_reader.c lib/store_csv.c lib/store_reader_report.c \
+	lib/store_reader_dist.c lib/store_reader_dist.h \
 	lib/store_columns.c lib/store_columns.h \
 	lib/step_time.c lib/step_time.h
 
 STORE_TEST_UTIL = tests/store_testutil.c tests/store_testutil.h
 STORE_TESTS = tests/test_store_open tests/test_store_writer tests/test_store_reader \
-	tests/test_store_concurrency tests/test_store_crash tests/test_store_busy
+	tests/test_store_concurrency tests/test_store_crash tests/test_store_busy tests/test_store_dist
 check_PROGRAMS += $(STORE_TESTS)
 TESTS += $(STORE_TESTS)
 tests_test_store_open_SOURCES = tests/test_store_open.c $(STORE_TEST_UTIL)
@@ -26,6 +27,8 @@ tests_test_store_crash_SOURCES = tests/test_store_crash.c $(STORE_TEST_UTIL)
 tests_test_store_crash_LDADD = $(TEST_LDADD)
 tests_test_store_busy_SOURCES = tests/test_store_busy.c $(STORE_TEST_UTIL)
 tests_test_store_busy_LDADD = $(TEST_LDADD)
+tests_test_store_dist_SOURCES = tests/test_store_dist.c $(STORE_TEST_UTIL)
+tests_test_store_dist_LDADD = $(TEST_LDADD)
 # the fixture writer for tests/test_store_cli.sh (cli/store_cli.mk)
 check_PROGRAMS += tests/test_store_fixture
 tests_test_store_fixture_SOURCES = tests/test_store_fixture.c $(STORE_TEST_UTIL)

@@ -11,7 +11,8 @@
 
 typedef enum {
     FP_REC_KERNEL = 1, FP_REC_STEP, FP_REC_LAYER_TIME, FP_REC_LAYER, FP_REC_HIST, FP_REC_PRECISION,
-    FP_REC_EVAL, FP_REC_DEVICE, FP_REC_EVENT, FP_REC_STRING, FP_REC_END_RUN, FP_REC_SYNC
+    FP_REC_EVAL, FP_REC_DEVICE, FP_REC_EVENT, FP_REC_STRING, FP_REC_END_RUN, FP_REC_SYNC,
+    FP_REC_DIST_STEP, FP_REC_ALLREDUCE_ERROR
 } fp_rec_kind;
 
 struct fp_sync_req;   /* store_writer_internal.h: a request a producer waits on */
@@ -34,6 +35,8 @@ typedef struct {
         fp_precision_rec_t precision;
         fp_eval_rec_t eval;
         fp_device_sample_t device;
+        fp_dist_step_rec_t dist_step;
+        fp_allreduce_error_rec_t allreduce_error;
         void *owned;                 /* malloc'd payload the writer frees (layer, hist, text, string) */
         struct fp_sync_req *sync;    /* owned by the waiting producer */
     } u;

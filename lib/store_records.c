@@ -131,6 +131,53 @@ int fp_store_device_sample(fp_store_t *s, const fp_device_sample_t *d)
     return push(s, &r, 1);
 }
 
+/* n records as one group (one transaction), in chunks of 128 on the stack; a larger n goes through the heap. */
+static int push_group(fp_store_t *s, fp_rec_t *recs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        recs[i].more = i + 1 < n;
+    return n ? push(s, recs, n) : FP_OK;
+}
+
+int fp_store_dist_steps(fp_store_t *s, const fp_dist_step_rec_t *d, size_t n)
+{
+    if (n > 0 && !d)
+        return fp_fail(FP_EINVAL, "store: dist steps: missing argument");
+    fp_rec_t one[16], *recs = n <= 16 ? one : malloc(n * sizeof *recs);
+    if (!recs)
+        return fp_fail(FP_ENOMEM, "store: out of memory queueing a data-parallel step");
+    memset(recs, 0, (n ? n : 1) * sizeof *recs);
+    for (size_t i = 0; i < n; i++) {
+        recs[i].kind = FP_REC_DIST_STEP;
+        recs[i].u.dist_step = d[i];
+    }
+    int rc = push_group(s, recs, n);
+    if (recs != one)
+        free(recs);
+    return rc;
+}
+
+int fp_store_allreduce_error(fp_store_t *s, const fp_allreduce_error_rec_t *e, size_t n)
+{
+    if (n > 0 && !e)
+        return fp_fail(FP_EINVAL, "store: allreduce error: missing argument");
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(e[i].wire, "fp16") != 0 && strcmp(e[i].wire, "bf16") != 0)
+            return fp_fail(FP_EINVAL, "store: allreduce error: wire format '%.8s' is not fp16 or bf16", e[i].wire);
+    fp_rec_t one[16], *recs = n <= 16 ? one : malloc(n * sizeof *recs);
+    if (!recs)
+        return fp_fail(FP_ENOMEM, "store: out of memory queueing all-reduce errors");
+    memset(recs, 0, (n ? n : 1) * sizeof *recs);
+    for (size_t i = 0; i < n; i++) {
+        recs[i].kind = FP_REC_ALLREDUCE_ERROR;
+        recs[i].u.allreduce_error = e[i];
+    }
+    int rc = push_group(s, recs, n);
+    if (recs != one)
+        free(recs);
+    return rc;
+}
+
 int fp_store_event(fp_store_t *s, int64_t run, int64_t time_ns, int64_t step, int layer, fp_event_kind kind,
                    const char *text)
 {

@@ -152,6 +152,33 @@ static int apply_device(fp_store_t *s, const fp_device_sample_t *d)
     return fp_sw_run(st);
 }
 
+static int apply_dist_step(fp_store_t *s, const fp_dist_step_rec_t *d)
+{
+    sqlite3_stmt *st = s->st[ST_DIST_STEP];
+    sqlite3_bind_int64(st, 1, d->run);
+    sqlite3_bind_int64(st, 2, d->step);
+    sqlite3_bind_int(st, 3, d->rank);
+    fp_sw_bind_i64_na(st, 4, d->wall_ns);
+    fp_sw_bind_i64_na(st, 5, d->comm_ns);
+    fp_sw_bind_i64_na(st, 6, d->exposed_ns);
+    fp_sw_bind_i64_na(st, 7, d->bytes);
+    sqlite3_bind_int(st, 8, d->skipped ? 1 : 0);
+    return fp_sw_run(st);
+}
+
+static int apply_allreduce_error(fp_store_t *s, const fp_allreduce_error_rec_t *e)
+{
+    sqlite3_stmt *st = s->st[ST_ALLREDUCE_ERROR];
+    sqlite3_bind_int64(st, 1, e->run);
+    sqlite3_bind_int64(st, 2, e->step);
+    sqlite3_bind_int(st, 3, e->layer);
+    sqlite3_bind_text(st, 4, e->wire, (int)strnlen(e->wire, sizeof e->wire), SQLITE_TRANSIENT);
+    fp_sw_bind_dbl(st, 5, e->rel_l2);
+    fp_sw_bind_i64_na(st, 6, e->overflow);
+    fp_sw_bind_i64_na(st, 7, e->underflow);
+    return fp_sw_run(st);
+}
+
 int fp_sw_insert_event(fp_store_t *s, int64_t run, int64_t time, int64_t step, int layer, int kind,
                         const char *text)
 {
@@ -195,6 +222,8 @@ int fp_sw_apply(fp_store_t *s, fp_rec_t *r)
     }
     case FP_REC_END_RUN: return fp_sw_end_run(s, r->a, r->i32, r->u.owned, fp_clock_wall_ns());
     case FP_REC_SYNC: return fp_sw_apply_sync(s, r->u.sync);
+    case FP_REC_DIST_STEP: return apply_dist_step(s, &r->u.dist_step);
+    case FP_REC_ALLREDUCE_ERROR: return apply_allreduce_error(s, &r->u.allreduce_error);
     }
     return SQLITE_OK;
 }

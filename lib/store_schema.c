@@ -22,6 +22,24 @@
     "CREATE TABLE ENUM_KERNEL_CLASS (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);\n"         \
     "INSERT INTO ENUM_KERNEL_CLASS VALUES (1,'simt'),(2,'mma'),(3,'wgmma'),(4,'tcgen05');\n"
 
+/* Version 5: data-parallel training (issue 23). dist_steps: every rank's figures of each step (rank 0
+ * records them, gathered over MPI): its wall time, the gradient all-reduce's wall time on the CPU, the part
+ * of it compute waited for (exposed), the bytes the rank sent into the reduction; compute time is wall_ns -
+ * exposed_ns. allreduce_error: at the sampled (error) steps, the gradients reduced in the 16-bit wire format
+ * against the same gradients reduced in fp32: rel. L2 per layer (layer -1: all layers together) and the
+ * summed values that overflowed to Inf / flushed to zero (counted over all layers: on the -1 row only). */
+#define DIST_SQL                                                                                    \
+    "CREATE TABLE dist_steps (\n"                                                                   \
+    "  run INTEGER NOT NULL REFERENCES runs(id), step INTEGER NOT NULL, rank INTEGER NOT NULL,\n"   \
+    "  wall_ns INTEGER, comm_ns INTEGER, exposed_ns INTEGER, bytes INTEGER,\n"                      \
+    "  skipped INTEGER NOT NULL DEFAULT 0,\n"                                                        \
+    "  PRIMARY KEY (run, step, rank)) WITHOUT ROWID;\n"                                              \
+    "CREATE TABLE allreduce_error (\n"                                                              \
+    "  run INTEGER NOT NULL REFERENCES runs(id), step INTEGER NOT NULL, layer INTEGER NOT NULL,\n"  \
+    "  wire TEXT NOT NULL CHECK (wire IN ('fp16','bf16')),\n"                                       \
+    "  rel_l2 REAL, overflow INTEGER, underflow INTEGER,\n"                                         \
+    "  PRIMARY KEY (run, step, layer)) WITHOUT ROWID;\n"
+
 static const char schema_current[] =
     /* Enumerations, named like Nsight Systems' ENUM_* tables. */
     "CREATE TABLE ENUM_PHASE (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);\n"
@@ -97,6 +115,7 @@ static const char schema_current[] =
     "  loss REAL, top1 REAL, top5 REAL, images INTEGER,\n"
     "  PRIMARY KEY (run, step, split)) WITHOUT ROWID;\n"
     DEVICE_SAMPLES_SQL
+    DIST_SQL
     "CREATE TABLE events (\n"
     "  id INTEGER PRIMARY KEY, run INTEGER NOT NULL, start INTEGER NOT NULL, step INTEGER,\n"
     "  kind TEXT NOT NULL CHECK (kind IN ('loss_scale','skipped_step','nan','warning','info')),\n"
@@ -124,9 +143,12 @@ static const char migrate_2_to_3[] =
 static const char migrate_3_to_4[] =
     "ALTER TABLE evaluations ADD COLUMN images INTEGER;\n";
 
+/* Version 4 -> 5: the data-parallel tables (empty: no run before had ranks). */
+static const char migrate_4_to_5[] = DIST_SQL;
+
 /* migrations[v - 1] upgrades a version-v file to version v + 1. */
 static const char *const migrations[FP_STORE_SCHEMA_VERSION - 1] = {migrate_1_to_2, migrate_2_to_3,
-                                                                    migrate_3_to_4};
+                                                                    migrate_3_to_4, migrate_4_to_5};
 
 const char *fp_store_schema_sql(void)
 {
@@ -171,6 +193,8 @@ static const fp_store_table_t tables[] = {
      " ORDER BY e.step, e.layer, e.role"},
     {"evaluations", "SELECT * FROM evaluations WHERE run = ?1 ORDER BY step, split"},
     {"device_samples", "SELECT * FROM device_samples WHERE run = ?1 ORDER BY timestamp"},
+    {"dist_steps", "SELECT * FROM dist_steps WHERE run = ?1 ORDER BY step, rank"},
+    {"allreduce_error", "SELECT * FROM allreduce_error WHERE run = ?1 ORDER BY step, layer"},
     {"events", "SELECT * FROM events WHERE run = ?1 ORDER BY start, id"},
 };
 

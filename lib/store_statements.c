@@ -41,6 +41,10 @@ static const char *const stmt_sql[ST_COUNT] = {
                " optimizer_config, config, fp16probe_version, start, status, writer_pid, writer_host, heartbeat)"
                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,'running',?,?,?)",
     [ST_END_SESSION] = "UPDATE sessions SET end = ?2 WHERE id = ?1 AND end IS NULL",
+    [ST_DIST_STEP] = "INSERT OR REPLACE INTO dist_steps (run, step, rank, wall_ns, comm_ns, exposed_ns, bytes, skipped)"
+                     " VALUES (?,?,?,?,?,?,?,?)",
+    [ST_ALLREDUCE_ERROR] = "INSERT OR REPLACE INTO allreduce_error (run, step, layer, wire, rel_l2, overflow,"
+                           " underflow) VALUES (?,?,?,?,?,?,?)",
 };
 
 int fp_sw_prepare(fp_store_t *s)

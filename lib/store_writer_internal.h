@@ -37,7 +37,8 @@ struct fp_sync_req {
 /* The prepared statements (store_statements.c), indexes of fp_store.st. */
 enum {
     ST_BEGIN, ST_COMMIT, ST_KERNEL, ST_STEP, ST_LAYER_TIME, ST_LAYER, ST_HIST, ST_PRECISION, ST_EVAL,
-    ST_DEVICE, ST_EVENT, ST_STRING, ST_END_RUN, ST_HEARTBEAT, ST_SESSION, ST_RUN, ST_END_SESSION, ST_COUNT
+    ST_DEVICE, ST_EVENT, ST_STRING, ST_END_RUN, ST_HEARTBEAT, ST_SESSION, ST_RUN, ST_END_SESSION, ST_DIST_STEP,
+    ST_ALLREDUCE_ERROR, ST_COUNT
 };
 
 typedef struct {

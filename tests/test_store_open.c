@@ -83,8 +83,10 @@ static char *schema_of(const char *path)
     return out;
 }
 
+/* The version-5 additions taken away again: a version-4 file. */
+#define TO_V4 "DROP TABLE dist_steps; DROP TABLE allreduce_error;"
 /* The version-4 addition taken away again: a version-3 file. */
-#define TO_V3 "ALTER TABLE evaluations DROP COLUMN images;"
+#define TO_V3 TO_V4 " ALTER TABLE evaluations DROP COLUMN images;"
 /* The version-3 additions taken away again: a version-2 file (with one kernel row). */
 #define TO_V2                                                                                       \
     TO_V3 " ALTER TABLE kernels DROP COLUMN kernelClass; DROP TABLE ENUM_KERNEL_CLASS;"                 \
