@@ -28,6 +28,13 @@ void fp_backend_cuda_set_label(fp_backend *be, const char *label);
 /* The stream every op runs on (cudaStream_t as void*), for the callers of kernels.h. */
 void *fp_backend_cuda_stream(fp_backend *be);
 
+/* Uploads (the table's upload: batches, labels, parameters) are staged through pinned host memory and,
+ * when large, copied on a copy stream of their own while the stream computes (backend_cuda.c), so the host
+ * does not wait; the caller may reuse its buffer on return, as before. staged 0 switches to a plain
+ * cudaMemcpyAsync from the caller's (pageable) memory, which waits for the stream first; 1 (the default)
+ * back. For the tests that compare both. */
+void fp_backend_cuda_set_upload_staging(fp_backend *be, int staged);
+
 /* Device scratch for kernels.h helpers (at least bytes, 256-byte aligned, from the arena; valid until the
  * next call); NULL with the arena's message on failure. */
 void *fp_backend_cuda_scratch(fp_backend *be, size_t bytes);

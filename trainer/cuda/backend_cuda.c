@@ -1,7 +1,9 @@
 /* backend_cuda.c — the CUDA backend of backend.h: instance (arena, cuDNN contexts on one stream), device
- * memory with accounting, staging, casts, relu, residual add / accumulate, softmax cross-entropy, the
- * fused unscale + check, device histograms for the probes, and the ops table. Promises: backend.h's semantics (accumulate flags, dtypes,
- * compute formats: fp32 never TF32); every op checks dims and dtypes first; all work on one stream. */
+ * memory with accounting, staging, uploads through pinned double-buffered staging and a copy stream, casts,
+ * relu, residual add / accumulate, softmax cross-entropy, the fused unscale + check, device histograms for
+ * the probes, and the ops table. Promises: backend.h's semantics (accumulate flags, dtypes,
+ * compute formats: fp32 never TF32); every op checks dims and dtypes first; all work on one stream (large
+ * uploads' host-to-device copies on a copy stream, ordered with it by events). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,8 @@ static size_t staging_bytes(const fp_backend *be)
     size_t s = be->scratch_cap + be->hist_work_cap;
     for (int i = 0; i < FP_BCU_SLOTS; i++)
         s += be->st_cap[i];
+    for (int i = 0; i < FP_BCU_UP_SLOTS; i++)
+        s += be->up[i].dev_cap;
     return s;
 }
 
@@ -140,12 +144,139 @@ size_t fp_backend_cuda_arena_share(int arms)
 
 size_t fp_backend_cuda_default_arena(void) { return fp_backend_cuda_arena_share(2); }
 
+/* ---------------------------------------------------------------- staged uploads (backend_cuda_internal.h) */
+
+static void slot_free(fp_backend *be, fp_bcu_upload_slot *u)
+{
+    if (u->host)
+        cudaFreeHost(u->host);
+    if (u->dev)
+        fp_arena_release(be->arena, u->dev);
+    if (u->copied)
+        cudaEventDestroy((cudaEvent_t)u->copied);
+    if (u->consumed)
+        cudaEventDestroy((cudaEvent_t)u->consumed);
+    memset(u, 0, sizeof *u);
+}
+
+/* Everything of the staging, after the copy stream is done (the stream was synchronised by the caller). */
+static void upload_free(fp_backend *be)
+{
+    if (be->copy_stream)
+        cudaStreamSynchronize((cudaStream_t)be->copy_stream);
+    for (int i = 0; i < FP_BCU_UP_SLOTS; i++)
+        slot_free(be, &be->up[i]);
+    for (int i = 0; i < FP_BCU_UP_SMALL; i++)
+        slot_free(be, &be->up_small[i]);
+    if (be->copy_stream)
+        cudaStreamDestroy((cudaStream_t)be->copy_stream);
+    be->copy_stream = NULL;
+}
+
+void fp_backend_cuda_set_upload_staging(fp_backend *be, int staged) { be->up_off = !staged; }
+
+/* A failed runtime call is remembered by cudaGetLastError, which the next launch check reads: forgotten. */
+static int gave_up(void)
+{
+    (void)cudaGetLastError();
+    return 0;
+}
+
+/* The slot's events (and, for a large slot, the copy stream); 0 when the staging cannot be had. */
+static int slot_ready(fp_backend *be, fp_bcu_upload_slot *u, int large)
+{
+    if (large && !be->copy_stream) {
+        cudaStream_t cs;
+        if (cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) != cudaSuccess)
+            return gave_up();
+        be->copy_stream = cs;
+    }
+    cudaEvent_t e;
+    if (!u->copied) {
+        if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess)
+            return gave_up();
+        u->copied = e;
+    }
+    if (large && !u->consumed) {
+        if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess)
+            return gave_up();
+        u->consumed = e;
+    }
+    return 1;
+}
+
+/* The slot's pinned buffer holds at least bytes, its previous copy out of it finished (the one wait on
+ * the host in an upload: for a copy issued FP_BCU_UP_SLOTS large (FP_BCU_UP_SMALL small) uploads ago).
+ * 0 when pinned memory cannot be had. */
+static int slot_host(fp_bcu_upload_slot *u, size_t bytes)
+{
+    if (u->used && cudaEventSynchronize((cudaEvent_t)u->copied) != cudaSuccess)
+        return gave_up();
+    if (bytes <= u->host_cap && u->host)
+        return 1;
+    if (u->host)
+        cudaFreeHost(u->host);
+    u->host = NULL;
+    u->host_cap = 0;
+    size_t cap = bytes < FP_BCU_UP_SMALL_BYTES ? FP_BCU_UP_SMALL_BYTES : bytes;
+    if (cudaHostAlloc(&u->host, cap, cudaHostAllocDefault) != cudaSuccess) {
+        u->host = NULL;
+        return gave_up();
+    }
+    u->host_cap = cap;
+    return 1;
+}
+
+/* host -> dst through pinned staging: FP_OK or an error; 1: not staged, no pinned memory, event or copy
+ * stream to be had (the caller copies plainly from now on); 2: not staged this time (no arena memory for
+ * the device staging now; the caller copies this one plainly). */
+static int upload_staged(fp_backend *be, void *dst, const void *src, size_t bytes)
+{
+    cudaStream_t st = (cudaStream_t)be->stream;
+    if (bytes <= FP_BCU_UP_SMALL_BYTES) {   /* pinned -> dst on the stream itself */
+        fp_bcu_upload_slot *u = &be->up_small[be->up_small_next % FP_BCU_UP_SMALL];
+        if (!slot_ready(be, u, 0) || !slot_host(u, bytes))
+            return 1;
+        be->up_small_next++;
+        memcpy(u->host, src, bytes);
+        int rc = cuda_err(cudaMemcpyAsync(dst, u->host, bytes, cudaMemcpyHostToDevice, st), "upload");
+        rc = rc ? rc : cuda_err(cudaEventRecord((cudaEvent_t)u->copied, st), "upload (event)");
+        u->used = !rc;
+        return rc;
+    }
+    fp_bcu_upload_slot *u = &be->up[be->up_next % FP_BCU_UP_SLOTS];
+    if (!slot_ready(be, u, 1) || !slot_host(u, bytes))
+        return 1;
+    cudaStream_t cs = (cudaStream_t)be->copy_stream;
+    int rc = FP_OK;
+    if (bytes > u->dev_cap || !u->dev) {
+        /* New device staging may be memory that work queued on the stream still uses (the arena hands out
+         * released blocks at once: safe for one stream): the copy stream waits for everything queued. */
+        if (!grow_slot(be, &u->dev, &u->dev_cap, bytes, "(upload staging)"))
+            return 2;   /* no device memory for it now: this one plainly */
+        rc = cuda_err(cudaEventRecord((cudaEvent_t)u->consumed, st), "upload (event)");
+        u->used = 1;
+    }
+    be->up_next++;
+    memcpy(u->host, src, bytes);
+    if (!rc && u->used)   /* the stream has copied the slot's previous contents out of dev */
+        rc = cuda_err(cudaStreamWaitEvent(cs, (cudaEvent_t)u->consumed, 0), "upload (wait)");
+    rc = rc ? rc : cuda_err(cudaMemcpyAsync(u->dev, u->host, bytes, cudaMemcpyHostToDevice, cs), "upload");
+    rc = rc ? rc : cuda_err(cudaEventRecord((cudaEvent_t)u->copied, cs), "upload (event)");
+    rc = rc ? rc : cuda_err(cudaStreamWaitEvent(st, (cudaEvent_t)u->copied, 0), "upload (wait)");
+    rc = rc ? rc : cuda_err(cudaMemcpyAsync(dst, u->dev, bytes, cudaMemcpyDeviceToDevice, st), "upload");
+    rc = rc ? rc : cuda_err(cudaEventRecord((cudaEvent_t)u->consumed, st), "upload (event)");
+    u->used = 1;
+    return rc;
+}
+
 static void cuda_destroy(fp_backend *be)
 {
     if (!be)
         return;
     if (be->stream)
         cudaStreamSynchronize((cudaStream_t)be->stream);
+    upload_free(be);
     fp_cudnn_free(be->ctx[1]);   /* borrows ctx[0]'s stream: first */
     fp_cudnn_free(be->ctx[0]);
     fp_arena_free_all(be->arena);   /* staging, scratch and every allocation with it */
@@ -242,6 +373,12 @@ static int xfer(fp_backend *be, void *dst, const void *src, size_t bytes, enum c
 
 static int cuda_upload(fp_backend *be, void *dst, const void *src, size_t bytes)
 {
+    if (bytes && dst && src && !be->up_off && bytes <= FP_BCU_UP_LARGE_BYTES) {
+        int rc = upload_staged(be, dst, src, bytes);
+        if (rc != 1 && rc != 2)
+            return rc;
+        be->up_off = rc == 1;   /* no pinned memory, events or copy stream: plain copies from now on */
+    }
     return xfer(be, dst, src, bytes, cudaMemcpyHostToDevice, "upload");
 }
 

@@ -13,6 +13,23 @@
 /* staging slots (device memory from the arena, grown on demand, contents not kept between ops) */
 enum { FP_BCU_A = 0, FP_BCU_B, FP_BCU_W, FP_BCU_B2, FP_BCU_OUT, FP_BCU_OUT2, FP_BCU_SLOTS };
 
+/* Uploads (backend_cuda.c cuda_upload) go through pinned host staging so that the host never waits for
+ * the stream: a small one (labels) straight onto the stream from one of FP_BCU_UP_SMALL pinned slots; a
+ * large one (a batch) into device staging on the copy stream, from one of FP_BCU_UP_SLOTS double-buffered
+ * pinned slots, then a device-to-device copy on the stream once the copy stream's event says it landed. */
+enum { FP_BCU_UP_SLOTS = 2, FP_BCU_UP_SMALL = 8 };
+#define FP_BCU_UP_SMALL_BYTES ((size_t)64 << 10)    /* up to this: the small path */
+#define FP_BCU_UP_LARGE_BYTES ((size_t)256 << 20)   /* above this: a plain (pageable) copy on the stream */
+typedef struct {
+    void *host;          /* pinned (cudaHostAlloc), host_cap bytes */
+    size_t host_cap;
+    void *dev;           /* device staging from the arena (large slots), dev_cap bytes */
+    size_t dev_cap;
+    void *copied;        /* cudaEvent_t: the copy out of host has finished (host may be rewritten) */
+    void *consumed;      /* cudaEvent_t (large): the stream's copy out of dev has finished */
+    int used;            /* the events have been recorded */
+} fp_bcu_upload_slot;
+
 struct fp_backend {
     fp_arena *arena;
     fp_cudnn *ctx[2];               /* [0]: fp32 math (FMA, no TF32; 16-bit tensors on tensor cores),
@@ -28,6 +45,11 @@ struct fp_backend {
     size_t hist_work_cap;
     void *xent_out;                 /* fp_cuda_xent_result */
     int *found;                     /* unscale_check's device flag */
+    void *copy_stream;              /* cudaStream_t of the large uploads (created on first use) */
+    fp_bcu_upload_slot up[FP_BCU_UP_SLOTS], up_small[FP_BCU_UP_SMALL];
+    unsigned up_next, up_small_next;
+    int up_off;                     /* 1: plain cudaMemcpyAsync from the caller's memory (staging off, or
+                                     * pinned memory / events / the copy stream could not be had) */
     char label[64];
     char name[64];
 };

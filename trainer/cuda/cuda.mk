@@ -49,6 +49,12 @@ check_PROGRAMS += tests/gpu/test_cuda_elementwise
 TESTS += tests/gpu/test_cuda_elementwise
 tests_gpu_test_cuda_elementwise_LDADD = $(TEST_LDADD)
 
+# Staged uploads (pinned, double-buffered, copy stream): every upload lands, none overtakes the work queued
+# before it, a model's loss is the same bit for bit with and without the staging.
+check_PROGRAMS += tests/gpu/test_cuda_upload
+TESTS += tests/gpu/test_cuda_upload
+tests_gpu_test_cuda_upload_LDADD = $(TEST_LDADD)
+
 # Device histograms for the probes (the backend's hist op, ready counts through the hist probe) against
 # lib/hist: counts bit for bit.
 check_PROGRAMS += tests/gpu/test_cuda_hist_probe

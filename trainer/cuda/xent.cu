@@ -74,6 +74,15 @@ __global__ void xent_kernel(fp_cuda_xent_result *out, float *dlogits, const floa
     }
 }
 
+__global__ void clear_result_kernel(fp_cuda_xent_result *out)
+{
+    out->loss_sum = 0.0;
+    out->correct1 = 0;
+    out->correct5 = 0;
+    out->bad_label = -1;
+    out->pad = 0;
+}
+
 } // namespace
 
 extern "C" int fp_cuda_softmax_xent(fp_cuda_xent_result *d_out, float *d_dlogits, const float *d_logits,
@@ -84,9 +93,9 @@ extern "C" int fp_cuda_softmax_xent(fp_cuda_xent_result *d_out, float *d_dlogits
     if (!d_out || !d_logits || !d_labels)
         return fp_fail(FP_EINVAL, "fp_cuda_softmax_xent: NULL argument");
     cudaStream_t st = (cudaStream_t)stream;
-    fp_cuda_xent_result init = {0.0, 0, 0, -1, 0};
-    int rc = fp_cuda_check(cudaMemcpyAsync(d_out, &init, sizeof init, cudaMemcpyHostToDevice, st),
-                           "softmax xent: clearing the result");
+    /* cleared by a kernel: a cudaMemcpyAsync from the host's (pageable) stack waited for the stream first */
+    clear_result_kernel<<<1, 1, 0, st>>>(d_out);
+    int rc = fp_cuda_check_launch("softmax xent: clearing the result");
     if (rc != FP_OK)
         return rc;
     check_labels_kernel<<<fp_cuda_grid((size_t)n, 1024), FP_CUDA_THREADS, 0, st>>>(d_out, d_labels, n, classes);
