@@ -49,3 +49,8 @@ check_PROGRAMS += tests/test_dist
 tests_test_dist_LDADD = $(TEST_LDADD)
 TESTS += tests/test_dist.sh
 dist_check_SCRIPTS += tests/test_dist.sh
+# ... and the all-reduce overlapped with the backward (test_dist_overlap.sh, the same way).
+check_PROGRAMS += tests/test_dist_overlap
+tests_test_dist_overlap_LDADD = $(TEST_LDADD)
+TESTS += tests/test_dist_overlap.sh
+dist_check_SCRIPTS += tests/test_dist_overlap.sh
