@@ -2,8 +2,10 @@
 # test_dist.sh — data-parallel training on one machine, `mpirun --oversubscribe -np 2` (as root with Open MPI's
 # two environment variables): tests/test_dist (the ranks' weights against one process with both shards, the fp16
 # all-reduce's rounding, every rank skipping the step of rank 1's Inf), then `fp16probe train` on 2 ranks (one
-# session, one run, the data-parallel line and event), and a rank killed mid-run (the other stops within seconds
-# with one line naming it, the run is marked failed, the steps committed before stay). Skips without mpirun.
+# session, one run, the data-parallel line and event; the store's rows: dist_steps per rank per step, bytes halved
+# with --allreduce fp16 against fp32, allreduce_error at the sampled steps with rel. L2 bounded, the run's ranks in
+# ls), and a rank killed mid-run (the other stops within seconds with one line naming it, the run is marked failed,
+# the steps committed before stay). Skips without mpirun.
 bin="${top_builddir:-.}/fp16probe"
 prog="${top_builddir:-.}/tests/test_dist"
 . "$(dirname "$0")/tap.sh"
@@ -21,7 +23,7 @@ fi
 if grep -q "^1\.\.0 # SKIP" prog.txt; then cat prog.txt; exit 0; fi
 # the C program's TAP lines, renumbered after ours
 m=$(grep -c '^\(not \)\?ok ' prog.txt)
-echo "1..$((m + 9))"
+echo "1..$((m + 17))"
 grep '^#' prog.txt
 grep '^\(not \)\?ok ' prog.txt | sed 's/^\(not \)\?ok [0-9]*/&/' | while IFS= read -r l; do echo "$l"; done
 grep -q '^not ok' prog.txt && fail=1
@@ -37,6 +39,28 @@ check "one session with one run in one database" \
     sh -c "'$bin_abs' ls --db ok.db >ls.txt && test \$(grep -c '^session ' ls.txt) -eq 1 && grep -q '^session 1 .*(1 run)' ls.txt"
 check "the run's event: ranks, global batch, each rank's mean step, the fp16 rounding" \
     sh -c "'$bin_abs' export --db ok.db --run 1 --table events | grep -q 'data parallel: 2 ranks, global batch 8, all-reduce fp16.* r0 [0-9.]* ms r1 [0-9.]* ms; all-reduce rounding vs fp32 at step 6: rel. L2 [0-9]'"
+
+# the store's rows (docs/schema.md: dist_steps, allreduce_error), read through export's CSV
+"$bin_abs" export --db ok.db --run 1 --table dist_steps | tr -d '\r' >ds16.csv
+"$bin_abs" export --db ok.db --run 1 --table allreduce_error | tr -d '\r' >ae16.csv
+check "dist_steps: one row per rank per step, both ranks, steps 1-6, times and bytes measured" \
+    sh -c "test \"\$(awk -F, 'NR > 1 && \$4 > 0 && \$5 > 0 && \$6 > 0 && \$7 > 0 { print \$2 \"-\" \$3 }' ds16.csv | sort -u | tr '\\n' ' ')\" = '1-0 1-1 2-0 2-1 3-0 3-1 4-0 4-1 5-0 5-1 6-0 6-1 '"
+check "dist_steps: the exposed all-reduce time fits in the rank's step" \
+    sh -c "test \$(awk -F, 'NR > 1 && \$6 <= \$4' ds16.csv | wc -l) -eq 12"
+check "allreduce_error: rows at the sampled steps 3 and 6 only, fp16, the whole gradient (layer -1) and layers" \
+    sh -c "test \"\$(awk -F, 'NR > 1 && \$3 == -1 && \$4 == \"fp16\" { print \$2 }' ae16.csv | tr '\\n' ' ')\" = '3 6 ' && test \$(awk -F, 'NR > 1 && \$3 >= 0' ae16.csv | wc -l) -ge 4 && test \$(awk -F, 'NR > 1 && \$2 != 3 && \$2 != 6' ae16.csv | wc -l) -eq 0"
+check "allreduce_error: rel. L2 of the fp16 all-reduce against fp32 in (0, 1e-2) on every row, counts on layer -1" \
+    sh -c "test \$(awk -F, 'NR > 1 && !(\$5 + 0 > 0 && \$5 + 0 < 0.01)' ae16.csv | wc -l) -eq 0 && test \$(awk -F, 'NR > 1 && \$3 == -1 && \$6 != \"\" && \$7 != \"\"' ae16.csv | wc -l) -eq 2"
+check "ls shows the run's ranks and its slowest rank" \
+    grep -Eq '^  run 1 .* ranks 2 \(slowest rank [01]: [0-9.]+x the fastest' ls.txt
+check "2 ranks, --allreduce fp32: trains and records its ranks' steps" \
+    sh -c "timeout 300 $MPI $T --precision fp16 --batch 4 --steps 3 --allreduce fp32 --error-every 3 --db f32.db >f32.txt 2>f32.err && '$bin_abs' export --db f32.db --run 1 --table dist_steps | tr -d '\r' >ds32.csv && test \$(awk 'NR > 1' ds32.csv | wc -l) -eq 6"
+b16=$(awk -F, 'NR == 2 { print $7 }' ds16.csv); b32=$(awk -F, 'NR == 2 { print $7 }' ds32.csv)
+echo "# bytes per rank and step: fp16 $b16, fp32 $b32"
+check "bytes halved with --allreduce fp16 (every row of each run the same)" \
+    sh -c "test -n '$b16' && test \$(( $b16 * 2 )) -eq '$b32' && test \$(awk -F, 'NR > 1 { print \$7 }' ds16.csv | sort -u | wc -l) -eq 1 && test \$(awk -F, 'NR > 1 { print \$7 }' ds32.csv | sort -u | wc -l) -eq 1"
+check "an fp32 all-reduce has no rounding rows (nothing to compare)" \
+    sh -c "test \$('$bin_abs' export --db f32.db --run 1 --table allreduce_error | wc -l) -eq 1"
 
 # a rank that dies: rank 1 is killed once rank 0 has recorded a few steps (at most 60 s in); rank 0 must stop
 # within seconds, naming it

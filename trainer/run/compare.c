@@ -123,6 +123,12 @@ static int stop_requested(fp_compare *c)
     return atomic_load(&c->stop) || fp_store_signalled();
 }
 
+/* --allreduce as given when it is a format (the arms refuse anything else), else "default". */
+static const char *wire_name(const char *s)
+{
+    return s && (!strcmp(s, "fp32") || !strcmp(s, "fp16") || !strcmp(s, "bf16")) ? s : "default";
+}
+
 /* "fp32","fp16" as a JSON array plus the comparison's own settings, for the configuration JSON. */
 static void extra_json(char *buf, size_t size, const fp_compare *c)
 {
@@ -133,6 +139,11 @@ static void extra_json(char *buf, size_t size, const fp_compare *c)
         snprintf(buf + len, size - len, "],\"turn\":%d,\"turn_seconds\":%.6g,\"hist_every\":%d,\"error_every\":%d,"
                  "\"trace_every\":%d", c->cfg.turn, c->cfg.turn_seconds, c->cfg.hist_every, c->cfg.error_every,
                  c->cfg.trace_every);
+    len = strlen(buf);
+    if (c->ranks > 1 && len < size)   /* data parallel: batch_size stays per rank; the all-reduce's format as asked
+                                       * (each run's own is in allreduce_error.wire) */
+        snprintf(buf + len, size - len, ",\"ranks\":%d,\"global_batch\":%d,\"allreduce\":\"%s\"", c->ranks,
+                 c->cfg.base.batch * c->ranks, wire_name(c->acfg.allreduce));
 }
 
 void fp_cmp_arm_fail(fp_compare *c, fp_compare_result *res, int i, const char *msg)
@@ -641,6 +652,21 @@ static int dist_step_figures(fp_compare *c, fp_compare_result *res, int i, const
         rc = fp_fail(FP_ENOMEM, "out of memory");
     for (int k = 0; a->rank_ns && k < c->ranks; k++)
         a->rank_ns[k] += all[(size_t)k * DIST_FIGS];
+    /* every rank's row (dist_steps) and, at a checked step, the all-reduce's rounding (allreduce_error); a store
+     * that failed says so in its status, polled after the step */
+    if (c->store && a->run > 0) {
+        fp_record_rank_step one[8], *rows = c->ranks <= 8 ? one : malloc((size_t)c->ranks * sizeof *rows);
+        for (int k = 0; rows && k < c->ranks; k++) {
+            const double *f = all + (size_t)k * DIST_FIGS;
+            rows[k] = (fp_record_rank_step){.wall_ns = (int64_t)f[0], .comm_ns = (int64_t)f[1],
+                                            .exposed_ns = (int64_t)f[2], .bytes = (int64_t)f[3], .skipped = f[4] != 0};
+        }
+        if (rows)
+            fp_record_dist_step(c->store, a->run, r->iteration + 1, rows, c->ranks);
+        if (rows != one)
+            free(rows);
+        fp_record_allreduce_error(c->store, a->run, a->arm, r, a->reduce_layers);
+    }
     if (!isnan(r->reduce_rel_l2)) {
         res->arms[i].reduce_rel_l2 = r->reduce_rel_l2;
         a->reduce_step = r->iteration + 1;

@@ -1,4 +1,5 @@
-/* record.c — a run's rows in the store (record.h): layers, steps with their events, evaluations. Promise:
+/* record.c — a run's rows in the store (record.h): layers, steps with their events, evaluations, the ranks'
+ * data-parallel figures and the all-reduce's rounding. Promise:
  * every row of a trained or compared arm is written here; an event never fails the run (the writer's
  * status says whether the store still works). */
 #include "config.h"
@@ -130,5 +131,50 @@ int fp_record_eval(fp_store_t *s, int64_t run, fp_arm *arm, const fp_dataset *ds
                           .images = acc.n};
         rc = fp_store_eval(s, &e);
     }
+    return rc;
+}
+
+int fp_record_dist_step(fp_store_t *s, int64_t run, int64_t step, const fp_record_rank_step *ranks, int n)
+{
+    if (!s || n <= 0)
+        return FP_OK;
+    fp_dist_step_rec_t one[8], *rows = n <= 8 ? one : malloc((size_t)n * sizeof *rows);
+    if (!rows)
+        return fp_fail(FP_ENOMEM, "out of memory recording the ranks' step");
+    for (int k = 0; k < n; k++)
+        rows[k] = (fp_dist_step_rec_t){.run = run, .step = step, .rank = k, .skipped = ranks[k].skipped != 0,
+                                       .wall_ns = ranks[k].wall_ns, .comm_ns = ranks[k].comm_ns,
+                                       .exposed_ns = ranks[k].exposed_ns, .bytes = ranks[k].bytes};
+    int rc = fp_store_dist_steps(s, rows, (size_t)n);
+    if (rows != one)
+        free(rows);
+    return rc;
+}
+
+int fp_record_allreduce_error(fp_store_t *s, int64_t run, fp_arm *arm, const fp_arm_step_result *r,
+                              const double *per_layer)
+{
+    fp_dtype wire = fp_arm_allreduce_dtype(arm);
+    if (!s || isnan(r->reduce_rel_l2) || (wire != FP_DT_F16 && wire != FP_DT_BF16))
+        return FP_OK;
+    int nl = per_layer ? fp_model_layer_count(fp_arm_model(arm)) : 0;
+    fp_allreduce_error_rec_t *rows = malloc((size_t)(nl + 1) * sizeof *rows);
+    if (!rows)
+        return fp_fail(FP_ENOMEM, "out of memory recording the all-reduce's rounding");
+    size_t n = 0;
+    const int64_t step_no = r->iteration + 1;
+    const char *name = wire == FP_DT_F16 ? "fp16" : "bf16";
+    rows[n] = (fp_allreduce_error_rec_t){.run = run, .step = step_no, .layer = -1, .rel_l2 = r->reduce_rel_l2,
+                                         .overflow = r->reduce_overflow, .underflow = r->reduce_underflow};
+    snprintf(rows[n++].wire, sizeof rows->wire, "%s", name);
+    for (int l = 0; l < nl; l++) {
+        if (isnan(per_layer[l]))   /* no parameters: nothing reduced */
+            continue;
+        rows[n] = (fp_allreduce_error_rec_t){.run = run, .step = step_no, .layer = l, .rel_l2 = per_layer[l],
+                                             .overflow = -1, .underflow = -1};
+        snprintf(rows[n++].wire, sizeof rows->wire, "%s", name);
+    }
+    int rc = fp_store_allreduce_error(s, rows, n);
+    free(rows);
     return rc;
 }

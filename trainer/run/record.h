@@ -38,6 +38,21 @@ const char *fp_record_diverged_message(const fp_arm *arm, const fp_arm_step_resu
 int fp_record_eval(fp_store_t *s, int64_t run, fp_arm *arm, const fp_dataset *ds, const fp_train_config *c,
                    int64_t step, double *loss, double *top1, double *top5);
 
+/* Data parallel: one step's figures of every rank (ranks[k] is rank k's, n ranks) as dist_steps rows, committed
+ * together. Returns the store's error, if any; nothing when s is NULL. */
+typedef struct {
+    int64_t wall_ns, comm_ns, exposed_ns, bytes;   /* < 0: not measured */
+    int skipped;
+} fp_record_rank_step;
+int fp_record_dist_step(fp_store_t *s, int64_t run, int64_t step, const fp_record_rank_step *ranks, int n);
+
+/* Data parallel, at a step that measured the 16-bit all-reduce against fp32 (r->reduce_rel_l2 not NaN): one
+ * allreduce_error row per layer with parameters (per_layer[fp_model_layer_count], NaN: a layer without
+ * parameters, no row; per_layer NULL: none) and the whole gradient's row (layer -1) with the summed values
+ * that overflowed / flushed to zero. Nothing for an fp32 all-reduce or an unmeasured step, or when s is NULL. */
+int fp_record_allreduce_error(fp_store_t *s, int64_t run, fp_arm *arm, const fp_arm_step_result *r,
+                              const double *per_layer);
+
 /* An event of the run (formatted, at most 511 bytes); nothing when s is NULL. */
 void fp_record_event(fp_store_t *s, int64_t run, int64_t step, int layer, fp_event_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
