@@ -520,14 +520,21 @@ void fp_svg_heatmap(FILE *f, const fp_svg_opts_t *o, const char *const *rows, si
                 olen = sizeof outside - 1;
         }
     }
+    /* the lines first, then the labels over them on a white halo: a line running down from a label in
+     * an upper lane does not strike through a label below it */
     for (size_t i = 0; i < npos; i++) {
         const fp_svg_mark_t *mk = &marks[pos[i].m];
         int base = MT + 6 + MARK_LANE * lane_of[i];
         fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"1.5\""
                    " stroke-dasharray=\"3 2\"><title>", pos[i].p, base + 2, pos[i].p, y0 + rh * (double)nrows, mk->color);
         fp_html_text(f, mk->label);
-        fprintf(f, "</title></line><text class=\"mark-label\" x=\"%.1f\" y=\"%d\" font-size=\"%d\" fill=\"%s\"%s>",
-                lx[i], base, MARK_FONT, mk->color, anchor_end[i] ? " text-anchor=\"end\"" : "");
+        fputs("</title></line>\n", f);
+    }
+    for (size_t i = 0; i < npos; i++) {
+        const fp_svg_mark_t *mk = &marks[pos[i].m];
+        fprintf(f, "<text class=\"mark-label\" x=\"%.1f\" y=\"%d\" font-size=\"%d\" fill=\"%s\" stroke=\"#ffffff\""
+                   " stroke-width=\"3\" paint-order=\"stroke\"%s>",
+                lx[i], MT + 6 + MARK_LANE * lane_of[i], MARK_FONT, mk->color, anchor_end[i] ? " text-anchor=\"end\"" : "");
         fp_html_text(f, mk->label);
         fputs("</text>\n", f);
     }
