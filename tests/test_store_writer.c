@@ -1,7 +1,8 @@
 /* test_store_writer.c — the writer: every kind of record written by producers reads back exactly
  * (NULL for "not measured"), many producer threads lose nothing while the queue grows, commits are
  * fresh (<= 250 ms), names are deduplicated across reopen, runs end with the status asked for,
- * evaluations keep their image count and events their whole text. */
+ * evaluations keep their image count and events their whole text, and trainer/run/record.c's data-parallel rows
+ * (every rank's step, the all-reduce's rounding per layer with parameters and over the whole gradient). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "store.h"
 #include "store_reader.h"
 #include "tap.h"
+#include "trainer/model.h"
 #include "trainer/run/record.h"
 #include "store_testutil.h"
 
@@ -433,6 +435,81 @@ static void test_eval_images_and_long_events(void)
     free(p);
 }
 
+/* fp_record_dist_step / fp_record_allreduce_error (trainer/run/record.c) through the writer: the arm says the wire
+ * format and the layers; an arm alone takes --allreduce too, so no MPI is needed to write the rows. */
+static void test_record_dist(void)
+{
+    char *p = tu_path(dir, "dist.db");
+    fp_store_t *s;
+    int64_t session = 0, run = 0;
+    fp_session_info_t si = {0};
+    fp_run_info_t ri = {.model = "tinynet", .policy = "fp16", .batch_size = 4, .image_size = 32};
+    fp_arm *arm16 = NULL, *arm32 = NULL;
+    fp_arm_config c;
+    fp_arm_config_default(&c);
+    c.model = "tinynet";
+    c.policy = "fp16";
+    c.num_classes = 3;
+    c.image_size = 32;
+    c.base_width = 8;
+    c.allreduce = "bf16";
+    int rc = fp_arm_create(&arm16, &c);
+    c.allreduce = "fp32";
+    rc = rc ? rc : fp_arm_create(&arm32, &c);
+    rc = rc ? rc : fp_store_open(&s, p);
+    if (rc == FP_OK)
+        rc = fp_store_begin_session(s, &si, &session);
+    ri.session = session;
+    if (rc == FP_OK)
+        rc = fp_store_begin_run(s, &ri, &run);
+    tap_is_int(rc, FP_OK, "arms (bf16 and fp32 all-reduce) and a run (%s)", rc ? fp_error_message() : "ok");
+    if (rc) {
+        fp_arm_free(arm16);
+        fp_arm_free(arm32);
+        tap_skip(7, "no store or arm");
+        free(p);
+        return;
+    }
+    const fp_record_rank_step ranks[3] = {{1000, 300, 200, 4096, 0}, {1500, 350, 250, 4096, 0}, {900, -1, -1, -1, 0}};
+    rc = fp_record_dist_step(s, run, 7, ranks, 3);
+    rc = rc ? rc : fp_record_dist_step(NULL, run, 8, ranks, 3);
+    int nl = fp_model_layer_count(fp_arm_model(arm16)), with = 0;
+    double *per_layer = calloc((size_t)nl, sizeof *per_layer);
+    for (int l = 0; per_layer && l < nl; l++) {
+        size_t off, cnt = 0;
+        per_layer[l] = fp_model_layer_params(fp_arm_model(arm16), l, &off, &cnt) == FP_OK && cnt > 0 ? 1e-3 * (l + 1)
+                                                                                                : NAN;
+        with += !isnan(per_layer[l]);
+    }
+    fp_arm_step_result r = {.iteration = 4, .reduce_rel_l2 = 2e-3, .reduce_overflow = 2, .reduce_underflow = 5};
+    rc = rc ? rc : fp_record_allreduce_error(s, run, arm16, &r, per_layer);
+    r.iteration = 5;
+    rc = rc ? rc : fp_record_allreduce_error(s, run, arm32, &r, per_layer);   /* fp32: nothing to compare */
+    r.iteration = 6;
+    r.reduce_rel_l2 = NAN;
+    rc = rc ? rc : fp_record_allreduce_error(s, run, arm16, &r, per_layer);   /* not a checked step */
+    int crc = fp_store_close(s, FP_RUN_FINISHED, NULL);
+    tap_is_int(rc ? rc : crc, FP_OK, "recorded (%s)", rc || crc ? fp_error_message() : "ok");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM dist_steps WHERE step = 7"), 3, "one dist_steps row per rank");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM dist_steps WHERE step = 7 AND rank = 1 AND wall_ns = 1500 AND"
+                             " comm_ns = 350 AND exposed_ns = 250 AND bytes = 4096 AND skipped = 0"), 1,
+               "rank 1's figures stored as given");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM dist_steps WHERE rank = 2 AND wall_ns = 900 AND comm_ns IS NULL"
+                             " AND exposed_ns IS NULL AND bytes IS NULL"), 1, "rank 2's unmeasured figures are NULL");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM allreduce_error"), 1 + with,
+               "the checked step only: the whole gradient plus the %d of %d layers with parameters", with, nl);
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM allreduce_error WHERE step = 5 AND layer = -1 AND wire = 'bf16'"
+                             " AND rel_l2 = 2e-3 AND overflow = 2 AND underflow = 5"), 1,
+               "layer -1: the overall rel. L2 and the counts, at step iteration + 1, the arm's wire format");
+    tap_is_int(tu_sql_int(p, "SELECT count(*) FROM allreduce_error WHERE layer >= 0 AND abs(rel_l2 - 1e-3 * (layer"
+                             " + 1)) < 1e-12 AND overflow IS NULL AND underflow IS NULL"), with,
+               "each layer's rel. L2 in its row, no counts");
+    free(per_layer);
+    fp_arm_free(arm16);
+    fp_arm_free(arm32);
+    free(p);
+}
+
 int main(void)
 {
     dir = tu_mkdir();
@@ -443,6 +520,7 @@ int main(void)
     test_end_run();
     test_kernel_class();
     test_eval_images_and_long_events();
+    test_record_dist();
     tu_rmdir(dir);
     return tap_done();
 }
