@@ -1,5 +1,5 @@
 /* fuzz_store_reader.c — the store readers (lib/store_reader.c, store_reader_report.c, store_reader_tui.c,
- * store_csv.c) through their public API on a damaged copy of a small real database: the committed
+ * store_reader_dist.c, store_csv.c) through their public API on a damaged copy of a small real database: the committed
  * tests/fuzz/store_reader.base.sqlite (written by the store writer: tests/fuzz/make-seeds) is patched by the
  * input and every reader query runs on it. Input: a flags byte (bit 0: then a 4-byte little-endian
  * length, the file cut to it modulo its size + 1), then patches, each a 4-byte little-endian offset
@@ -10,6 +10,7 @@
 #include <string.h>
 #include "error.h"
 #include "store_reader.h"
+#include "store_reader_dist.h"
 #include "store_reader_tui.h"
 #include "fuzz.h"
 
@@ -100,7 +101,18 @@ static void query_run(fp_reader_t *r, int64_t run)
     fp_layer_time_row_t *lt = NULL;
     OK_OR_MSG(fp_reader_layer_times(r, run, 0, INT64_MAX, &lt, &n));
     free(lt);
-    static const char *const tables[] = {"runs", "layers", "steps", "kernels", "histograms", "events"};
+    /* data parallel */
+    fp_dist_step_row_t *ds = NULL;
+    OK_OR_MSG(fp_reader_dist_steps(r, run, 0, -1, &ds, &n));
+    free(ds);
+    fp_dist_rank_row_t *dr = NULL;
+    OK_OR_MSG(fp_reader_dist_ranks(r, run, &dr, &n));
+    free(dr);
+    fp_allreduce_error_row_t *ae = NULL;
+    OK_OR_MSG(fp_reader_allreduce_error(r, run, &ae, &n));
+    free(ae);
+    static const char *const tables[] = {"runs", "layers", "steps", "kernels", "histograms", "events", "dist_steps",
+                                         "allreduce_error"};
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         if (fp_reader_table_known(tables[i]))
             OK_OR_MSG(fp_reader_export_csv(r, run, tables[i], devnull));
@@ -170,6 +182,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fp_run_row_t *runs = NULL;
     size_t nr = 0;
     OK_OR_MSG(fp_reader_runs_meta(r, 0, &runs, &nr));
+    fp_dist_run_row_t *druns = NULL;
+    size_t ndr = 0;
+    OK_OR_MSG(fp_reader_dist_runs(r, 0, &druns, &ndr));
+    free(druns);
     free(runs);
     int64_t ids[4] = {1, 2, -1, -1};
     if (fp_reader_runs(r, 0, &runs, &nr) == FP_OK) {

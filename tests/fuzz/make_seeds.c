@@ -3,7 +3,8 @@
  *   OUT/safetensors/  small files of every dtype, a scalar, an empty tensor, metadata
  *   OUT/cifar10/      one and three whole records, file selections (fuzz_cifar10.c's byte 0)
  *   OUT/store_reader.base.sqlite and OUT/store_reader/  the base database (store_testutil's fixture: one
- *                     session, two runs of 3 steps x 2 layers) and patch lists aimed at its pages
+ *                     session, two runs of 3 steps x 2 layers; the second trained on 2 ranks: dist_steps
+ *                     and allreduce_error rows) and patch lists aimed at its pages
  *   OUT/image/        tiny PNGs (gray 1/8/16-bit, gray + alpha, RGB 8/16-bit, palette, RGBA, interlaced)
  *                     and JPEGs (baseline 4:2:0 and 4:4:4, progressive, gray, CMYK, restart markers)
  * Deterministic except the database's timestamps. */
@@ -157,6 +158,26 @@ static void store(void)
     remove(p);
     int64_t runs[2];
     if (tu_write_fixture(p, 3, 2, runs))
+        die(p);
+    /* the data-parallel tables: run 2 on 2 ranks, every step, its fp16 all-reduce checked at step 2 */
+    fp_store_t *s;
+    if (fp_store_open(&s, p))
+        die(p);
+    int rc = FP_OK;
+    for (int64_t step = 1; step <= 3 && !rc; step++) {
+        fp_dist_step_rec_t d[2];
+        for (int k = 0; k < 2; k++)
+            d[k] = (fp_dist_step_rec_t){.run = runs[1], .step = step, .rank = k, .wall_ns = 2000000 + 500000 * k,
+                                        .comm_ns = 400000, .exposed_ns = 300000, .bytes = 22350000};
+        rc = fp_store_dist_steps(s, d, 2);
+    }
+    fp_allreduce_error_rec_t e[3] = {
+        {.run = runs[1], .step = 2, .layer = -1, .wire = "fp16", .rel_l2 = 3e-4, .overflow = 0, .underflow = 12},
+        {.run = runs[1], .step = 2, .layer = 0, .wire = "fp16", .rel_l2 = 2e-4, .overflow = -1, .underflow = -1},
+        {.run = runs[1], .step = 2, .layer = 1, .wire = "fp16", .rel_l2 = 4e-4, .overflow = -1, .underflow = -1}};
+    rc = rc ? rc : fp_store_allreduce_error(s, e, 3);
+    int crc = fp_store_close(s, FP_RUN_FINISHED, NULL);
+    if (rc || crc)
         die(p);
     /* patch lists (fuzz_store_reader.c): flags, then {offset u32 LE, length, bytes} */
     static const uint8_t none[] = {0};
