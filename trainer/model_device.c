@@ -4,8 +4,13 @@
  * device changed and mark what the host may write), and explicit fp_model_sync_to_host / _to_device.
  * Promises: on a host backend nothing is copied and every pointer is the host buffer itself; at a sampling
  * step a device tensor that the probes take as a histogram is counted on the device (only the counts come
- * back), any other is downloaded. */
+ * back), any other is downloaded; handing the device parameters out for writing (fp_model_backend_params)
+ * registers the CUDA backend's 16-bit weight copy for the optimizer to write, and marks it stale. */
+#include "config.h"
 #include "trainer/model_internal.h"
+#ifdef HAVE_CUDA
+#include "trainer/backend_cuda.h"
+#endif
 
 #define HOST_ALL (FP_MI_HOST_P | FP_MI_HOST_G | FP_MI_HOST_B)
 #define DEV_ALL (FP_MI_DEV_P | FP_MI_DEV_G | FP_MI_DEV_B)
@@ -171,12 +176,34 @@ int fp_model_sync_to_device(fp_model *m)
     return m ? fp_mi_to_device(m) : fp_fail(FP_EINVAL, "model: sync of NULL");
 }
 
+/* The CUDA backend's 16-bit weight copy (backend_cuda.h): kept for the weights the conv / linear ops receive
+ * (the weight copy wlow, when compute is 16-bit) and the master weights, for the optimizer to write; the
+ * caller of fp_model_backend_params writes the master weights, so it is invalid until the optimizer says
+ * it wrote it (fp_backend_cuda_weight_copy_written). Without a 16-bit compute format there is none. */
+static int weight_copy(fp_model *m)
+{
+#ifdef HAVE_CUDA
+    if (m->ops != fp_backend_cuda())
+        return FP_OK;
+    int rc = m->wlow && is16(m->pol.compute)
+                 ? fp_backend_cuda_weight_copy(m->be, m->wlow, m->dparams, m->nparams, m->pol.compute)
+                 : fp_backend_cuda_weight_copy(m->be, NULL, NULL, 0, FP_DT_F32);
+    fp_backend_cuda_weight_copy_invalidate(m->be);
+    return rc;
+#else
+    (void)m;
+    return FP_OK;
+#endif
+}
+
 float *fp_model_backend_params(fp_model *m)
 {
     if (fp_mi_to_device(m))
         return NULL;
     if (devmem(m))
         m->stale |= FP_MI_HOST_P;
+    if (devmem(m) && weight_copy(m))
+        return NULL;
     return m->dparams;
 }
 

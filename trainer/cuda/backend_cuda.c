@@ -1,10 +1,12 @@
 /* backend_cuda.c — the CUDA backend of backend.h: instance (arena, cuDNN contexts on one stream), device
- * memory with accounting, staging, uploads through pinned double-buffered staging and a copy stream, casts,
+ * memory with accounting, staging, uploads through pinned double-buffered staging and a copy stream, the
+ * 16-bit weight copy the optimizer writes (conv / linear read it instead of casting), casts,
  * relu, residual add / accumulate, softmax cross-entropy, the fused unscale + check, device histograms for
  * the probes, and the ops table. Promises: backend.h's semantics (accumulate flags, dtypes,
  * compute formats: fp32 never TF32); every op checks dims and dtypes first; all work on one stream (large
  * uploads' host-to-device copies on a copy stream, ordered with it by events). */
 #include <cuda_runtime_api.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -352,13 +354,101 @@ static int cuda_alloc(fp_backend *be, void **p, size_t bytes)
     return FP_OK;
 }
 
+static void wc_drop(fp_backend *be);
+static int wc_hit(const fp_backend *be, const void *p, size_t bytes);
+
 static void cuda_free(fp_backend *be, void *p, size_t bytes)
 {
     if (!p)
         return;
+    if (be->wc.copy && wc_hit(be, p, bytes ? bytes : 1))   /* its weights go: the copy with them */
+        wc_drop(be);
     fp_arena_release(be->arena, p);
     be->allocated -= bytes <= be->allocated ? bytes : be->allocated;
 }
+
+/* ---------------------------------------------------------------- the 16-bit weight copy (backend_cuda.h) */
+
+static int overlaps(const void *a, size_t abytes, const void *b, size_t bbytes)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return a && b && abytes && bbytes && x < y + bbytes && y < x + abytes;
+}
+
+/* [p, p + bytes) lies inside the n floats at base, at a whole float: *off gets its offset in floats. */
+static int inside(const void *p, size_t bytes, const float *base, size_t n, size_t *off)
+{
+    uintptr_t x = (uintptr_t)p, b = (uintptr_t)base, all = n * sizeof(float);
+    if (!p || !base || x < b || (x - b) % sizeof(float) || bytes > all || x - b > all - bytes)
+        return 0;
+    *off = (x - b) / sizeof(float);
+    return 1;
+}
+
+static int wc_hit(const fp_backend *be, const void *p, size_t bytes)
+{
+    size_t all = be->wc.n * sizeof(float);
+    return overlaps(p, bytes, be->wc.w, all) || overlaps(p, bytes, be->wc.master, all);
+}
+
+void fp_bcu_wc_touch(fp_backend *be, const void *p, size_t bytes)
+{
+    if (be->wc.valid && wc_hit(be, p, bytes))
+        be->wc.valid = 0;
+}
+
+int fp_bcu_wc_view(fp_backend *be, const fp_tensor *t, fp_dtype rd, fp_dtensor *o)
+{
+    size_t off;
+    if (!be->wc.valid || t->dt != FP_DT_F32 || rd != be->wc.dt ||
+        !inside(t->p, fp_tensor_count(t) * sizeof(float), be->wc.w, be->wc.n, &off))
+        return 0;
+    o->data = (char *)be->wc.copy + off * sizeof(uint16_t);
+    o->dtype = rd;
+    o->dims = t->d;
+    return 1;
+}
+
+static void wc_drop(fp_backend *be)
+{
+    void *c = be->wc.copy;
+    size_t n = be->wc.n;
+    memset(&be->wc, 0, sizeof be->wc);
+    cuda_free(be, c, n * sizeof(uint16_t));
+}
+
+int fp_backend_cuda_weight_copy(fp_backend *be, const float *w, const float *master, size_t n, fp_dtype dt)
+{
+    if (w && (!master || !n || !fp_bcu_is16(dt)))
+        return fp_fail(FP_EINVAL, "cuda backend: a weight copy needs weights, master weights, n > 0 and fp16 or bf16");
+    if (w && w == be->wc.w && master == be->wc.master && n == be->wc.n && dt == be->wc.dt)
+        return FP_OK;
+    wc_drop(be);
+    if (!w)
+        return FP_OK;
+    void *c = NULL;
+    TRY(cuda_alloc(be, &c, n * sizeof(uint16_t)));
+    be->wc.w = w;
+    be->wc.master = master;
+    be->wc.n = n;
+    be->wc.dt = dt;
+    be->wc.copy = c;
+    be->wc.valid = 0;
+    return FP_OK;
+}
+
+void *fp_backend_cuda_weight_copy_of(fp_backend *be, const float *master, fp_dtype *dt)
+{
+    if (!be->wc.copy || !master || master != be->wc.master)
+        return NULL;
+    if (dt)
+        *dt = be->wc.dt;
+    return be->wc.copy;
+}
+
+void fp_backend_cuda_weight_copy_written(fp_backend *be) { be->wc.valid = be->wc.copy != NULL; }
+void fp_backend_cuda_weight_copy_invalidate(fp_backend *be) { be->wc.valid = 0; }
+int fp_backend_cuda_weight_copy_valid(const fp_backend *be) { return be->wc.valid; }
 
 static int xfer(fp_backend *be, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind k, const char *what)
 {
@@ -373,6 +463,7 @@ static int xfer(fp_backend *be, void *dst, const void *src, size_t bytes, enum c
 
 static int cuda_upload(fp_backend *be, void *dst, const void *src, size_t bytes)
 {
+    fp_bcu_wc_touch(be, dst, bytes);
     if (bytes && dst && src && !be->up_off && bytes <= FP_BCU_UP_LARGE_BYTES) {
         int rc = upload_staged(be, dst, src, bytes);
         if (rc != 1 && rc != 2)
@@ -389,6 +480,7 @@ static int cuda_download(fp_backend *be, void *dst, const void *src, size_t byte
 
 static int cuda_copy(fp_backend *be, void *dst, const void *src, size_t bytes)
 {
+    fp_bcu_wc_touch(be, dst, bytes);
     return xfer(be, dst, src, bytes, cudaMemcpyDeviceToDevice, "copy");
 }
 
@@ -396,6 +488,7 @@ static int cuda_zero(fp_backend *be, void *p, size_t bytes)
 {
     if (bytes && !p)
         return fp_fail(FP_EINVAL, "cuda backend: zero of a NULL pointer");
+    fp_bcu_wc_touch(be, p, bytes);
     return bytes ? cuda_err(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)be->stream), "zero") : FP_OK;
 }
 
@@ -436,6 +529,7 @@ static int cuda_cast(fp_backend *be, fp_tensor dst, fp_tensor src)
     size_t n = fp_tensor_count(&src);
     if (fp_tensor_count(&dst) != n)
         return fp_fail(FP_EINVAL, "cast: %zu values into %zu", n, fp_tensor_count(&dst));
+    fp_bcu_wc_touch(be, dst.p, n * (size_t)fp_dtype_bytes(dst.dt));
     void *s = be->stream;
     if (dst.dt == src.dt)
         return cuda_copy(be, dst.p, src.p, n * (size_t)fp_dtype_bytes(dst.dt));
@@ -453,6 +547,13 @@ static int cuda_round(fp_backend *be, fp_tensor dst, fp_tensor src, fp_dtype to)
     TRY(fp_backend_check_compute("round", to));
     if (fp_tensor_count(&dst) != fp_tensor_count(&src))
         return fp_fail(FP_EINVAL, "round: %zu values into %zu", fp_tensor_count(&src), fp_tensor_count(&dst));
+    size_t bytes = fp_tensor_count(&dst) * sizeof(float), os, od;
+    if (be->wc.valid && wc_hit(be, dst.p, bytes)) {   /* the copy casts the same after these two only */
+        int keep = to == be->wc.dt && inside(src.p, bytes, be->wc.master, be->wc.n, &os) &&
+                   (dst.p == src.p || (inside(dst.p, bytes, be->wc.w, be->wc.n, &od) && od == os));
+        if (!keep)
+            be->wc.valid = 0;
+    }
     return fp_cbk_round(dst.p, src.p, fp_tensor_count(&dst), to, be->stream);
 }
 
@@ -464,6 +565,7 @@ static int cuda_relu_forward(fp_backend *be, fp_tensor y, fp_tensor x)
     TRY(fp_backend_check("relu_forward", "y", &y, FP_BACKEND_ANY, 0));
     if (x.dt != y.dt || fp_tensor_count(&x) != fp_tensor_count(&y))
         return fp_fail(FP_EINVAL, "relu_forward: x and y differ in format or count");
+    fp_bcu_wc_touch(be, y.p, fp_tensor_count(&y) * (size_t)fp_dtype_bytes(y.dt));
     return fp_cbk_relu_forward(y.p, x.p, x.dt, fp_tensor_count(&x), be->stream);
 }
 
@@ -477,6 +579,7 @@ static int cuda_relu_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_ten
         return fp_fail(FP_EINVAL, "relu_backward: dx, dy and y differ in format or count");
     if (accumulate && dx.p == dy.p)
         return fp_fail(FP_EINVAL, "relu_backward: dx aliases dy with accumulate");
+    fp_bcu_wc_touch(be, dx.p, n * (size_t)fp_dtype_bytes(dx.dt));
     return fp_cbk_relu_backward(dx.p, dy.p, y.p, y.dt, n, accumulate, be->stream);
 }
 
@@ -488,6 +591,7 @@ static int cuda_add(fp_backend *be, fp_tensor y, fp_tensor a, fp_tensor b)
     size_t n = fp_tensor_count(&y);
     if (fp_tensor_count(&a) != n || fp_tensor_count(&b) != n)
         return fp_fail(FP_EINVAL, "add: counts differ");
+    fp_bcu_wc_touch(be, y.p, n * (size_t)fp_dtype_bytes(y.dt));
     return fp_cbk_add(y.p, y.dt, a.p, a.dt, b.p, b.dt, n, 0, be->stream);
 }
 
@@ -498,6 +602,7 @@ static int cuda_accumulate(fp_backend *be, fp_tensor dst, fp_tensor src)
     size_t n = fp_tensor_count(&dst);
     if (fp_tensor_count(&src) != n)
         return fp_fail(FP_EINVAL, "accumulate: counts differ");
+    fp_bcu_wc_touch(be, dst.p, n * (size_t)fp_dtype_bytes(dst.dt));
     return fp_cbk_add(dst.p, dst.dt, dst.p, dst.dt, src.p, src.dt, n, 0, be->stream);
 }
 
@@ -531,6 +636,7 @@ static int cuda_unscale_check(fp_backend *be, int *found_inf, fp_tensor g, float
     fp_cuda_segment seg = {0};
     seg.grad = g.p;
     seg.n = fp_tensor_count(&g);
+    fp_bcu_wc_touch(be, g.p, seg.n * sizeof(float));
     TRY(fp_cuda_unscale_and_check(&seg, 1, inv_scale, be->found, be->stream));
     TRY(cuda_download(be, found_inf, be->found, sizeof(int)));
     return cuda_sync(be);

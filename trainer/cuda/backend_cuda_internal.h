@@ -50,6 +50,13 @@ struct fp_backend {
     unsigned up_next, up_small_next;
     int up_off;                     /* 1: plain cudaMemcpyAsync from the caller's memory (staging off, or
                                      * pinned memory / events / the copy stream could not be had) */
+    struct {                        /* the 16-bit weight copy (backend_cuda.h fp_backend_cuda_weight_copy) */
+        const float *w, *master;    /* n fp32 values each; NULL: none */
+        size_t n;
+        fp_dtype dt;
+        void *copy;                 /* n values of dt (from cuda_alloc) */
+        int valid;                  /* copy == cast(master) == cast(w) where w was rounded from master */
+    } wc;
     char label[64];
     char name[64];
 };
@@ -65,6 +72,12 @@ fp_dtensor fp_bcu_as(fp_backend *be, const fp_tensor *t, fp_dtype dt, int tf32, 
 fp_dtensor fp_bcu_zeroed(fp_backend *be, fp_dims d, fp_dtype dt, int slot, int *rc);
 /* Lands a computed gradient (tmp: result alone, in tmp's dtype) in dst with backend.h's accumulate rule. */
 int fp_bcu_land_grad(fp_backend *be, const fp_tensor *dst, const fp_dtensor *tmp, int accumulate);
+/* The op about to write bytes at p (backend memory): the weight copy is invalid when they overlap its
+ * weights or master weights. */
+void fp_bcu_wc_touch(fp_backend *be, const void *p, size_t bytes);
+/* *o: the weight copy's view of t (an fp32 weight or bias inside the registered weights) in run format rd,
+ * when the copy is valid and of format rd: 1; else 0 (*o untouched: cast as before). */
+int fp_bcu_wc_view(fp_backend *be, const fp_tensor *t, fp_dtype rd, fp_dtensor *o);
 /* The cuDNN context for a compute format (TF32: ctx[1], created on demand), labelled. */
 fp_cudnn *fp_bcu_ctx(fp_backend *be, fp_dtype compute, int *rc);
 static inline fp_dtensor fp_bcu_dt(const fp_tensor *t) { fp_dtensor d = {t->p, t->dt, t->d}; return d; }

@@ -38,7 +38,8 @@ typedef struct {
 } run_args;
 
 /* Fills *r for compute, staging in this order: a and b (activations or gradients, rounded to TF32 under TF32
- * compute; b may be NULL), w (a weight, may be NULL) and bias (as w; NULL or skipped: none). A weight is
+ * compute; b may be NULL), w (a weight, may be NULL) and bias (as w; NULL or skipped: none); w and bias are
+ * read from the backend's valid 16-bit weight copy instead when they lie in it (fp_bcu_wc_view). A weight is
  * rounded to TF32 only when 16-bit: an fp32 weight comes rounded to compute (the model's weight copy). */
 static int stage_args(fp_backend *be, fp_dtype compute, run_args *r, const fp_tensor *a, const fp_tensor *b,
                       const fp_tensor *w, const fp_tensor *bias)
@@ -49,9 +50,9 @@ static int stage_args(fp_backend *be, fp_dtype compute, run_args *r, const fp_te
     TRY(operand(be, &r->a, a, r->rd, tf, FP_BCU_A));
     if (b)
         TRY(operand(be, &r->b, b, r->rd, tf, FP_BCU_B));
-    if (w)
+    if (w && !fp_bcu_wc_view(be, w, r->rd, &r->w))   /* the optimizer's 16-bit copy, else cast now */
         TRY(operand(be, &r->w, w, r->rd, tf && fp_bcu_is16(w->dt), FP_BCU_W));
-    if (bias && bias->p)
+    if (bias && bias->p && !fp_bcu_wc_view(be, bias, r->rd, &r->bias))
         TRY(operand(be, &r->bias, bias, r->rd, tf && fp_bcu_is16(bias->dt), FP_BCU_B2));
     return FP_OK;
 }

@@ -55,6 +55,12 @@ check_PROGRAMS += tests/gpu/test_cuda_upload
 TESTS += tests/gpu/test_cuda_upload
 tests_gpu_test_cuda_upload_LDADD = $(TEST_LDADD)
 
+# The 16-bit weight copy the SGD kernel writes once per step: the cast of the weights bit for bit, the same
+# logits as casting per call, dropped on a host write; an arm step writes it.
+check_PROGRAMS += tests/gpu/test_cuda_weight_copy
+TESTS += tests/gpu/test_cuda_weight_copy
+tests_gpu_test_cuda_weight_copy_LDADD = $(TEST_LDADD)
+
 # Device histograms for the probes (the backend's hist op, ready counts through the hist probe) against
 # lib/hist: counts bit for bit.
 check_PROGRAMS += tests/gpu/test_cuda_hist_probe

@@ -1,0 +1,172 @@
+/* test_cuda_weight_copy.c — the CUDA backend's 16-bit weight copy (backend_cuda.h): after an SGD step that
+ * writes it (kernels.h, as the arm's device optimizer does) it equals the cast of the new fp32 weights bit
+ * for bit; conv / linear ops reading it give the same logits bit for bit as casting the weights again; a
+ * forward keeps it valid, a host write of the weights (uploaded at the next forward) drops it; an arm step
+ * of a 16-bit policy leaves it valid and equal to the cast of its weights. fp16 and bf16. Skips with a TAP
+ * reason when built without CUDA or when no GPU is usable. */
+#include "config.h"
+#include "gpu/require_gpu.h"
+#include "tap.h"
+#include "testutil.h"
+#ifdef HAVE_CUDA
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "dtype.h"
+#include "error.h"
+#include "trainer/backend_cuda.h"
+#include "trainer/cuda/kernels.h"
+#include "trainer/model.h"
+#include "trainer/run/arm.h"
+
+enum { N = 8, CLASSES = 10, SIZE = 32 };
+
+/* The copy (n values of dt) equals the cast of the n fp32 weights at p, both downloaded. */
+static int copy_is_cast(fp_backend *be, const void *low, const float *p, size_t n, fp_dtype dt, size_t *first_bad)
+{
+    const fp_backend_ops *G = fp_backend_cuda();
+    float *w = malloc(n * sizeof(float));
+    uint16_t *c = malloc(n * sizeof(uint16_t)), *want = malloc(n * sizeof(uint16_t));
+    int ok = G->download(be, w, p, n * sizeof(float)) == FP_OK && G->download(be, c, low, n * sizeof(uint16_t)) == FP_OK &&
+             G->sync(be) == FP_OK;
+    *first_bad = n;
+    if (ok) {
+        fp_narrow_array(want, w, n, dt);
+        for (size_t i = 0; i < n && *first_bad == n; i++)
+            if (c[i] != want[i])
+                *first_bad = i;
+        ok = *first_bad == n;
+    }
+    free(w);
+    free(c);
+    free(want);
+    return ok;
+}
+
+static void model_copy(const char *policy, const float *x, const int *labels)
+{
+    fp_model_config mc = {"tinynet", CLASSES, SIZE, 16, 7, 0};
+    fp_model *m = NULL;
+    int rc = fp_model_create(&m, &mc);
+    rc = rc ? rc : fp_model_set_backend(m, fp_backend_cuda(), NULL);
+    rc = rc ? rc : fp_model_set_policy(m, fp_policy_find(policy));
+    fp_dtype want_dt = fp_policy_find(policy)->compute;
+    float loss = 0;
+    if (!rc) {
+        fp_model_zero_grad(m);
+        rc = fp_model_train_step(m, &loss, NULL, NULL, x, labels, N);
+    }
+    fp_backend *be = rc ? NULL : fp_model_backend(m);
+    float *p = rc ? NULL : fp_model_backend_params(m), *g = rc ? NULL : fp_model_backend_grads(m);
+    fp_dtype dt = FP_DT_F32;
+    void *low = p ? fp_backend_cuda_weight_copy_of(be, p, &dt) : NULL;
+    if (!tap_ok(!rc && low && dt == want_dt && !fp_backend_cuda_weight_copy_valid(be),
+                "%s: handing the device weights out registers a %s copy, not yet valid%s", policy, fp_dtype_name(want_dt),
+                rc ? fp_error_message() : "")) {
+        tap_skip(4, "no weight copy");
+        fp_model_free(m);
+        return;
+    }
+    size_t nt = fp_model_tensor_count(m), ns = 0, np = fp_model_num_params(m);
+    fp_cuda_segment *segs = calloc(nt, sizeof *segs);
+    for (size_t i = 0; i < nt; i++) {
+        const fp_tensor_info *t = fp_model_tensor(m, i);
+        if (t->is_param)
+            segs[ns++] = (fp_cuda_segment){p + t->offset, g + t->offset, NULL, (uint16_t *)low + t->offset, t->numel, 1};
+    }
+    rc = fp_cuda_sgd_step(segs, ns, 0.05, 0.0, 5e-4, 0, 1, dt, fp_backend_cuda_stream(be));
+    free(segs);
+    if (!rc)
+        fp_backend_cuda_weight_copy_written(be);
+    size_t bad = np;
+    tap_ok(!rc && fp_backend_cuda_weight_copy_valid(be) && copy_is_cast(be, low, p, np, dt, &bad),
+           "%s: after the SGD step the copy is the cast of the new fp32 weights, bit for bit (%zu values%s)", policy, np,
+           bad < np ? ", one differs" : "");
+
+    /* The same logits reading the copy as casting the weights again (the forward keeps it valid). */
+    float *l1 = malloc(N * CLASSES * sizeof(float)), *l2 = malloc(N * CLASSES * sizeof(float));
+    const float *lg = NULL;
+    rc = fp_model_forward(m, &lg, x, N, FP_MODE_EVAL);
+    if (!rc)
+        memcpy(l1, lg, N * CLASSES * sizeof(float));
+    int kept = !rc && fp_backend_cuda_weight_copy_valid(be);
+    fp_backend_cuda_weight_copy_invalidate(be);
+    rc = rc ? rc : fp_model_forward(m, &lg, x, N, FP_MODE_EVAL);
+    if (!rc)
+        memcpy(l2, lg, N * CLASSES * sizeof(float));
+    tap_ok(!rc && kept && memcmp(l1, l2, N * CLASSES * sizeof(float)) == 0,
+           "%s: eval logits reading the copy equal those casting the weights, bit for bit; the forward kept it valid%s",
+           policy, rc ? fp_error_message() : "");
+    fp_backend_cuda_weight_copy_written(be);   /* valid again (nothing wrote the weights since the step) */
+
+    /* A host write of the weights: uploaded at the next forward, the copy is dropped from use. */
+    float *hp = fp_model_params(m);
+    if (hp)
+        hp[0] += 1.0f;
+    rc = !hp ? FP_EINTERNAL : fp_model_forward(m, &lg, x, N, FP_MODE_EVAL);
+    tap_ok(!rc && !fp_backend_cuda_weight_copy_valid(be), "%s: a host write of the weights invalidates the copy%s",
+           policy, rc ? fp_error_message() : "");
+    free(l1);
+    free(l2);
+    fp_model_free(m);
+}
+
+/* An arm of the policy on the GPU: after a step (its optimizer writes the copy) the copy is valid and the
+ * cast of its weights. */
+static void arm_copy(const char *policy, float *x, int *labels)
+{
+    fp_arm_config ac;
+    fp_arm_config_default(&ac);
+    ac.model = "tinynet";
+    ac.base_width = 16;
+    ac.num_classes = CLASSES;
+    ac.image_size = SIZE;
+    ac.seed = 11;
+    ac.policy = policy;
+    ac.backend = fp_backend_cuda();
+    fp_arm *a = NULL;
+    int rc = fp_arm_create(&a, &ac);
+    fp_batch b = {N, SIZE, x, labels, 0, 0};
+    fp_arm_step_result r;
+    for (int s = 0; s < 2 && !rc; s++)
+        rc = fp_arm_step(a, &b, &r);
+    fp_model *m = rc ? NULL : fp_arm_model(a);
+    fp_backend *be = m ? fp_model_backend(m) : NULL;
+    /* the master weights the copy is registered for: asking marks the copy stale, the next update writes it */
+    const float *p = be ? fp_model_backend_params(m) : NULL;
+    int tries = 0;
+    do   /* until a step updates (the scaler may skip the first ones) */
+        rc = rc ? rc : fp_arm_step(a, &b, &r);
+    while (!rc && r.skipped && ++tries < 8);
+    fp_dtype dt = FP_DT_F32;
+    int valid = be && fp_backend_cuda_weight_copy_valid(be);
+    size_t np = m ? fp_model_num_params(m) : 0, bad = np;
+    void *low = be && p ? fp_backend_cuda_weight_copy_of(be, p, &dt) : NULL;
+    tap_ok(!rc && !r.skipped && valid && low && copy_is_cast(be, low, p, np, dt, &bad),
+           "%s arm: after a step its optimizer has written the %s copy, the cast of the weights bit for bit%s", policy,
+           fp_dtype_name(dt), rc ? fp_error_message() : !valid ? " (not valid: trainer/run/arm.c device_optim writes it)" : "");
+    fp_arm_free(a);
+}
+#endif
+
+int main(void)
+{
+    tu_require_gpu();
+#ifdef HAVE_CUDA
+    tap_plan(2 * (4 + 1));
+    float *x = malloc((size_t)N * SIZE * SIZE * 3 * sizeof(float));
+    int labels[N];
+    uint32_t rng = 0x51ED270Bu;
+    for (size_t i = 0; i < (size_t)N * SIZE * SIZE * 3; i++)
+        x[i] = tu_uniform32_pm1(&rng);
+    for (int i = 0; i < N; i++)
+        labels[i] = (i * 7 + 3) % CLASSES;
+    const char *pols[2] = {"fp16", "bf16"};
+    for (int k = 0; k < 2; k++) {
+        model_copy(pols[k], x, labels);
+        arm_copy(pols[k], x, labels);
+    }
+    free(x);
+#endif
+    return tap_done();
+}
