@@ -1,11 +1,15 @@
-/* wilson.h — the 95% Wilson score interval of a proportion, for readers that may not include reports/
- * (the dashboard). Same formula as reports/summary.c's fp_wilson95, so the dashboard's interval is the
- * summary's: p measured on n trials; NaN, NaN when n <= 0 or p is not in [0, 1]. */
+/* wilson.h — the Wilson score interval of a proportion, the one formula the summary, the gate and the
+ * dashboard share (so their accuracy intervals agree): bounds within [0, 1], NaN (never 0) when there
+ * is nothing to measure. */
 #ifndef FP_WILSON_H
 #define FP_WILSON_H
 
 #include <stdint.h>
 
-void fp_wilson95_interval(double p, int64_t n, double *lo, double *hi);
+/* The interval of a proportion p measured on n trials at normal quantile z (1.96 for 95%, two-sided);
+ * NaN, NaN when n < 1 or p is not in [0, 1]. */
+void fp_wilson_z(double p, double n, double z, double *lo, double *hi);
+/* The 95% interval (z = 1.959964): p measured on n trials. */
+void fp_wilson95(double p, int64_t n, double *lo, double *hi);
 
 #endif

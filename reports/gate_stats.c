@@ -7,6 +7,7 @@
 #include <string.h>
 #include "error.h"
 #include "gate.h"
+#include "wilson.h"
 
 typedef struct {
     double v;
@@ -151,15 +152,7 @@ double fp_two_prop_p(double k1, double n1, double k2, double n2)
 
 void fp_wilson(double k, double n, double alpha, double *lo, double *hi)
 {
-    if (!(n >= 1) || isnan(k)) {
-        *lo = *hi = NAN;
-        return;
-    }
-    double z = fp_normal_quantile_upper(alpha / 2), p = k / n, z2 = z * z;
-    double centre = (p + z2 / (2 * n)) / (1 + z2 / n);
-    double half = z / (1 + z2 / n) * sqrt(p * (1 - p) / n + z2 / (4 * n * n));
-    *lo = fmax(0, centre - half);
-    *hi = fmin(1, centre + half);
+    fp_wilson_z(n >= 1 ? k / n : NAN, n, fp_normal_quantile_upper(alpha / 2), lo, hi);
 }
 
 size_t fp_mean_se(const double *x, size_t n, double *mean, double *se)

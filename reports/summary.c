@@ -14,6 +14,7 @@
 #include "step_time.h"
 #include "store.h"
 #include "units.h"
+#include "wilson.h"
 
 double fp_median(const double *x, size_t n)
 {
@@ -326,18 +327,6 @@ int fp_summary_role_matters(const fp_arm_t *a, int role, int overflow)
     if (role == FP_ROLE_ACTIVATION_GRAD || role == FP_ROLE_WEIGHT_GRAD)
         return 1;
     return (role == FP_ROLE_WEIGHT || role == FP_ROLE_UPDATE) && !a->master_fp32;
-}
-
-void fp_wilson95(double p, int64_t n, double *lo, double *hi)
-{
-    *lo = *hi = NAN;
-    if (n <= 0 || !(p >= 0 && p <= 1))
-        return;
-    const double z = 1.959963984540054, z2 = z * z, nn = (double)n;
-    double den = 1 + z2 / nn, mid = (p + z2 / (2 * nn)) / den;
-    double half = z * sqrt(p * (1 - p) / nn + z2 / (4 * nn * nn)) / den;
-    *lo = fmax(0, mid - half);
-    *hi = fmin(1, mid + half);
 }
 
 /* The reference arm's row for (layer, role), or NULL. */

@@ -129,8 +129,6 @@ int fp_summary_val_note(const fp_arm_t *a, char *buf, size_t n);
 /* Whether role `role`'s overflow (overflow 1) / underflow (0) makes the headline of an arm (see fp_arm_t;
  * activations count for overflow only). */
 int fp_summary_role_matters(const fp_arm_t *a, int role, int overflow);
-/* The 95% Wilson score interval of a proportion p measured on n trials (NaN, NaN when n <= 0). */
-void fp_wilson95(double p, int64_t n, double *lo, double *hi);
 /* The loss scale as the reports show it: "-" for an arm without a loss scaler, else %g. FP_UNIT_BUF bytes. */
 char *fp_summary_fmt_loss_scale(char *buf, const fp_arm_t *a);
 /* The note every speedup carries on the CPU ("emulated on the CPU: speed not representative"), or "". */

@@ -20,6 +20,7 @@
 #include "store_reader.h"
 #include "reports/report.h"
 #include "reports/summary.h"
+#include "wilson.h"
 #include "tap.h"
 
 #define N 1000

@@ -257,7 +257,7 @@ int main(void)
     free(t);
     t = screen(db4, 80, 24, "");
     double lo, hi;
-    fp_wilson95_interval(TOP1[2], 16, &lo, &hi);
+    fp_wilson95(TOP1[2], 16, &lo, &hi);
     char ci[64];
     snprintf(ci, sizeof ci, "[%.0f-%.0f%%] n.s.", 100 * lo, 100 * hi);
     const char *h16 = line_with(t, "fp16 2.00x*");

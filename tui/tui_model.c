@@ -423,7 +423,7 @@ static int read_evals(fp_tui_model_t *m, fp_tui_arm_t *a)
         if (rc != FP_OK)
             return rc;
     }
-    fp_wilson95_interval(a->val_top1, a->val_images, &a->val_lo, &a->val_hi);
+    fp_wilson95(a->val_top1, a->val_images, &a->val_lo, &a->val_hi);
     return FP_OK;
 }
 
