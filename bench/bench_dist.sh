@@ -1,9 +1,11 @@
 #!/bin/sh
 # bench_dist.sh — what data parallelism costs per step on this CPU: `fp16probe train` on 2 ranks (mpirun
 # --oversubscribe, one machine), resnet18 at 32x32, batch 16 per rank, 12 steps, the gradients all-reduced in
-# fp32 and in fp16 (MPI_Iallreduce, DDP's 25 MB buckets), against the same run in one process. Prints each run's
-# data-parallel line and "bench: dist_allreduce_<fmt>_ms=..." lines (all-reduce time per step, exposed part and
-# its share of the step, which include waiting for the slower rank; bytes per rank). OPENBLAS_CORETYPE /
+# fp32 and in fp16 (MPI_Iallreduce, DDP's buckets posted during the backward), against the same run in one
+# process. Prints each run's data-parallel line and "bench: dist_allreduce_<fmt>_ms=..." lines (all-reduce time per
+# step from the first bucket posted, exposed part: the rank's time in the hook's MPI work and the final wait,
+# which includes waiting for the slower rank, and its share of the step; bytes per rank). top_builddir picks
+# the build (e.g. an older one, side by side). OPENBLAS_CORETYPE /
 # OPENBLAS_L2_SIZE are unset on every side alike.
 bin="${top_builddir:-.}/fp16probe"
 if ! command -v mpirun >/dev/null 2>&1; then
