@@ -121,7 +121,9 @@ int cmd_ls(int argc, char **argv)
                (long long)sessions[s].runs, sessions[s].runs == 1 ? "" : "s");
         for (size_t i = 0; i < nr && rc == FP_OK; i++) {
             char ranks[128];
-            if (runs[i].session == sessions[s].id && (rc = ranks_text(r, &runs[i], dist, nd, ranks, sizeof ranks)) == FP_OK)
+            if (runs[i].session != sessions[s].id)
+                continue;
+            if ((rc = ranks_text(r, &runs[i], dist, nd, ranks, sizeof ranks)) == FP_OK)
                 print_run(&runs[i], ranks);
         }
     }

@@ -62,7 +62,8 @@ static int record(const char *p, int64_t runs[2])
         fp_allreduce_error_rec_t e[3] = {
             {.run = runs[0], .step = step, .layer = -1, .wire = "fp16", .rel_l2 = 3e-4, .overflow = step == 4 ? 7 : 0,
              .underflow = 11},
-            {.run = runs[0], .step = step, .layer = 0, .wire = "fp16", .rel_l2 = 2.5e-4, .overflow = -1, .underflow = -1},
+            {.run = runs[0], .step = step, .layer = 0, .wire = "fp16", .rel_l2 = 2.5e-4, .overflow = -1,
+             .underflow = -1},
             {.run = runs[0], .step = step, .layer = 3, .wire = "fp16", .rel_l2 = NAN, .overflow = -1, .underflow = -1}};
         rc = fp_store_allreduce_error(s, e, 3);
     }
