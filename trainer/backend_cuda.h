@@ -38,19 +38,25 @@ void fp_backend_cuda_set_upload_staging(fp_backend *be, int staged);
 /* ---- the 16-bit weight copy: written once per step by the optimizer, not cast on every conv call ----
  * fp_backend_cuda_weight_copy: the model's conv / linear weights as the ops receive them (w: fp32 values
  * rounded to compute, the model's weight copy) and its fp32 master weights (master, same layout), n values
- * each, get a 16-bit copy of format dt (F16 / BF16) in backend memory, kept by the instance: the same
- * arguments again keep it and its validity; others replace it (invalid); w NULL drops it. FP_ENOMEM.
- * While it is valid, conv / linear ops given an fp32 weight or bias inside w under compute dt read the copy
- * at the same offset instead of casting again (the same bits: a cast of a value already rounded to dt).
+ * each, made of nstarts tensors beginning at the ascending offsets starts[] (starts[0] == 0), get a 16-bit
+ * copy of format dt (F16 / BF16) in backend memory, each tensor beginning on 256 bytes, kept by the
+ * instance: the same arguments again keep it and its validity; others replace it (invalid); w NULL drops
+ * it. FP_ENOMEM, FP_EINVAL.
+ * While it is valid, conv / linear ops given an fp32 weight or bias (within one tensor) inside w under
+ * compute dt read the copy instead of casting again (the same bits: a cast of a value already rounded to dt).
  * It is valid after fp_backend_cuda_weight_copy_written only, and invalid again as soon as an op of the
  * table writes into w or master (upload, copy, zero, cast, add, accumulate, relu, unscale_check, round;
  * except round to dt of master in place or of master into w at the same offset: the cast is the same),
  * when either is freed, or on fp_backend_cuda_weight_copy_invalidate (a write outside the table: kernels.h,
  * or a caller handed the device weights to write: model_device.c's fp_model_backend_params does it). */
-int fp_backend_cuda_weight_copy(fp_backend *be, const float *w, const float *master, size_t n, fp_dtype dt);
-/* The copy registered for master weights at master (n values, *dt its format when dt is not NULL), for the
- * SGD kernel's segments (kernels.h fp_cuda_segment.lowp); NULL when none is. */
+int fp_backend_cuda_weight_copy(fp_backend *be, const float *w, const float *master, size_t n, fp_dtype dt,
+                                const size_t *starts, size_t nstarts);
+/* The copy registered for master weights at master (*dt its format when dt is not NULL); NULL when none is. */
 void *fp_backend_cuda_weight_copy_of(fp_backend *be, const float *master, fp_dtype *dt);
+/* Where the master weight at master_at (inside the registered master weights) has its 16-bit value in the
+ * copy: a tensor's values are consecutive from its first, for the SGD kernel's segments (kernels.h
+ * fp_cuda_segment.lowp of a tensor: fp_backend_cuda_weight_copy_at(be, param + offset)). NULL outside. */
+void *fp_backend_cuda_weight_copy_at(fp_backend *be, const float *master_at);
 /* The copy now holds cast(master) (the SGD kernel wrote it with the new weights): valid. */
 void fp_backend_cuda_weight_copy_written(fp_backend *be);
 void fp_backend_cuda_weight_copy_invalidate(fp_backend *be);

@@ -180,15 +180,39 @@ int fp_model_sync_to_device(fp_model *m)
  * (the weight copy wlow, when compute is 16-bit) and the master weights, for the optimizer to write; the
  * caller of fp_model_backend_params writes the master weights, so it is invalid until the optimizer says
  * it wrote it (fp_backend_cuda_weight_copy_written). Without a 16-bit compute format there is none. */
+#ifdef HAVE_CUDA
+static int cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+#endif
+
 static int weight_copy(fp_model *m)
 {
 #ifdef HAVE_CUDA
     if (m->ops != fp_backend_cuda())
         return FP_OK;
-    int rc = m->wlow && is16(m->pol.compute)
-                 ? fp_backend_cuda_weight_copy(m->be, m->wlow, m->dparams, m->nparams, m->pol.compute)
-                 : fp_backend_cuda_weight_copy(m->be, NULL, NULL, 0, FP_DT_F32);
     fp_backend_cuda_weight_copy_invalidate(m->be);
+    if (!m->wlow || !is16(m->pol.compute) || !m->nparams)
+        return fp_backend_cuda_weight_copy(m->be, NULL, NULL, 0, FP_DT_F32, NULL, 0);
+    size_t nt = fp_model_tensor_count(m), ns = 0;
+    size_t *starts = malloc((nt + 1) * sizeof *starts);
+    if (!starts)
+        return fp_fail(FP_ENOMEM, "model %s: out of memory", m->name);
+    starts[ns++] = 0;   /* every parameter tensor's offset, ascending (the copy aligns each) */
+    for (size_t i = 0; i < nt; i++) {
+        const fp_tensor_info *t = fp_model_tensor(m, i);
+        if (t->is_param && t->offset > 0 && t->offset < m->nparams)
+            starts[ns++] = t->offset;
+    }
+    qsort(starts, ns, sizeof *starts, cmp_size);
+    size_t k = 1;   /* distinct */
+    for (size_t i = 1; i < ns; i++)
+        if (starts[i] != starts[k - 1])
+            starts[k++] = starts[i];
+    int rc = fp_backend_cuda_weight_copy(m->be, m->wlow, m->dparams, m->nparams, m->pol.compute, starts, k);
+    free(starts);
     return rc;
 #else
     (void)m;

@@ -397,13 +397,35 @@ void fp_bcu_wc_touch(fp_backend *be, const void *p, size_t bytes)
         be->wc.valid = 0;
 }
 
+/* The tensor holding float offset off: its index (nseg when none). */
+static size_t wc_seg(const fp_backend *be, size_t off)
+{
+    size_t lo = 0, hi = be->wc.nseg;   /* the last start <= off */
+    if (off >= be->wc.n || !hi)
+        return be->wc.nseg;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (be->wc.start[mid] <= off)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return be->wc.start[lo] <= off ? lo : be->wc.nseg;
+}
+
+static size_t wc_seg_end(const fp_backend *be, size_t k)
+{
+    return k + 1 < be->wc.nseg ? be->wc.start[k + 1] : be->wc.n;
+}
+
 int fp_bcu_wc_view(fp_backend *be, const fp_tensor *t, fp_dtype rd, fp_dtensor *o)
 {
-    size_t off;
+    size_t off, cnt = fp_tensor_count(t), k;
     if (!be->wc.valid || t->dt != FP_DT_F32 || rd != be->wc.dt ||
-        !inside(t->p, fp_tensor_count(t) * sizeof(float), be->wc.w, be->wc.n, &off))
+        !inside(t->p, cnt * sizeof(float), be->wc.w, be->wc.n, &off) || (k = wc_seg(be, off)) == be->wc.nseg ||
+        off + cnt > wc_seg_end(be, k))
         return 0;
-    o->data = (char *)be->wc.copy + off * sizeof(uint16_t);
+    o->data = (char *)be->wc.copy + (be->wc.pos[k] + (off - be->wc.start[k])) * sizeof(uint16_t);
     o->dtype = rd;
     o->dims = t->d;
     return 1;
@@ -412,29 +434,68 @@ int fp_bcu_wc_view(fp_backend *be, const fp_tensor *t, fp_dtype rd, fp_dtensor *
 static void wc_drop(fp_backend *be)
 {
     void *c = be->wc.copy;
-    size_t n = be->wc.n;
+    size_t n = be->wc.copy_n;
+    free(be->wc.start);
+    free(be->wc.pos);
     memset(&be->wc, 0, sizeof be->wc);
     cuda_free(be, c, n * sizeof(uint16_t));
 }
 
-int fp_backend_cuda_weight_copy(fp_backend *be, const float *w, const float *master, size_t n, fp_dtype dt)
+int fp_backend_cuda_weight_copy(fp_backend *be, const float *w, const float *master, size_t n, fp_dtype dt,
+                                const size_t *starts, size_t nstarts)
 {
-    if (w && (!master || !n || !fp_bcu_is16(dt)))
-        return fp_fail(FP_EINVAL, "cuda backend: a weight copy needs weights, master weights, n > 0 and fp16 or bf16");
-    if (w && w == be->wc.w && master == be->wc.master && n == be->wc.n && dt == be->wc.dt)
+    if (w && (!master || !n || !fp_bcu_is16(dt) || !starts || !nstarts || starts[0] != 0))
+        return fp_fail(FP_EINVAL, "cuda backend: a weight copy needs weights, master weights, n > 0, fp16 or bf16 "
+                       "and its tensors' offsets from 0");
+    for (size_t i = 1; w && i < nstarts; i++)
+        if (starts[i] <= starts[i - 1] || starts[i] >= n)
+            return fp_fail(FP_EINVAL, "cuda backend: weight copy tensor %zu at %zu after %zu of %zu values", i,
+                           starts[i], starts[i - 1], n);
+    if (w && w == be->wc.w && master == be->wc.master && n == be->wc.n && dt == be->wc.dt && nstarts == be->wc.nseg &&
+        memcmp(starts, be->wc.start, nstarts * sizeof *starts) == 0)
         return FP_OK;
     wc_drop(be);
     if (!w)
         return FP_OK;
+    size_t *st = malloc(nstarts * sizeof *st), *pos = malloc(nstarts * sizeof *pos), at = 0;
+    if (!st || !pos) {
+        free(st);
+        free(pos);
+        return fp_fail(FP_ENOMEM, "cuda backend: out of memory");
+    }
+    for (size_t i = 0; i < nstarts; i++) {   /* each tensor on FP_BCU_WC_ALIGN values */
+        st[i] = starts[i];
+        pos[i] = at;
+        size_t len = (i + 1 < nstarts ? starts[i + 1] : n) - starts[i];
+        at += (len + FP_BCU_WC_ALIGN - 1) / FP_BCU_WC_ALIGN * FP_BCU_WC_ALIGN;
+    }
     void *c = NULL;
-    TRY(cuda_alloc(be, &c, n * sizeof(uint16_t)));
+    int rc = cuda_alloc(be, &c, at * sizeof(uint16_t));
+    if (rc) {
+        free(st);
+        free(pos);
+        return rc;
+    }
     be->wc.w = w;
     be->wc.master = master;
     be->wc.n = n;
     be->wc.dt = dt;
+    be->wc.nseg = nstarts;
+    be->wc.start = st;
+    be->wc.pos = pos;
+    be->wc.copy_n = at;
     be->wc.copy = c;
     be->wc.valid = 0;
     return FP_OK;
+}
+
+void *fp_backend_cuda_weight_copy_at(fp_backend *be, const float *master_at)
+{
+    size_t off, k;
+    if (!be->wc.copy || !inside(master_at, sizeof(float), be->wc.master, be->wc.n, &off) ||
+        (k = wc_seg(be, off)) == be->wc.nseg)
+        return NULL;
+    return (char *)be->wc.copy + (be->wc.pos[k] + (off - be->wc.start[k])) * sizeof(uint16_t);
 }
 
 void *fp_backend_cuda_weight_copy_of(fp_backend *be, const float *master, fp_dtype *dt)

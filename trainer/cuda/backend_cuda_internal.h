@@ -18,6 +18,9 @@ enum { FP_BCU_A = 0, FP_BCU_B, FP_BCU_W, FP_BCU_B2, FP_BCU_OUT, FP_BCU_OUT2, FP_
  * large one (a batch) into device staging on the copy stream, from one of FP_BCU_UP_SLOTS double-buffered
  * pinned slots, then a device-to-device copy on the stream once the copy stream's event says it landed. */
 enum { FP_BCU_UP_SLOTS = 2, FP_BCU_UP_SMALL = 8 };
+/* Every tensor of the 16-bit weight copy begins on 256 bytes (128 values), as the cast path's staging
+ * slot (arena memory): cuDNN / cuBLASLt see the alignment they were planned for. */
+#define FP_BCU_WC_ALIGN ((size_t)128)
 #define FP_BCU_UP_SMALL_BYTES ((size_t)64 << 10)    /* up to this: the small path */
 #define FP_BCU_UP_LARGE_BYTES ((size_t)256 << 20)   /* above this: a plain (pageable) copy on the stream */
 typedef struct {
@@ -54,7 +57,11 @@ struct fp_backend {
         const float *w, *master;    /* n fp32 values each; NULL: none */
         size_t n;
         fp_dtype dt;
-        void *copy;                 /* n values of dt (from cuda_alloc) */
+        size_t nseg;                /* tensors: the i-th begins at start[i] floats into w / master and at
+                                     * pos[i] values into copy (a multiple of FP_BCU_WC_ALIGN) */
+        size_t *start, *pos;
+        size_t copy_n;              /* values in copy */
+        void *copy;                 /* copy_n values of dt (from cuda_alloc) */
         int valid;                  /* copy == cast(master) == cast(w) where w was rounded from master */
     } wc;
     char label[64];
