@@ -162,7 +162,7 @@ int fp_store_allreduce_error(fp_store_t *s, const fp_allreduce_error_rec_t *e, s
     if (n > 0 && !e)
         return fp_fail(FP_EINVAL, "store: allreduce error: missing argument");
     for (size_t i = 0; i < n; i++)
-        if (strcmp(e[i].wire, "fp16") != 0 && strcmp(e[i].wire, "bf16") != 0)
+        if (strncmp(e[i].wire, "fp16", sizeof e[i].wire) != 0 && strncmp(e[i].wire, "bf16", sizeof e[i].wire) != 0)
             return fp_fail(FP_EINVAL, "store: allreduce error: wire format '%.8s' is not fp16 or bf16", e[i].wire);
     fp_rec_t one[16], *recs = n <= 16 ? one : malloc(n * sizeof *recs);
     if (!recs)
