@@ -5,6 +5,7 @@
  * (nvcc and ptxas fuse none of them into an FMA). Promises: bit-identical to the CPU backend for non-NaN inputs. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <type_traits>
 #include "backend_kernels.h"
 #include "kernels.h"
 
@@ -278,11 +279,14 @@ template <fp_dtype T> struct relu_bwd_op {
     }
 };
 
-/* ---------------------------------------------------------------- pools */
+/* ---------------------------------------------------------------- pools
+ * Templates on their tensors' formats (the launchers pick the instance): ld / st / rnd / is16 below see a
+ * constant format and keep one branch; a format other than F16 / BF16 runs as fp32, as ld / st read it. */
 
 /* The launcher has checked that x has at most INT_MAX elements (fp_cbk_argmax_fits): idx fits argmax. */
-__global__ void k_maxpool_fwd(void *y, fp_dtype yt, int *argmax, const void *x, fp_dtype xt, int n, int h, int w,
-                              int c, int oh, int ow, int k, int stride, int pad)
+template <fp_dtype yt, fp_dtype xt>
+__global__ void k_maxpool_fwd(void *y, int *argmax, const void *x, int n, int h, int w, int c, int oh, int ow, int k,
+                              int stride, int pad)
 {
     size_t total = fp_cbk_count(n, oh, ow, c);
     GRID_STRIDE(o, total) {
@@ -323,8 +327,9 @@ __device__ __forceinline__ void grad_store(void *dx, fp_dtype t, size_t i, float
         st(dx, t, i, s);
 }
 
-__global__ void k_maxpool_bwd(void *dx, fp_dtype dxt, const void *dy, fp_dtype dyt, const int *argmax, int n, int h,
-                              int w, int c, int oh, int ow, int k, int stride, int pad, int acc)
+template <fp_dtype dxt, fp_dtype dyt>
+__global__ void k_maxpool_bwd(void *dx, const void *dy, const int *argmax, int n, int h, int w, int c, int oh, int ow,
+                              int k, int stride, int pad, int acc)
 {
     size_t total = fp_cbk_count(n, h, w, c);
     GRID_STRIDE(i, total) {
@@ -347,7 +352,8 @@ __global__ void k_maxpool_bwd(void *dx, fp_dtype dxt, const void *dy, fp_dtype d
 
 /* pool.c fp_avgpool_global_forward: per (image, channel) s = 0, s += x over hw in order from 0, then
  * s * inv with inv = 1.0f / (float)hw. */
-__global__ void k_avgpool_fwd(void *y, fp_dtype yt, const void *x, fp_dtype xt, int n, size_t hw, int c)
+template <fp_dtype yt, fp_dtype xt>
+__global__ void k_avgpool_fwd(void *y, const void *x, int n, size_t hw, int c)
 {
     size_t total = (size_t)n * (size_t)c;
     const float inv = __fdiv_rn(1.0f, (float)hw);
@@ -362,7 +368,8 @@ __global__ void k_avgpool_fwd(void *y, fp_dtype yt, const void *x, fp_dtype xt, 
 
 /* pool.c fp_avgpool_global_backward: dx += dy * inv, the product rounded before the sum (the CPU build
  * has no FMA contraction there; nvcc would fuse `s += a * b` into one fma.rn.f32). */
-__global__ void k_avgpool_bwd(void *dx, fp_dtype dxt, const void *dy, fp_dtype dyt, int n, size_t hw, int c, int acc)
+template <fp_dtype dxt, fp_dtype dyt>
+__global__ void k_avgpool_bwd(void *dx, const void *dy, int n, size_t hw, int c, int acc)
 {
     size_t total = (size_t)n * hw * (size_t)c;
     const float inv = __fdiv_rn(1.0f, (float)hw);
@@ -379,6 +386,18 @@ __global__ void k_avgpool_bwd(void *dx, fp_dtype dxt, const void *dy, fp_dtype d
 /* fp_cbk_grid: at most FP_CBK_GRID_CAP blocks, the grid-stride loops' 64-bit stride covers any n. */
 #define LAUNCH(n) fp_cbk_grid(n), FP_CBK_THREADS, 0, (cudaStream_t)stream
 static_assert(FP_CBK_THREADS == FP_CUDA_THREADS, "backend_kernels.h and kernels.h disagree on the block size");
+
+/* f(std::integral_constant<fp_dtype, d>) for d's instance: F16, BF16, else F32. */
+template <fp_dtype D> using dtc = std::integral_constant<fp_dtype, D>;
+template <class F> static void with_dtype(fp_dtype d, F &&f)
+{
+    if (d == FP_DT_F16)
+        f(dtc<FP_DT_F16>{});
+    else if (d == FP_DT_BF16)
+        f(dtc<FP_DT_BF16>{});
+    else
+        f(dtc<FP_DT_F32>{});
+}
 
 extern "C" int fp_cbk_round(float *dst, const float *src, size_t n, fp_dtype to, void *stream)
 {
@@ -467,7 +486,12 @@ extern "C" int fp_cbk_maxpool_forward(void *y, fp_dtype yt, int *argmax, const v
         return fp_fail(FP_EINVAL, "cuda backend maxpool forward: input %dx%dx%dx%d: more than INT_MAX elements for "
                        "an int32 argmax", n, h, w, c);
     size_t total = fp_cbk_count(n, oh, ow, c);
-    k_maxpool_fwd<<<LAUNCH(total)>>>(y, yt, argmax, x, xt, n, h, w, c, oh, ow, k, stride, pad);
+    with_dtype(yt, [&](auto Y) {
+        with_dtype(xt, [&](auto X) {
+            k_maxpool_fwd<decltype(Y)::value, decltype(X)::value>
+                <<<LAUNCH(total)>>>(y, argmax, x, n, h, w, c, oh, ow, k, stride, pad);
+        });
+    });
     return launched("cuda backend maxpool forward");
 }
 
@@ -479,7 +503,12 @@ extern "C" int fp_cbk_maxpool_backward(void *dx, fp_dtype dxt, const void *dy, f
         return fp_fail(FP_EINVAL, "cuda backend maxpool backward: input %dx%dx%dx%d: more than INT_MAX elements for "
                        "an int32 argmax", n, h, w, c);
     size_t total = fp_cbk_count(n, h, w, c);
-    k_maxpool_bwd<<<LAUNCH(total)>>>(dx, dxt, dy, dyt, argmax, n, h, w, c, oh, ow, k, stride, pad, accumulate);
+    with_dtype(dxt, [&](auto DX) {
+        with_dtype(dyt, [&](auto DY) {
+            k_maxpool_bwd<decltype(DX)::value, decltype(DY)::value>
+                <<<LAUNCH(total)>>>(dx, dy, argmax, n, h, w, c, oh, ow, k, stride, pad, accumulate);
+        });
+    });
     return launched("cuda backend maxpool backward");
 }
 
@@ -487,7 +516,11 @@ extern "C" int fp_cbk_avgpool_forward(void *y, fp_dtype yt, const void *x, fp_dt
                                       void *stream)
 {
     size_t total = (size_t)n * (size_t)c;
-    k_avgpool_fwd<<<LAUNCH(total)>>>(y, yt, x, xt, n, hw, c);
+    with_dtype(yt, [&](auto Y) {
+        with_dtype(xt, [&](auto X) {
+            k_avgpool_fwd<decltype(Y)::value, decltype(X)::value><<<LAUNCH(total)>>>(y, x, n, hw, c);
+        });
+    });
     return launched("cuda backend avgpool forward");
 }
 
@@ -495,6 +528,10 @@ extern "C" int fp_cbk_avgpool_backward(void *dx, fp_dtype dxt, const void *dy, f
                                        int c, int accumulate, void *stream)
 {
     size_t total = (size_t)n * hw * (size_t)c;
-    k_avgpool_bwd<<<LAUNCH(total)>>>(dx, dxt, dy, dyt, n, hw, c, accumulate);
+    with_dtype(dxt, [&](auto DX) {
+        with_dtype(dyt, [&](auto DY) {
+            k_avgpool_bwd<decltype(DX)::value, decltype(DY)::value><<<LAUNCH(total)>>>(dx, dy, n, hw, c, accumulate);
+        });
+    });
     return launched("cuda backend avgpool backward");
 }
