@@ -72,7 +72,7 @@ static void model_copy(const char *policy, const float *x, const int *labels)
     if (!tap_ok(!rc && low && dt == want_dt && !fp_backend_cuda_weight_copy_valid(be),
                 "%s: handing the device weights out registers a %s copy, not yet valid%s", policy, fp_dtype_name(want_dt),
                 rc ? fp_error_message() : "")) {
-        tap_skip(4, "no weight copy");
+        tap_skip(3, "no weight copy");
         fp_model_free(m);
         return;
     }

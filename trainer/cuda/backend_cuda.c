@@ -282,6 +282,8 @@ static void cuda_destroy(fp_backend *be)
     fp_cudnn_free(be->ctx[1]);   /* borrows ctx[0]'s stream: first */
     fp_cudnn_free(be->ctx[0]);
     fp_arena_free_all(be->arena);   /* staging, scratch and every allocation with it */
+    free(be->wc.start);   /* the weight copy's tensor table (its memory went with the arena) */
+    free(be->wc.pos);
     free(be);
 }
 
