@@ -26,40 +26,12 @@ void fp_train_options_init(fp_train_options *o, const char *cmd)
     o->cmd = cmd;
 }
 
-/* Plain decimal, as a user types a number: an optional '-', digits (for a number: an optional fraction and
- * exponent); no spaces, '+', hex, inf or nan, which strtoll / strtod would take. */
-static int is_digit(char ch)
-{
-    return ch >= '0' && ch <= '9';
-}
-
-static int is_decimal(const char *s, int integer)
-{
-    const char *p = s + (*s == '-');
-    int digits = 0;
-    for (; is_digit(*p); p++)
-        digits++;
-    if (!integer && *p == '.')
-        for (p++; is_digit(*p); p++)
-            digits++;
-    if (!digits)
-        return 0;
-    if (!integer && (*p == 'e' || *p == 'E')) {
-        p += 1 + (p[1] == '+' || p[1] == '-');
-        if (!is_digit(*p))
-            return 0;
-        while (is_digit(*p))
-            p++;
-    }
-    return *p == '\0';
-}
-
 int fp_cli_parse_i64(const char *cmd, const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
     char *end;
     errno = 0;
-    long long v = is_decimal(s, 1) ? strtoll(s, &end, 10) : 0;
-    if (!is_decimal(s, 1) || errno || end == s || *end || v < lo || v > hi)
+    long long v = cli_is_decimal(s, 1) ? strtoll(s, &end, 10) : 0;
+    if (!cli_is_decimal(s, 1) || errno || end == s || *end || v < lo || v > hi)
         return cli_error(2, "%s: %s needs an integer in [%" PRId64 ", %" PRId64 "] (got '%s')", cmd, opt, lo, hi, s);
     *out = v;
     return 0;
@@ -87,8 +59,8 @@ static int parse_double(const char *cmd, const char *opt, const char *s, double 
 {
     char *end;
     errno = 0;
-    double v = is_decimal(s, 0) ? strtod(s, &end) : NAN;
-    if (!is_decimal(s, 0) || errno || end == s || *end || !isfinite(v) || v < 0)
+    double v = cli_is_decimal(s, 0) ? strtod(s, &end) : NAN;
+    if (!cli_is_decimal(s, 0) || errno || end == s || *end || !isfinite(v) || v < 0)
         return cli_error(2, "%s: %s needs a finite number >= 0 (got '%s')", cmd, opt, s);
     *out = v;
     return 0;
