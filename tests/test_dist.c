@@ -11,6 +11,7 @@
 #include <string.h>
 #include "error.h"
 #include "tap.h"
+#include "dist_testutil.h"
 #include "trainer/dist/dist.h"
 #include "trainer/layers.h"
 #include "trainer/run/arm.h"
@@ -20,18 +21,15 @@
 #define K 3          /* steps */
 #define PX (S * S * 3)
 
-static fp_dataset *ds;
 static float images[2 * B * PX];   /* a global batch of 2 x B (two shards) */
 static int32_t labels[2 * B];
-static fp_dist *dist;
-static int rank, ranks;
 
 /* The global batch of step t; shard s is images + s * B * PX. */
 static void global_batch(int t)
 {
     for (int i = 0; i < 2 * B; i++) {
         int lab = 0;
-        fp_dataset_get(ds, FP_SPLIT_TRAIN, (int64_t)t * 2 * B + i, 0, images + (size_t)i * PX, &lab);
+        fp_dataset_get(td_ds, FP_SPLIT_TRAIN, (int64_t)t * 2 * B + i, 0, images + (size_t)i * PX, &lab);
         labels[i] = lab;
     }
 }
@@ -42,42 +40,10 @@ static fp_batch shard(int s)
     return b;
 }
 
+/* resnet18 of width 8, seed 11, buckets of 64 KiB: several even for this small model. */
 static void cfg_of(fp_arm_config *c, const char *policy, fp_dist *d, const char *wire)
 {
-    fp_arm_config_default(c);
-    c->model = "resnet18";
-    c->base_width = 8;
-    c->num_classes = 10;
-    c->image_size = S;
-    c->seed = 11;
-    c->policy = policy;
-    c->dist = d;
-    c->allreduce = wire;
-    c->bucket_bytes = 64 << 10;   /* several buckets even for this small model */
-    fp_lr_schedule_default(&c->lr, FP_LR_CONSTANT, 0.01);   /* stable at batch 4: 0.1 amplifies any difference
-                                                             * about x10 a step at this size */
-}
-
-/* A check every rank makes: rank 0 reports it once all ranks' answers are in (1 only when all passed). */
-static int all_ok(int ok, const char *what)
-{
-    int bad = !ok;
-    if (fp_dist_allreduce_max_int(dist, &bad))
-        bad = 1;
-    if (rank == 0)
-        tap_ok(!bad, "%s (every rank)", what);
-    return !bad;
-}
-
-static double rel_l2(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = (double)a[i] - b[i];
-        num += e * e;
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
+    td_arm_config(c, policy, 8, 11, d, wire, 64 << 10);
 }
 
 /* One process, both shards: forward / backward of each on its own (its own batch statistics), gradients
@@ -106,28 +72,9 @@ static int reference_step(fp_arm *ref, float *g0)
 
 int main(void)
 {
-    if (fp_dist_launched_size() == 0)
-        tap_skip_all("not started by mpirun (tests/test_dist.sh runs it with 2 ranks)");
-    if (fp_dist_init(&dist)) {
-        printf("1..0 # SKIP %s\n", fp_error_message());
-        return 0;
-    }
-    rank = fp_dist_rank(dist);
-    ranks = fp_dist_size(dist);
-    if (rank != 0 && !freopen("/dev/null", "w", stdout))
-        return 1;
-    if (ranks != 2) {
-        printf("1..0 # SKIP needs exactly 2 ranks, got %d\n", ranks);
-        fp_dist_finalize(dist);
-        return 0;
-    }
-    if (rank == 0)
-        tap_plan(12);
-    fp_data_opts o;
-    fp_data_opts_default(&o);
-    o.image_size = S;
-    if (fp_dataset_open(&ds, "synthetic:200", &o))
-        tap_skip_all("cannot open the synthetic dataset");
+    td_start("tests/test_dist.sh", 12, S);
+    fp_dist *dist = td_dist;
+    int rank = td_rank;
 
     /* 1. fp32: the ranks against one process with both shards */
     fp_arm_config c;
@@ -138,7 +85,7 @@ int main(void)
     ok = ok && fp_arm_create(&a16, &c) == FP_OK;
     cfg_of(&c, "fp32", NULL, NULL);
     ok = ok && (rank != 0 || fp_arm_create(&ref, &c) == FP_OK);
-    if (!all_ok(ok, "arms created")) {
+    if (!td_all_ok(ok, "arms created")) {
         tap_diag("%s", fp_error_message());
         return 1;
     }
@@ -162,21 +109,21 @@ int main(void)
             steps_ok = 0;
         if (rank == 0)
             tap_diag("step %d: fp16 vs fp32 all-reduce weights rel. L2 %.3g, loss %g %g", t + 1,
-                     rel_l2(fp_model_params(fp_arm_model(a16)), fp_model_params(fp_arm_model(a32)), n), r32.loss, r16.loss);
+                     td_rel_l2(fp_model_params(fp_arm_model(a16)), fp_model_params(fp_arm_model(a32)), n), r32.loss, r16.loss);
     }
-    all_ok(steps_ok, "K steps with an fp32 and an fp16 all-reduce (bytes: 4 and 2 per parameter, several buckets)");
+    td_all_ok(steps_ok, "K steps with an fp32 and an fp16 all-reduce (bytes: 4 and 2 per parameter, several buckets)");
     /* every rank holds rank 0's weights, bit for bit */
     const float *p32 = fp_model_params(fp_arm_model(a32));
     memcpy(w0, p32, n * sizeof *w0);
     fp_dist_broadcast(dist, w0, n * sizeof *w0);
-    all_ok(memcmp(w0, p32, n * sizeof *w0) == 0, "fp32 all-reduce: the same weights on every rank, bit for bit");
+    td_all_ok(memcmp(w0, p32, n * sizeof *w0) == 0, "fp32 all-reduce: the same weights on every rank, bit for bit");
     const float *p16 = fp_model_params(fp_arm_model(a16));
     memcpy(w0, p16, n * sizeof *w0);
     fp_dist_broadcast(dist, w0, n * sizeof *w0);
-    all_ok(memcmp(w0, p16, n * sizeof *w0) == 0, "fp16 all-reduce: the same weights on every rank, bit for bit");
+    td_all_ok(memcmp(w0, p16, n * sizeof *w0) == 0, "fp16 all-reduce: the same weights on every rank, bit for bit");
     if (rank == 0) {
         const float *pr = fp_model_params(fp_arm_model(ref));
-        double e = rel_l2(p32, pr, n), e16 = rel_l2(p16, pr, n);
+        double e = td_rel_l2(p32, pr, n), e16 = td_rel_l2(p16, pr, n);
         tap_diag("after %d steps: rel. L2 of the ranks' weights vs one process with both shards: fp32 %.3g, fp16 "
                  "all-reduce %.3g; fp16 all-reduce rounding at step 2: rel. L2 %.3g, %.0f overflowed", K, e, e16,
                  err16, over);
@@ -192,7 +139,7 @@ int main(void)
     cfg_of(&c, "fp16", dist, NULL);
     c.init_scale = 1024;   /* no overflow of its own at these sizes: only the injected one skips */
     ok = fp_arm_create(&amp, &c) == FP_OK && fp_arm_allreduce_dtype(amp) == FP_DT_F32;
-    all_ok(ok, "fp16 arm: its all-reduce defaults to its gradients' format (fp32)");
+    td_all_ok(ok, "fp16 arm: its all-reduce defaults to its gradients' format (fp32)");
     int skipped[K] = {0}, injected_ok = 1;
     for (int t = 0; t < K && ok; t++) {
         global_batch(t);
@@ -211,13 +158,13 @@ int main(void)
         if (mx != -mn)   /* the ranks disagree on this step */
             injected_ok = 0;
     }
-    all_ok(injected_ok, "every rank skipped exactly the same steps");
-    all_ok(skipped[1] == 1 && skipped[0] == 0 && skipped[2] == 0,
+    td_all_ok(injected_ok, "every rank skipped exactly the same steps");
+    td_all_ok(skipped[1] == 1 && skipped[0] == 0 && skipped[2] == 0,
            "the step with rank 1's Inf was skipped on every rank, the others were not");
     p16 = fp_model_params(fp_arm_model(amp));
     memcpy(w0, p16, n * sizeof *w0);
     fp_dist_broadcast(dist, w0, n * sizeof *w0);
-    all_ok(memcmp(w0, p16, n * sizeof *w0) == 0, "after the skip: the same weights on every rank");
+    td_all_ok(memcmp(w0, p16, n * sizeof *w0) == 0, "after the skip: the same weights on every rank");
 
     free(g0);
     free(w0);
@@ -225,7 +172,5 @@ int main(void)
     fp_arm_free(a16);
     fp_arm_free(ref);
     fp_arm_free(amp);
-    fp_dataset_close(ds);
-    fp_dist_finalize(dist);
-    return rank == 0 ? tap_done() : 0;   /* the other ranks' checks were reported by rank 0 */
+    return td_finish();
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "error.h"
 #include "tap.h"
+#include "dist_testutil.h"
 #include "trainer/dist/dist.h"
 #include "trainer/layers.h"
 #include "trainer/run/arm.h"
@@ -19,28 +20,15 @@
 #define K 3          /* steps */
 #define PX (S * S * 3)
 
-static fp_dataset *ds;
 static float images[B * PX];
 static int32_t labels[B];
-static fp_dist *dist;
-static int rank;
-
-static int all_ok(int ok, const char *what)
-{
-    int bad = !ok;
-    if (fp_dist_allreduce_max_int(dist, &bad))
-        bad = 1;
-    if (rank == 0)
-        tap_ok(!bad, "%s (every rank)", what);
-    return !bad;
-}
 
 /* This rank's batch of step t. */
 static fp_batch batch(int t)
 {
     for (int i = 0; i < B; i++) {
         int lab = 0;
-        fp_dataset_get(ds, FP_SPLIT_TRAIN, ((int64_t)t * 2 + rank) * B + i, 0, images + (size_t)i * PX, &lab);
+        fp_dataset_get(td_ds, FP_SPLIT_TRAIN, ((int64_t)t * 2 + td_rank) * B + i, 0, images + (size_t)i * PX, &lab);
         labels[i] = lab;
     }
     fp_batch b = {B, S, images, labels, 0, 0};
@@ -49,17 +37,7 @@ static fp_batch batch(int t)
 
 static void cfg_of(fp_arm_config *c, const char *policy, int width, fp_dist *d, const char *wire, size_t bucket)
 {
-    fp_arm_config_default(c);
-    c->model = "resnet18";
-    c->base_width = width;
-    c->num_classes = 10;
-    c->image_size = S;
-    c->seed = 5;
-    c->policy = policy;
-    c->dist = d;
-    c->allreduce = wire;
-    c->bucket_bytes = bucket;
-    fp_lr_schedule_default(&c->lr, FP_LR_CONSTANT, 0.01);
+    td_arm_config(c, policy, width, 5, d, wire, bucket);
 }
 
 /* The hook's record: every call's layer and range, checked against the model's layer table. */
@@ -95,34 +73,16 @@ static int expected_buckets(size_t n, size_t wb, size_t cap)
 
 int main(void)
 {
-    if (fp_dist_launched_size() == 0)
-        tap_skip_all("not started by mpirun (tests/test_dist_overlap.sh runs it with 2 ranks)");
-    if (fp_dist_init(&dist)) {
-        printf("1..0 # SKIP %s\n", fp_error_message());
-        return 0;
-    }
-    rank = fp_dist_rank(dist);
-    if (rank != 0 && !freopen("/dev/null", "w", stdout))
-        return 1;
-    if (fp_dist_size(dist) != 2) {
-        printf("1..0 # SKIP needs exactly 2 ranks, got %d\n", fp_dist_size(dist));
-        fp_dist_finalize(dist);
-        return 0;
-    }
-    if (rank == 0)
-        tap_plan(8);
-    fp_data_opts o;
-    fp_data_opts_default(&o);
-    o.image_size = S;
-    if (fp_dataset_open(&ds, "synthetic:200", &o))
-        tap_skip_all("cannot open the synthetic dataset");
+    td_start("tests/test_dist_overlap.sh", 8, S);
+    fp_dist *dist = td_dist;
+    int rank = td_rank;
 
     /* 1. the hook alone (no ranks): backward order, each parameter once; `half` the same with and without it */
     fp_arm_config c;
     fp_arm *h1 = NULL, *h2 = NULL;
     cfg_of(&c, "half", 8, NULL, NULL, 0);
     int ok = fp_arm_create(&h1, &c) == FP_OK && fp_arm_create(&h2, &c) == FP_OK;
-    if (!all_ok(ok, "arms created")) {
+    if (!td_all_ok(ok, "arms created")) {
         tap_diag("%s", fp_error_message());
         return 1;
     }
@@ -146,9 +106,9 @@ int main(void)
             log.bad |= log.seen[i] != 1;
         log.bad |= log.calls != with_params;
     }
-    all_ok(ok && !log.bad, "gradient-ready hook: once per layer with parameters, last layer first, every parameter "
+    td_all_ok(ok && !log.bad, "gradient-ready hook: once per layer with parameters, last layer first, every parameter "
                            "exactly once, each range its layer's");
-    all_ok(ok && memcmp(fp_model_params(fp_arm_model(h1)), fp_model_params(m2), n8 * sizeof(float)) == 0,
+    td_all_ok(ok && memcmp(fp_model_params(fp_arm_model(h1)), fp_model_params(m2), n8 * sizeof(float)) == 0,
            "`half` with the hook (rounded per layer) = without it (rounded at the end), bit for bit");
     free(log.seen);
     fp_arm_free(h1);
@@ -160,7 +120,7 @@ int main(void)
     ok = fp_arm_create(&a32, &c) == FP_OK;
     cfg_of(&c, "fp32", 64, dist, "fp16", 0);
     ok = ok && fp_arm_create(&a16, &c) == FP_OK && fp_arm_create(&b16, &c) == FP_OK;
-    if (!all_ok(ok, "2 ranks: resnet18 arms created")) {
+    if (!td_all_ok(ok, "2 ranks: resnet18 arms created")) {
         tap_diag("%s", fp_error_message());
         return 1;
     }
@@ -188,11 +148,11 @@ int main(void)
             tap_diag("step %d: fp32 %d buckets, all-reduce %.1f ms, exposed %.1f ms; fp16 %d buckets", t + 1,
                      r32.comm_buckets, r32.comm_ns / 1e6, r32.comm_exposed_ns / 1e6, r16.comm_buckets);
     }
-    all_ok(plan_ok, "DDP's buckets: 1 MiB first, then 25 MiB (fp32 and fp16 payloads)");
-    all_ok(early_ok, "every bucket was posted during the backward (fp32 and fp16)");
-    all_ok(checked_ok, "a checked step reduces after the backward (none early) and measures the rounding");
+    td_all_ok(plan_ok, "DDP's buckets: 1 MiB first, then 25 MiB (fp32 and fp16 payloads)");
+    td_all_ok(early_ok, "every bucket was posted during the backward (fp32 and fp16)");
+    td_all_ok(checked_ok, "a checked step reduces after the backward (none early) and measures the rounding");
     const float *p = fp_model_params(fp_arm_model(a16)), *q = fp_model_params(fp_arm_model(b16));
-    all_ok(memcmp(p, q, n * sizeof *p) == 0,
+    td_all_ok(memcmp(p, q, n * sizeof *p) == 0,
            "fp16 all-reduce overlapped = the same after the backward, bit for bit, after 3 steps");
     if (rank == 0)
         tap_diag("steps 2-%d: fp32 all-reduce %.1f ms/step, of which exposed %.1f ms (both ranks on this machine's "
@@ -200,7 +160,5 @@ int main(void)
     fp_arm_free(a32);
     fp_arm_free(a16);
     fp_arm_free(b16);
-    fp_dataset_close(ds);
-    fp_dist_finalize(dist);
-    return rank == 0 ? tap_done() : 0;
+    return td_finish();
 }

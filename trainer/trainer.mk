@@ -46,11 +46,14 @@ endif
 
 # Data-parallel tests: the TAP program runs under mpirun from test_dist.sh (which skips without mpirun).
 check_PROGRAMS += tests/test_dist
+DIST_TEST_UTIL = tests/dist_testutil.c tests/dist_testutil.h
+tests_test_dist_SOURCES = tests/test_dist.c $(DIST_TEST_UTIL)
 tests_test_dist_LDADD = $(TEST_LDADD)
 TESTS += tests/test_dist.sh
 dist_check_SCRIPTS += tests/test_dist.sh
 # ... and the all-reduce overlapped with the backward (test_dist_overlap.sh, the same way).
 check_PROGRAMS += tests/test_dist_overlap
+tests_test_dist_overlap_SOURCES = tests/test_dist_overlap.c $(DIST_TEST_UTIL)
 tests_test_dist_overlap_LDADD = $(TEST_LDADD)
 TESTS += tests/test_dist_overlap.sh
 dist_check_SCRIPTS += tests/test_dist_overlap.sh
