@@ -845,15 +845,20 @@ static int device_optim(fp_arm *a, double lr)
         free(segs);
         return segs ? FP_EINTERNAL : fp_fail(FP_ENOMEM, "out of memory");
     }
+    fp_dtype low_dt = FP_DT_F32;   /* the backend's 16-bit weight copy (16-bit compute): written here, once */
+    int low = fp_backend_cuda_weight_copy_of(be, p, &low_dt) != NULL;
     for (size_t i = 0; i < nt; i++) {
         const fp_tensor_info *t = fp_model_tensor(m, i);
         if (t->is_param)
-            segs[ns++] = (fp_cuda_segment){p + t->offset, g + t->offset, a->dmom ? a->dmom + t->offset : NULL, NULL,
+            segs[ns++] = (fp_cuda_segment){p + t->offset, g + t->offset, a->dmom ? a->dmom + t->offset : NULL,
+                                           low ? fp_backend_cuda_weight_copy_at(be, p + t->offset) : NULL,
                                            t->numel, 1};
     }
     int64_t step = fp_optim_get_step(a->optim);
-    rc = fp_cuda_sgd_step(segs, ns, lr, oc->momentum, oc->weight_decay, oc->nesterov, step == 0, FP_DT_F32,
-                          fp_backend_cuda_stream(be));
+    rc = fp_cuda_sgd_step(segs, ns, lr, oc->momentum, oc->weight_decay, oc->nesterov, step == 0,
+                          low ? low_dt : FP_DT_F32, fp_backend_cuda_stream(be));
+    if (!rc && low)
+        fp_backend_cuda_weight_copy_written(be);   /* before the master rounding below, which keeps or drops it */
     free(segs);
     rc = rc ? rc : fp_optim_set_step(a->optim, step + 1);
     size_t np = fp_model_num_params(m);
