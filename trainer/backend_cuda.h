@@ -62,6 +62,16 @@ void fp_backend_cuda_weight_copy_written(fp_backend *be);
 void fp_backend_cuda_weight_copy_invalidate(fp_backend *be);
 int fp_backend_cuda_weight_copy_valid(const fp_backend *be);
 
+/* ---- the host off the step (issue 22) ----
+ * defer_loss on: softmax_xent launches the loss without reading it back (the table's *loss, *correct1 and
+ * *correct5 are left unwritten); its kernels.h fp_cuda_xent_result stays at loss_result (device memory, valid
+ * until the next softmax_xent), a label out of range only flagged there (bad_label), nothing written then.
+ * host_waits: how many times the host waited for the instance's stream since it was created (sync, downloads
+ * into pageable memory, a non-deferred loss, a histogram): a debug counter for the tests. */
+void fp_backend_cuda_defer_loss(fp_backend *be, int on);
+const void *fp_backend_cuda_loss_result(fp_backend *be);
+long long fp_backend_cuda_host_waits(const fp_backend *be);
+
 /* Device scratch for kernels.h helpers (at least bytes, 256-byte aligned, from the arena; valid until the
  * next call); NULL with the arena's message on failure. */
 void *fp_backend_cuda_scratch(fp_backend *be, size_t bytes);

@@ -345,7 +345,15 @@ void *fp_backend_cuda_stream(fp_backend *be) { return be->stream; }
 
 static void cuda_set_threads(fp_backend *be, int threads) { (void)be; (void)threads; }   /* no host kernels */
 
-static int cuda_sync(fp_backend *be) { return fp_cudnn_sync(be->ctx[0]); }
+static int cuda_sync(fp_backend *be)
+{
+    be->host_waits++;
+    return fp_cudnn_sync(be->ctx[0]);
+}
+
+long long fp_backend_cuda_host_waits(const fp_backend *be) { return be ? be->host_waits : 0; }
+void fp_backend_cuda_defer_loss(fp_backend *be, int on) { be->defer_loss = on != 0; }
+const void *fp_backend_cuda_loss_result(fp_backend *be) { return be->xent_out; }
 
 static int cuda_alloc(fp_backend *be, void **p, size_t bytes)
 {
@@ -538,6 +546,7 @@ static int cuda_upload(fp_backend *be, void *dst, const void *src, size_t bytes)
 
 static int cuda_download(fp_backend *be, void *dst, const void *src, size_t bytes)
 {
+    be->host_waits += bytes > 0;   /* into pageable memory: cudaMemcpyAsync returns once the copy is done */
     return xfer(be, dst, src, bytes, cudaMemcpyDeviceToHost, "download");
 }
 
@@ -684,6 +693,13 @@ static int cuda_softmax_xent(fp_backend *be, float *loss, fp_tensor dlogits, int
     if (dlogits.p)
         TRY(fp_backend_same_dims(op, "dlogits", &dlogits, "logits", &logits));
     int n = logits.d.n, classes = logits.d.c;
+    if (be->defer_loss) {   /* the loss stays on the device (fp_backend_cuda_loss_result) */
+        TRY(fp_cuda_softmax_xent(be->xent_out, dlogits.p, logits.p, labels, n, classes, be->stream));
+        if (dlogits.p && dscale != 1.0f)
+            TRY(fp_cbk_scale(dlogits.p, fp_tensor_count(&dlogits), dscale, be->stream));
+        return FP_OK;
+    }
+    be->host_waits++;
     TRY(fp_cuda_softmax_xent_sync(loss, correct1, correct5, dlogits.p, logits.p, labels, n, classes, be->xent_out,
                                   be->stream));
     if (dlogits.p && dscale != 1.0f)
@@ -718,6 +734,7 @@ static int cuda_hist(fp_backend *be, fp_hist_t *h, const void *x, fp_dtype dt, s
     void *work = grow_slot(be, &be->hist_work, &be->hist_work_cap, fp_cuda_hist_work_bytes(), "(histogram counters)");
     if (!work)
         return FP_ENOMEM;
+    be->host_waits++;   /* the counts come back: the stream is synchronised */
     return fp_cuda_hist_add(h, x, n, dt, work, be->stream);
 }
 

@@ -48,6 +48,8 @@ struct fp_backend {
     size_t hist_work_cap;
     void *xent_out;                 /* fp_cuda_xent_result */
     int *found;                     /* unscale_check's device flag */
+    int defer_loss;                 /* fp_backend_cuda_defer_loss: softmax_xent leaves its result on the device */
+    long long host_waits;           /* fp_backend_cuda_host_waits */
     void *copy_stream;              /* cudaStream_t of the large uploads (created on first use) */
     fp_bcu_upload_slot up[FP_BCU_UP_SLOTS], up_small[FP_BCU_UP_SMALL];
     unsigned up_next, up_small_next;

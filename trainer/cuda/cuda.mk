@@ -2,11 +2,11 @@
 # per-arm device arena, the kernel-name classifier, and their tests (GPU tests skip without one).
 if HAVE_CUDA
 lib_libfp_a_SOURCES += trainer/cuda/kernels.h trainer/cuda/xent.cu trainer/cuda/amp.cu trainer/cuda/sgd.cu \
-	trainer/cuda/hist.cu trainer/cuda/layer_error.cu
+	trainer/cuda/hist.cu trainer/cuda/layer_error.cu trainer/cuda/step.cu
 # nvcc objects get no automatic header dependencies: list them.
 FP_CUDA_KERNEL_DEPS = trainer/cuda/kernels.h lib/error.h lib/hist.h lib/hist_counts.h lib/formats.h trainer/precision.h
 trainer/cuda/xent.$(OBJEXT) trainer/cuda/amp.$(OBJEXT) trainer/cuda/sgd.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
-trainer/cuda/hist.$(OBJEXT) trainer/cuda/layer_error.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
+trainer/cuda/hist.$(OBJEXT) trainer/cuda/layer_error.$(OBJEXT) trainer/cuda/step.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
 endif
 
 # The backend table's CUDA implementation (trainer/backend_cuda.h) over cuDNN / cuBLASLt, the kernels
@@ -19,7 +19,7 @@ trainer/cuda/backend_kernels.$(OBJEXT): trainer/cuda/backend_kernels.h $(FP_CUDA
 endif
 EXTRA_DIST += $(FP_CUDA_BACKEND_SOURCES)
 EXTRA_DIST += trainer/cuda/kernels.h trainer/cuda/xent.cu trainer/cuda/amp.cu trainer/cuda/sgd.cu \
-	trainer/cuda/hist.cu trainer/cuda/layer_error.cu
+	trainer/cuda/hist.cu trainer/cuda/layer_error.cu trainer/cuda/step.cu
 
 # The arena: bookkeeping in C (CPU-tested with a host block), cudaMalloc only in a CUDA build.
 lib_libfp_a_SOURCES += trainer/cuda/arena.c trainer/cuda/arena.h
@@ -60,6 +60,14 @@ tests_gpu_test_cuda_upload_LDADD = $(TEST_LDADD)
 check_PROGRAMS += tests/gpu/test_cuda_weight_copy
 TESTS += tests/gpu/test_cuda_weight_copy
 tests_gpu_test_cuda_weight_copy_LDADD = $(TEST_LDADD)
+
+# The host off the step (issue 22): the device loss-scaler update against fp_grad_scaler over a sequence with
+# injected Inf / NaN steps, the SGD kernel's skip flag, the first non-finite segment; a device arm step against
+# the previous (host-synchronising) path over K steps with overflows, and one host wait per step.
+check_PROGRAMS += tests/gpu/test_cuda_step_scaler tests/gpu/test_cuda_arm_step
+TESTS += tests/gpu/test_cuda_step_scaler tests/gpu/test_cuda_arm_step
+tests_gpu_test_cuda_step_scaler_LDADD = $(TEST_LDADD)
+tests_gpu_test_cuda_arm_step_LDADD = $(TEST_LDADD)
 
 # Device histograms for the probes (the backend's hist op, ready counts through the hist probe) against
 # lib/hist: counts bit for bit.

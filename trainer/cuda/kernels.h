@@ -67,6 +67,66 @@ int fp_cuda_unscale_and_check(const fp_cuda_segment *segs, size_t nseg, float in
 int fp_cuda_sgd_step(const fp_cuda_segment *segs, size_t nseg, double lr, double momentum,
                      double weight_decay, int nesterov, int first, fp_dtype lowp_dtype, void *stream);
 
+/* The same with a skip flag (issue 22: the host off the step): when d_skip is not NULL and *d_skip is non-zero
+ * on the device when the kernel runs, no parameter and no momentum buffer changes; a segment's lowp copy is
+ * still written, as the cast of its unchanged fp32 weights (so the copy equals the cast of the weights after
+ * the launch either way). d_skip NULL: fp_cuda_sgd_step. */
+int fp_cuda_sgd_step_unless(const fp_cuda_segment *segs, size_t nseg, double lr, double momentum,
+                            double weight_decay, int nesterov, int first, fp_dtype lowp_dtype, const int *d_skip,
+                            void *stream);
+
+/* fp_cuda_unscale_and_check, also recording in *d_first (one device int, set to INT_MAX first) the smallest
+ * position in segs[] of a segment that held an Inf or NaN (INT_MAX: none), so that the caller can name the
+ * first non-finite tensor in its own order without looking at the gradients on the host. */
+int fp_cuda_unscale_and_check_first(const fp_cuda_segment *segs, size_t nseg, float inv_scale, int *d_found,
+                                    int *d_first, void *stream);
+
+/* ---- the device side of one arm step (step.cu; trainer/run/arm.c's device step) ----
+ * The loss, the non-finite flags and GradScaler's state stay on the device during a step; the host reads
+ * this struct back once, at the step's end (fp_cuda_step_readback into pinned memory, then one stream
+ * synchronisation). PyTorch's counterparts: the found_inf tensor of _amp_foreach_non_finite_check_and_unscale_,
+ * _amp_update_scale_'s scale and growth_tracker tensors, the loss tensor. */
+typedef struct {
+    fp_cuda_xent_result xent;  /* the step's loss result (fp_cuda_step_loss copies it in) */
+    float flags[3];            /* [0] an Inf / NaN gradient, [1] a non-finite loss, [2] a label out of range:
+                                * 0 or 1 on this rank; with ranks, averaged over them (> 0: on some rank) */
+    float scale;               /* the loss scale: the step's, after fp_cuda_step_update the next step's */
+    int growth_tracker;        /* consecutive clean steps (fp_grad_scaler.clean_steps) */
+    int found;                 /* this rank's unscale flag (fp_cuda_unscale_and_check_first's d_found) */
+    int first_nonfinite;       /* ... and its first segment (INT_MAX: none) */
+    int skip;                  /* fp_cuda_step_update's decision: the optimizer does nothing */
+    int loss_n;                /* the batch the loss was divided by */
+    int pad;
+} fp_cuda_step_state;
+
+/* Sets the state's scale and growth tracker (the host's GradScaler, e.g. after a restore) on the stream. */
+int fp_cuda_step_set_scaler(fp_cuda_step_state *d_state, float scale, int growth_tracker, void *stream);
+/* After the loss (fp_cuda_softmax_xent into d_xent, device): copies it into the state; flags[1] = the loss
+ * (float)(loss_sum / n) is not finite, flags[2] = a label was out of range; flags[0] = 0. */
+int fp_cuda_step_loss(fp_cuda_step_state *d_state, const fp_cuda_xent_result *d_xent, int n, void *stream);
+/* After the unscale (into d_state->found): flags[0] = found. */
+int fp_cuda_step_flags(fp_cuda_step_state *d_state, void *stream);
+/* GradScaler.update on the device (torch._amp_update_scale_, trainer/precision.c fp_grad_scaler_update), from
+ * the flags (> 0: on some rank): a label out of range: skip, nothing moves; else mode FP_SCALE_DYNAMIC: an Inf /
+ * NaN gradient: scale *= backoff, tracker 0, skip; clean: tracker + 1, and at growth_interval scale *= growth
+ * when the product is finite, tracker 0. FP_SCALE_STATIC: skip on Inf / NaN, the scale stays. FP_SCALE_NONE:
+ * skip only on a non-finite loss (the step diverged: nothing is updated). Products rounded as fp32 (__fmul_rn). */
+int fp_cuda_step_update(fp_cuda_step_state *d_state, int mode, float growth_factor, float backoff_factor,
+                        int growth_interval, void *stream);
+/* One cudaMemcpyAsync of the whole state into h_state (pinned: fp_cuda_host_alloc); valid after the stream
+ * synchronised. */
+int fp_cuda_step_readback(fp_cuda_step_state *h_state, const fp_cuda_step_state *d_state, void *stream);
+
+/* Pinned host memory (cudaHostAlloc / cudaFreeHost); FP_ENOMEM. */
+int fp_cuda_host_alloc(void **p, size_t bytes);
+void fp_cuda_host_free(void *p);
+/* Timing events (cudaEvent_t as void*): created, recorded on a stream, and the time between two recorded
+ * events in ns (cudaEventElapsedTime, about 0.5 us resolution) once the later one completed. */
+int fp_cuda_event_create(void **ev);
+void fp_cuda_event_destroy(void *ev);
+int fp_cuda_event_record(void *ev, void *stream);
+int fp_cuda_event_elapsed_ns(void *from, void *to, int64_t *ns);
+
 /* ---- exponent histogram (lib/hist.h) ----
  * n values of dtype (FP_DT_F32 float, FP_DT_F16 / FP_DT_BF16 16-bit patterns) at d_x are counted on
  * the device (shared-memory counters per block, merged into one raw result) and merged into *h:

@@ -1,7 +1,6 @@
-/* sgd.cu — trainer/optim.c's SGD step on fp32 master weights, fused over many tensors, optionally
- * writing the fp16 / bf16 copy of the new weights in the same pass. Promise: every operation is the
- * one optim.c's FMA path performs (explicit __fmaf_rn / __fmul_rn / __fadd_rn, so nvcc cannot
- * contract or split them): bit-identical to optim.c on an FMA CPU, hence to torch 1.13. */
+/* sgd.cu — trainer/optim.c's SGD step on fp32 master weights, fused over many tensors, optionally writing the
+ * fp16 / bf16 copy of the new weights, and skipped on a device flag. Promise: every operation is optim.c's FMA
+ * path (explicit __fmaf_rn / __fmul_rn / __fadd_rn): bit-identical to optim.c on an FMA CPU, hence torch 1.13. */
 #include <math.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -16,9 +15,18 @@ struct sgd_args {
     int lowp;         /* 0 none, 1 fp16, 2 bf16 */
 };
 
-__global__ void sgd_kernel(fp_seg_group g, sgd_args a)
+__global__ void sgd_kernel(fp_seg_group g, sgd_args a, const int *skip)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
+    if (skip && *skip) {   /* skipped step: the weights stay; the copy is (re)written as their cast */
+        for (int k = 0; a.lowp && k < g.count; k++) {
+            const fp_cuda_segment s = g.s[k];
+            for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; s.lowp && i < s.n; i += stride)
+                s.lowp[i] = a.lowp == 1 ? __half_as_ushort(__float2half_rn(s.param[i]))
+                                        : __bfloat16_as_ushort(__float2bfloat16_rn(s.param[i]));
+        }
+        return;
+    }
     for (int k = 0; k < g.count; k++) {
         const fp_cuda_segment s = g.s[k];
         const int use_wd = a.use_wd && s.apply_weight_decay;
@@ -46,6 +54,13 @@ __global__ void sgd_kernel(fp_seg_group g, sgd_args a)
 
 extern "C" int fp_cuda_sgd_step(const fp_cuda_segment *segs, size_t nseg, double lr, double momentum,
                                 double weight_decay, int nesterov, int first, fp_dtype lowp_dtype, void *stream)
+{
+    return fp_cuda_sgd_step_unless(segs, nseg, lr, momentum, weight_decay, nesterov, first, lowp_dtype, NULL, stream);
+}
+
+extern "C" int fp_cuda_sgd_step_unless(const fp_cuda_segment *segs, size_t nseg, double lr, double momentum,
+                                       double weight_decay, int nesterov, int first, fp_dtype lowp_dtype,
+                                       const int *d_skip, void *stream)
 {
     if (!segs && nseg)
         return fp_fail(FP_EINVAL, "fp_cuda_sgd_step: NULL segment list");
@@ -82,7 +97,7 @@ extern "C" int fp_cuda_sgd_step(const fp_cuda_segment *segs, size_t nseg, double
             break;
         for (int k = 0; momentum == 0 && k < g.count; k++)
             g.s[k].momentum = NULL;   /* plain SGD keeps no state, as optim.c */
-        sgd_kernel<<<fp_cuda_grid(most, 1024), FP_CUDA_THREADS, 0, st>>>(g, a);
+        sgd_kernel<<<fp_cuda_grid(most, 1024), FP_CUDA_THREADS, 0, st>>>(g, a, d_skip);
         rc = fp_cuda_check_launch("sgd step");
     }
     return rc;

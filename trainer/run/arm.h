@@ -95,7 +95,11 @@ typedef struct {
      * overflowed to Inf / flushed to zero in the format where the fp32 sum was finite / non-zero */
     double reduce_rel_l2;
     int64_t reduce_overflow, reduce_underflow;
-    int64_t forward_ns, backward_ns, optim_ns, total_ns;   /* CLOCK_MONOTONIC */
+    /* Phase times. Host arm: CLOCK_MONOTONIC around each phase. Device arm: the device's, from events on the
+     * model's stream (no wait inside the step): forward = forward + loss, backward, optimizer = unscale + check,
+     * scaler update and update (+ a host optimizer's own time), the all-reduce's exposed part (comm_ns) apart;
+     * total_ns is the host's in both, to the step's end (on a device, after its one wait). */
+    int64_t forward_ns, backward_ns, optim_ns, total_ns;
 } fp_arm_step_result;
 
 /* One training step on a batch: zero grads, forward (train), fp32 loss, dlogits x scale, backward,
