@@ -6,6 +6,7 @@
 #include <string.h>
 #include "commands.h"
 #include "error.h"
+#include "reports/dist_report.h"
 #include "reports/report.h"
 #include "reports/summary.h"
 #include "store.h"
@@ -18,7 +19,8 @@ static void usage(FILE *to)
           "HTML report (inline SVG charts, no script, no network) and/or CSV files (RFC 4180) in DIR:\n"
           "summary.csv, steps.csv, layers.csv, histograms.csv, kernels.csv; --summary prints the precision summary\n"
           "(overflow / underflow of the roles that matter over the sampled steps, lost updates, accuracy intervals,\n"
-          "notes) to stdout. At least one of --html, --csv, --summary.\n"
+          "notes; for a data-parallel session its ranks, images/s, communication share, straggler, scaling efficiency\n"
+          "and the all-reduce's rounding) to stdout. At least one of --html, --csv, --summary.\n"
           "--warmup N leaves the first N steps of each arm out of timing (default: 10%, 5..100).\n"
           "Outputs are written atomically: on an error none is created or replaced.\n", to);
 }
@@ -74,6 +76,11 @@ int cmd_report(int argc, char **argv)
         if ((rc = fp_summary_load(r, o.session, o.warmup, &sm)) == FP_OK) {
             printf("session %lld, %s, reference %s\n", (long long)sm.session.id, sm.model, sm.arms[sm.ref].run.policy);
             fp_summary_print_precision(stdout, &sm);
+            fp_dist_summary_t ds;
+            if ((rc = fp_dist_summary_load(r, &sm, &ds)) == FP_OK) {
+                fp_dist_print(stdout, &sm, &ds);
+                fp_dist_summary_free(&ds);
+            }
             fp_summary_free(&sm);
         }
     }

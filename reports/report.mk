@@ -7,7 +7,7 @@ reports_libfpreport_a_SOURCES = reports/report.h reports/summary.h reports/summa
 	reports/html_writer.h reports/html_writer.c reports/units.h reports/units.c \
 	reports/svg_chart.h reports/svg_chart.c reports/report_html.c reports/report_csv.c reports/report_write.c \
 	reports/trace_chrome.c reports/gate.h reports/gate_stats.c reports/gate.c reports/gate_output.c \
-	reports/gate_load.c reports/gate_config.c
+	reports/gate_load.c reports/gate_config.c reports/dist_report.h reports/dist_report.c
 REPORT_LDADD = reports/libfpreport.a $(FP_LDADD)
 
 fp16probe_SOURCES += cli/cmd_report.c cli/cmd_gate.c cli/cmd_trace.c

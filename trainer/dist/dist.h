@@ -56,7 +56,8 @@ int fp_dist_parse_wire(const char *s, fp_dtype *out);
  * waits for those before it, so every rank posts the same sequence), then the outstanding requests are tested
  * once: Open MPI moves a nonblocking collective on only inside MPI calls, so the caller's hook is its
  * progress. end: posts what is left, waits for all, widens 16-bit results into x. st: reduce_ns from the
- * first post to the end, exposed_ns the time spent in ready and end. d NULL or one rank: nothing; a dead peer
+ * first post to the end, exposed_ns the time spent in ready and end after the first post (never more than
+ * reduce_ns: both come from the same clock reads). d NULL or one rank: nothing; a dead peer
  * or a stop signal: FP_EIO naming the peer (from ready too). */
 int fp_dist_reduce_begin(fp_dist *d, float *x, size_t n, fp_dtype wire, size_t bucket_bytes);
 int fp_dist_reduce_ready(fp_dist *d, size_t off, size_t count);

@@ -424,7 +424,8 @@ int fp_dist_reduce_ready(fp_dist *d, size_t off, size_t count)
         int done = 0, mr = MPI_Testall(p->posted, d->reqs, &done, MPI_STATUSES_IGNORE);
         rc = mr != MPI_SUCCESS ? mpi_fail(mr, "all-reducing the gradients") : fp_dist_check_peers(d, "all-reducing the gradients");
     }
-    p->busy_ns += fp_clock_mono_ns() - t0;
+    if (p->posted > 0)   /* only the time after the first post is the all-reduce's (its wall time starts there) */
+        p->busy_ns += fp_clock_mono_ns() - (t0 > p->t_first ? t0 : p->t_first);
     return rc;
 }
 
@@ -445,8 +446,12 @@ int fp_dist_reduce_end(fp_dist *d, fp_dist_stats *st)
         fp_widen_array(p->x, d->stage, p->n, p->wire);
     int64_t t2 = fp_clock_mono_ns();
     if (st) {
-        st->reduce_ns += p->nb ? t2 - p->t_first : 0;
-        st->exposed_ns += p->busy_ns + (t2 - t1);
+        /* the exposed intervals (in ready and here) lie within [t_first, t2], read from the same clock values, so
+         * exposed <= reduce; the cap only guards that promise */
+        int64_t from = t1 > p->t_first ? t1 : p->t_first;
+        int64_t reduce = p->nb ? t2 - p->t_first : 0, exposed = p->nb ? p->busy_ns + (t2 - from) : 0;
+        st->reduce_ns += reduce;
+        st->exposed_ns += exposed < reduce ? exposed : reduce;
         st->bytes += (int64_t)(p->n * wb);
         st->buckets += p->nb;
         st->early += early;
