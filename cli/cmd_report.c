@@ -17,10 +17,11 @@ static void usage(FILE *to)
     fputs("usage: fp16probe report [--db FILE] [--session ID] [--warmup N] [--html FILE] [--csv DIR] [--summary]\n"
           "Write session ID (default: the latest) of FILE (default ./" FP_STORE_DEFAULT_PATH ") as a self-contained\n"
           "HTML report (inline SVG charts, no script, no network) and/or CSV files (RFC 4180) in DIR:\n"
-          "summary.csv, steps.csv, layers.csv, histograms.csv, kernels.csv; --summary prints the precision summary\n"
-          "(overflow / underflow of the roles that matter over the sampled steps, lost updates, accuracy intervals,\n"
-          "notes; for a data-parallel session its ranks, images/s, communication share, straggler, scaling efficiency\n"
-          "and the all-reduce's rounding) to stdout. At least one of --html, --csv, --summary.\n"
+          "summary.csv, steps.csv, layers.csv, histograms.csv, kernels.csv, ranks.csv (data parallel: per rank);\n"
+          "--summary prints the precision summary (overflow / underflow of the roles that matter over the sampled\n"
+          "steps, lost updates, accuracy intervals, notes; for a data-parallel session its ranks, images/s, share of\n"
+          "communication, straggler, scaling efficiency and the all-reduce's rounding) to stdout.\n"
+          "At least one of --html, --csv, --summary.\n"
           "--warmup N leaves the first N steps of each arm out of timing (default: 10%, 5..100).\n"
           "Outputs are written atomically: on an error none is created or replaced.\n", to);
 }

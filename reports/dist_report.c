@@ -80,7 +80,8 @@ static int rank_figures(fp_dist_arm_t *d, const fp_dist_step_row_t *row, size_t 
     double *sw = calloc((size_t)nr, sizeof *sw), *sc = calloc((size_t)nr, sizeof *sc);
     double *sm = calloc((size_t)nr, sizeof *sm), *se = calloc((size_t)nr, sizeof *se);
     double *sb = calloc((size_t)nr, sizeof *sb);
-    int64_t *cnt = calloc((size_t)nr, sizeof *cnt), *nb = calloc((size_t)nr, sizeof *nb), *mx = calloc((size_t)nr, sizeof *mx);
+    int64_t *cnt = calloc((size_t)nr, sizeof *cnt), *nb = calloc((size_t)nr, sizeof *nb);
+    int64_t *mx = calloc((size_t)nr, sizeof *mx);
     d->ranks_rows = calloc((size_t)nr, sizeof *d->ranks_rows);
     int rc = FP_OK;
     if (!sw || !sc || !sm || !se || !sb || !cnt || !nb || !mx || !d->ranks_rows) {
@@ -265,8 +266,9 @@ static int load_arm(fp_reader_t *r, const fp_arm_t *a, const fp_dist_run_row_t *
     if (rc != FP_OK)
         return rc;
     char v[32];
-    d->global_batch = fp_json_lookup(env.config, "global_batch", v, sizeof v) ? strtoll(v, NULL, 10)
-                                                                                 : (int64_t)d->ranks * a->run.batch_size;
+    d->global_batch = (int64_t)d->ranks * a->run.batch_size;
+    if (fp_json_lookup(env.config, "global_batch", v, sizeof v))
+        d->global_batch = strtoll(v, NULL, 10);
     fp_allreduce_error_row_t *e = NULL;
     size_t ne = 0;
     if ((rc = fp_reader_allreduce_error(r, a->run.id, &e, &ne)) != FP_OK)

@@ -24,8 +24,9 @@ int fp_report_write(fp_reader_t *r, const fp_report_opts_t *o);
 
 /* The pieces (report_html.c, report_csv.c); write to open streams, the caller checks ferror. */
 int fp_report_html(FILE *f, fp_reader_t *r, const fp_summary_t *s, const char *db_label);
-/* The CSV views, in this order: summary, steps, layers, histograms, kernels (".csv" appended). */
-#define FP_REPORT_CSV_VIEWS 5
+/* The CSV views, in this order: summary, steps, layers, histograms, kernels, ranks (".csv" appended; ranks:
+ * data parallel, per arm and rank, only a header for a session trained alone). */
+#define FP_REPORT_CSV_VIEWS 6
 const char *fp_report_csv_view(int i);
 int fp_report_csv(FILE *f, int view, fp_reader_t *r, const fp_summary_t *s);
 /* One CSV field per RFC 4180: quoted (quotes doubled) when it holds a comma, quote, CR or LF. */

@@ -1,16 +1,18 @@
 /* report_csv.c — the report's views as RFC 4180 CSV (report.h): summary, steps, layers, histograms,
- * kernels, one file each, every arm of the session in one file with `arm` and `run` columns.
+ * kernels, ranks (data parallel: per arm and rank), one file each, every arm of the session in one file with `arm` and `run` columns.
  * Promise: a header row, CRLF line ends, fields quoted exactly when needed (quotes doubled), NaN /
  * not measured as an empty field, reals printed so they read back exactly. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "dist_report.h"
 #include "error.h"
 #include "formats.h"
 #include "report.h"
 #include "store.h"
 
-static const char *const views[FP_REPORT_CSV_VIEWS] = {"summary", "steps", "layers", "histograms", "kernels"};
+static const char *const views[FP_REPORT_CSV_VIEWS] = {"summary", "steps", "layers", "histograms", "kernels",
+                                                               "ranks"};
 
 const char *fp_report_csv_view(int i)
 {
@@ -86,13 +88,52 @@ static void eol(FILE *f)
     fputs("\r\n", f);
 }
 
-static int v_summary(FILE *f, const fp_summary_t *s)
+/* The data-parallel columns of summary.csv (dist_report.h's definitions); an arm trained alone: ranks 1, the
+ * rest empty. */
+#define DIST_COLS ",ranks,global_batch,allreduce,job_images_per_s,job_step_ns,exposed_share,allreduce_share," \
+                  "allreduce_bytes_per_step_per_rank,allreduce_ns,exposed_ns,straggler_rank,straggler_ratio," \
+                  "scaling_efficiency,scaling_efficiency_kind,scaling_baseline_run,allreduce_rel_l2_mean," \
+                  "allreduce_rel_l2_max,allreduce_overflow,allreduce_underflow"
+static void dist_cols(FILE *f, const fp_dist_arm_t *d)
 {
+    if (!d || !d->ranks) {
+        integer(f, 1, 0);
+        for (int i = 0; i < 18; i++)
+            sep(f);
+        return;
+    }
+    integer(f, d->ranks, 0);
+    integer(f, (long long)d->global_batch, 1);
+    text(f, d->allreduce);
+    real(f, d->images_per_s);
+    real(f, d->job_step_ns);
+    real(f, d->exposed_share);
+    real(f, d->comm_share);
+    real(f, d->bytes);
+    real(f, d->comm_ns);
+    real(f, d->exposed_ns);
+    integer(f, d->slowest, 1);
+    real(f, d->straggler);
+    real(f, d->efficiency);
+    text(f, isnan(d->efficiency) ? "" : d->efficiency_measured ? "measured" : "estimate_communication_bound");
+    integer(f, (long long)d->baseline_run, 1);
+    real(f, d->rel_l2_mean);
+    real(f, d->rel_l2_max);
+    integer(f, (long long)d->overflow, 1);
+    integer(f, (long long)d->underflow, 1);
+}
+
+static int v_summary(FILE *f, fp_reader_t *r, const fp_summary_t *s)
+{
+    fp_dist_summary_t ds;
+    int rc = fp_dist_summary_load(r, s, &ds);
+    if (rc != FP_OK)
+        return rc;
     header(f, "arm,run,policy,reference,status,steps,warmup,median_step_ns,speedup,samples_per_s,mem_peak_bytes,"
               "mem_ratio,energy_per_step_j,energy_ratio,final_loss,loss_gap,val_top1,top1_gap_pt,skipped_steps,"
               "skip_rate,final_loss_scale,fwd_overflow,fwd_nonfinite,nan_events,hist_sampled_steps,underflow,"
               "underflow_flushed,overflow,lost_updates_pct,lost_updates_max_pct,lost_updates_sampled_steps,"
-              "val_images,val_top1_ci95_lo,val_top1_ci95_hi,top1_gap_within_uncertainty,emulated_on_cpu");
+              "val_images,val_top1_ci95_lo,val_top1_ci95_hi,top1_gap_within_uncertainty,emulated_on_cpu" DIST_COLS);
     for (size_t i = 0; i < s->narms; i++) {
         const fp_arm_t *a = &s->arms[i];
         arm_cols(f, a);
@@ -143,8 +184,43 @@ static int v_summary(FILE *f, const fp_summary_t *s)
         real(f, a->val_top1_hi);
         integer(f, a->top1_gap_within, 0);
         integer(f, a->emulated, 0);
+        dist_cols(f, &ds.arms[i]);
         eol(f);
     }
+    fp_dist_summary_free(&ds);
+    return FP_OK;
+}
+
+/* Data parallel: each rank's means over the counted steps (after warm-up, not skipped) and its mean step
+ * against the fastest rank's; no rows for arms trained alone. */
+static int v_ranks(FILE *f, fp_reader_t *r, const fp_summary_t *s)
+{
+    fp_dist_summary_t ds;
+    int rc = fp_dist_summary_load(r, s, &ds);
+    if (rc != FP_OK)
+        return rc;
+    header(f, "arm,run,rank,ranks,steps,mean_step_ns,mean_compute_ns,mean_allreduce_ns,mean_exposed_ns,mean_bytes,"
+              "max_step_ns,vs_fastest,straggler");
+    for (size_t i = 0; i < s->narms; i++) {
+        const fp_dist_arm_t *d = &ds.arms[i];
+        for (size_t k = 0; k < d->nranks_rows; k++) {
+            const fp_dist_rank_row_t *q = &d->ranks_rows[k];
+            arm_cols(f, &s->arms[i]);
+            integer(f, q->rank, 0);
+            integer(f, d->ranks, 0);
+            integer(f, (long long)q->steps, 0);
+            real(f, q->mean_wall_ns);
+            real(f, q->mean_compute_ns);
+            real(f, q->mean_comm_ns);
+            real(f, q->mean_exposed_ns);
+            real(f, q->mean_bytes);
+            integer(f, (long long)q->max_wall_ns, 1);
+            real(f, q->vs_fastest);
+            integer(f, q->rank == d->slowest, 0);
+            eol(f);
+        }
+    }
+    fp_dist_summary_free(&ds);
     return FP_OK;
 }
 
@@ -325,11 +401,12 @@ static int v_kernels(FILE *f, fp_reader_t *r, const fp_summary_t *s)
 int fp_report_csv(FILE *f, int view, fp_reader_t *r, const fp_summary_t *s)
 {
     switch (view) {
-    case 0: return v_summary(f, s);
+    case 0: return v_summary(f, r, s);
     case 1: return v_steps(f, s);
     case 2: return v_layers(f, r, s);
     case 3: return v_histograms(f, r, s);
     case 4: return v_kernels(f, r, s);
+    case 5: return v_ranks(f, r, s);
     default: return fp_fail(FP_EINVAL, "no CSV view %d", view);
     }
 }

@@ -32,7 +32,7 @@ echo "1..22"
 check "report --help" sh -c "'$bin' report --help | grep -q 'usage: fp16probe report'"
 check "report --html --csv" "$bin" report --db "$db" --html "$tmp/r.html" --csv "$tmp/csv"
 check "the HTML and five CSV files exist, nothing else" \
-    sh -c "test -s '$tmp/r.html' && test \$(ls '$tmp/csv' | wc -l) -eq 5 && test \$(ls -A '$tmp' | wc -l) -eq 3"
+    sh -c "test -s '$tmp/r.html' && test \$(ls '$tmp/csv' | wc -l) -eq 6 && test \$(ls -A '$tmp' | wc -l) -eq 3"
 
 if [ -n "$PY" ]; then
     cat >"$tmp/html_check.py" <<'EOF'
