@@ -52,6 +52,11 @@ static void usage(FILE *to)
           "                        only when significant\n"
           "  lost_updates_vs_base  lost-update rise <= --max-lost-rise points (1)\n"
           "  overflow_vs_base      overflow count rise <= --max-overflows, failing only when significant\n"
+          "  comm_share_vs_base    data parallel: rise of the exposed all-reduce share of the step time\n"
+          "                        <= --max-comm-rise points (5), failing only when significant\n"
+          "  straggler_vs_base     data parallel: rise of the slowest rank's mean step over the fastest's\n"
+          "                        <= --max-straggler-rise (0.1, as a ratio), failing only when significant;\n"
+          "                        both not comparable when the rank counts differ\n"
           "\n"
           "Statistical tests use --alpha (0.01). Fewer than --min-steps (20) step times after warm-up\n"
           "(--warmup N, default 10% of steps, 5..100) makes a timing check inconclusive; so does a figure\n"
@@ -122,12 +127,12 @@ static int parse_allow(const char *list, unsigned *allow)
 
 enum {
     O_WARMUP, O_MIN_STEPS, O_ALPHA, O_SLOWDOWN, O_SPEEDUP, O_LOSS_GAP, O_ACC_DROP, O_SKIP_RATE, O_SKIP_RISE,
-    O_OVERFLOWS, O_LOST, O_LOST_RISE, O_MEM_GROWTH, O_COUNT
+    O_OVERFLOWS, O_LOST, O_LOST_RISE, O_MEM_GROWTH, O_COMM_RISE, O_STRAGGLER_RISE, O_COUNT
 };
 static const char *const numeric[O_COUNT] = {
     "--warmup", "--min-steps", "--alpha", "--max-slowdown", "--min-speedup", "--max-loss-gap", "--max-acc-drop",
     "--max-skip-rate", "--max-skip-rise", "--max-overflows", "--max-lost-updates", "--max-lost-rise",
-    "--max-mem-growth"};
+    "--max-mem-growth", "--max-comm-rise", "--max-straggler-rise"};
 
 static int set_numeric(fp_gate_opts_t *o, int which, const char *v)
 {
@@ -156,6 +161,8 @@ static int set_numeric(fp_gate_opts_t *o, int which, const char *v)
     case O_OVERFLOWS: o->max_overflows = (int64_t)d; break;
     case O_LOST: o->max_lost_updates = d; break;
     case O_LOST_RISE: o->max_lost_rise = d; break;
+    case O_COMM_RISE: o->max_comm_rise = d; break;
+    case O_STRAGGLER_RISE: o->max_straggler_rise = d; break;
     default: o->max_mem_growth = d / 100; break;
     }
     return 0;

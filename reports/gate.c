@@ -29,6 +29,8 @@ void fp_gate_defaults(fp_gate_opts_t *o)
     o->max_lost_updates = 1.0;
     o->max_lost_rise = 1.0;
     o->max_mem_growth = 0.05;
+    o->max_comm_rise = 5.0;
+    o->max_straggler_rise = 0.10;
     o->inconclusive_fails = 0;
     o->allow = 0;
 }
@@ -501,6 +503,51 @@ static void overflow_vs_base(acc_t *c, const fp_arm_t *b, const fp_arm_t *a)
               (double)nb, p);
 }
 
+/* Data parallel: one of the two checks (comm 1: the exposed share in points; 0: the straggler ratio). Neither
+ * side on ranks: no check; different rank counts: NOT_COMPARABLE; the per-step samples decide significance. */
+static void dist_vs_base(acc_t *c, const fp_arm_t *a, const fp_gate_extra_t *xa, const fp_gate_extra_t *xb, int comm)
+{
+    const fp_gate_opts_t *o = c->o;
+    const char *kind = comm ? "comm_share_vs_base" : "straggler_vs_base";
+    const fp_dist_arm_t *da = xa ? &xa->dist : NULL, *db = xb ? &xb->dist : NULL;
+    int ra = da ? da->ranks : 0, rb = db ? db->ranks : 0;
+    double limit = comm ? o->max_comm_rise : o->max_straggler_rise;
+    const char *unit = comm ? "points" : "x";
+    if (!ra && !rb)
+        return;
+    if (ra != rb) {
+        add(c, kind, label(a), FP_CHECK_NOT_COMPARABLE, NAN, limit, unit,
+            "not comparable: %d rank%s vs baseline %d rank%s (communication and stragglers depend on the rank count)",
+            ra ? ra : 1, ra > 1 ? "s" : "", rb ? rb : 1, rb > 1 ? "s" : "");
+        return;
+    }
+    double va = comm ? 100 * da->exposed_share : da->straggler, vb = comm ? 100 * db->exposed_share : db->straggler;
+    const double *sa = comm ? da->share_per_step : da->straggler_per_step;
+    const double *sb = comm ? db->share_per_step : db->straggler_per_step;
+    size_t na = da->nper_step, nb = db->nper_step;
+    if (isnan(va) || isnan(vb)) {
+        add(c, kind, label(a), FP_CHECK_SKIP, NAN, limit, unit, "not measured on both (%d ranks)", ra);
+        return;
+    }
+    double rise = va - vb, p = NAN;
+    fp_mwu_t t;
+    if (na >= o->min_steps && nb >= o->min_steps && fp_mann_whitney(sa, na, sb, nb, &t) == FP_OK)
+        p = t.p;
+    fp_check_status st = judge(rise, limit, p, o->alpha);
+    if (comm)
+        set_stats(add(c, kind, label(a), st, rise, limit, unit,
+                      "exposed all-reduce %.2f%% of the wall time vs baseline %.2f%% (%+.2f pt, limit %.2f pt), "
+                      "%d ranks; Mann-Whitney p = %.3g over %zu / %zu steps (alpha %.3g)%s",
+                      va, vb, rise, limit, ra, p, na, nb, o->alpha, verdict_words(st)),
+                  vb, p);
+    else
+        set_stats(add(c, kind, label(a), st, rise, limit, unit,
+                      "slowest rank %d at %.3fx the fastest's mean step vs baseline rank %d at %.3fx (%+.3f, limit "
+                      "%.3f), %d ranks; Mann-Whitney p = %.3g over %zu / %zu steps (alpha %.3g)%s",
+                      da->slowest, va, db->slowest, vb, rise, limit, ra, p, na, nb, o->alpha, verdict_words(st)),
+                  vb, p);
+}
+
 /* ---------------------------------------------------------------- the run */
 
 /* "what base vs cand, ..." of the differences whose allowed flag is `allowed`; how many. */
@@ -574,6 +621,8 @@ int fp_gate_run(const fp_gate_side_t *base, const fp_gate_side_t *cand, const fp
             lost_vs_base(&c, a, xa, xb);
             if (a->fmt >= 0)
                 overflow_vs_base(&c, b, a);
+            dist_vs_base(&c, a, xa, xb, 1);
+            dist_vs_base(&c, a, xa, xb, 0);
         }
         if (!a->is_ref) {
             speedup_check(&c, a, R);

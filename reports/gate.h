@@ -35,7 +35,13 @@
  *                          max_skip_rise and significant (two-proportion, p < alpha);
  *  - lost_updates_vs_base  rise of the lost-update rate (points) <= max_lost_rise;
  *  - overflow_vs_base      low-precision arms: overflow count rise <= max_overflows, FAIL only when
- *                          significant against the values counted.
+ *                          significant against the values counted;
+ *  - comm_share_vs_base    data parallel (either side trained on ranks; dist_report.h's figures): rise of the
+ *                          exposed all-reduce share of the wall time (points) <= max_comm_rise, FAIL only when
+ *                          the per-step shares differ significantly (Mann-Whitney p < alpha);
+ *  - straggler_vs_base     rise of the straggler ratio (slowest rank's mean step / fastest's) <= max_straggler_rise,
+ *                          FAIL only when the per-step ratios differ significantly. Both NOT_COMPARABLE when the
+ *                          rank counts differ (one rank and N ranks included).
  * Exit (fp_gate_exit_code): 4 not comparable, else 1 a check fails, else 2 a check is inconclusive
  * and inconclusive counts as a failure (--inconclusive fail), else 0; 3 is the command's error. */
 #ifndef FP_REPORTS_GATE_H
@@ -44,6 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "dist_report.h"
 #include "summary.h"
 
 enum { FP_GATE_PASS = 0, FP_GATE_REGRESSION = 1, FP_GATE_INCONCLUSIVE = 2, FP_GATE_ERROR = 3,
@@ -92,6 +99,7 @@ typedef struct {
     int64_t eval_images;         /* images the last validation used; -1: unknown */
     char eval_from[160];         /* where that count comes from, for people */
     fp_run_env_t env;            /* versions, optimizer_config and the run's configuration JSON */
+    fp_dist_arm_t dist;          /* data parallel (ranks 0: trained alone); its arrays freed with the side */
 } fp_gate_extra_t;
 
 typedef struct {
@@ -161,6 +169,8 @@ typedef struct {
     double max_loss_gap, max_acc_drop, max_skip_rate, max_skip_rise;
     int64_t max_overflows;
     double max_lost_updates, max_lost_rise, max_mem_growth;   /* percent, points, fraction */
+    double max_comm_rise;   /* points of the exposed all-reduce share */
+    double max_straggler_rise;   /* of the slowest / fastest rank's mean step (x) */
     int inconclusive_fails; /* --inconclusive fail */
     unsigned allow;         /* bit (1 << fp_gate_key) per key accepted with --allow-config-diff */
 } fp_gate_opts_t;

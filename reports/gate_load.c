@@ -122,6 +122,11 @@ void fp_gate_side_free(fp_gate_side_t *side)
 {
     if (!side)
         return;
+    for (size_t i = 0; side->x && i < side->s.narms; i++) {
+        free(side->x[i].dist.ranks_rows);
+        free(side->x[i].dist.share_per_step);
+        free(side->x[i].dist.straggler_per_step);
+    }
     fp_summary_free(&side->s);
     free(side->x);
     side->x = NULL;
@@ -144,6 +149,12 @@ int fp_gate_load(const char *path, int64_t session, int64_t warmup, fp_gate_side
         rc = fp_fail(FP_ENOMEM, "out of memory");
     for (size_t i = 0; rc == FP_OK && i < side->s.narms; i++)
         rc = load_extra(r, &side->s.arms[i], &side->x[i]);
+    fp_dist_summary_t ds;   /* data parallel: each arm's figures move into its extra */
+    if (rc == FP_OK && (rc = fp_dist_summary_load(r, &side->s, &ds)) == FP_OK) {
+        for (size_t i = 0; i < side->s.narms; i++)
+            side->x[i].dist = ds.arms[i];
+        free(ds.arms);
+    }
     fp_reader_close(r);
     if (rc != FP_OK) {
         fp_gate_side_free(side);
