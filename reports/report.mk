@@ -14,12 +14,15 @@ fp16probe_SOURCES += cli/cmd_report.c cli/cmd_gate.c cli/cmd_trace.c
 fp16probe_LDADD += reports/libfpreport.a $(FP_LDADD)
 
 REPORT_TEST_UTIL = tests/report_testutil.c tests/report_testutil.h
-REPORT_TESTS = tests/test_report_html tests/test_gate
+REPORT_TESTS = tests/test_report_html tests/test_gate tests/test_report_dist
 check_PROGRAMS += $(REPORT_TESTS) tests/test_report_fixture
 TESTS += $(REPORT_TESTS)
 tests_test_report_html_SOURCES = tests/test_report_html.c $(REPORT_TEST_UTIL) $(STORE_TEST_UTIL)
 tests_test_report_html_LDADD = tests/libtap.a $(REPORT_LDADD)
 GATE_TEST_UTIL = tests/gate_testutil.c tests/gate_testutil.h
+# the data-parallel figures of the report and the gate (issue 23), on sessions written through the store writer
+tests_test_report_dist_SOURCES = tests/test_report_dist.c
+tests_test_report_dist_LDADD = tests/libtap.a $(REPORT_LDADD)
 tests_test_gate_SOURCES = tests/test_gate.c $(GATE_TEST_UTIL) $(REPORT_TEST_UTIL) $(STORE_TEST_UTIL)
 tests_test_gate_LDADD = tests/libtap.a $(REPORT_LDADD)
 # writes recorded gate sessions for tests/test_gate_cli.sh
