@@ -4,8 +4,9 @@
 # all-reduce's rounding, every rank skipping the step of rank 1's Inf), then `fp16probe train` on 2 ranks (one
 # session, one run, the data-parallel line and event; the store's rows: dist_steps per rank per step, bytes halved
 # with --allreduce fp16 against fp32, allreduce_error at the sampled steps with rel. L2 bounded, the run's ranks in
-# ls), and a rank killed mid-run (the other stops within seconds with one line naming it, the run is marked failed,
-# the steps committed before stay). Skips without mpirun.
+# ls, exposed within the all-reduce's time, report --summary's data-parallel section), and a rank killed mid-run
+# (the other stops within seconds with one line naming it, the run is marked failed, the steps committed before
+# stay). Skips without mpirun.
 bin="${top_builddir:-.}/fp16probe"
 prog="${top_builddir:-.}/tests/test_dist"
 . "$(dirname "$0")/tap.sh"
@@ -23,7 +24,7 @@ fi
 if grep -q "^1\.\.0 # SKIP" prog.txt; then cat prog.txt; exit 0; fi
 # the C program's TAP lines, renumbered after ours
 m=$(grep -c '^\(not \)\?ok ' prog.txt)
-echo "1..$((m + 17))"
+echo "1..$((m + 19))"
 grep '^#' prog.txt
 grep '^\(not \)\?ok ' prog.txt | sed 's/^\(not \)\?ok [0-9]*/&/' | while IFS= read -r l; do echo "$l"; done
 grep -q '^not ok' prog.txt && fail=1
@@ -47,6 +48,10 @@ check "dist_steps: one row per rank per step, both ranks, steps 1-6, times and b
     sh -c "test \"\$(awk -F, 'NR > 1 && \$4 > 0 && \$5 > 0 && \$6 != \"\" && \$6 >= 0 && \$7 > 0 { print \$2 \"-\" \$3 }' ds16.csv | sort -u | tr '\\n' ' ')\" = '1-0 1-1 2-0 2-1 3-0 3-1 4-0 4-1 5-0 5-1 6-0 6-1 '"
 check "dist_steps: the exposed all-reduce time fits in the rank's step" \
     sh -c "test \$(awk -F, 'NR > 1 && \$6 + 0 <= \$4 + 0' ds16.csv | wc -l) -eq 12"
+check "dist_steps: the exposed time is part of the all-reduce's (exposed <= comm on every row)" \
+    sh -c "test \$(awk -F, 'NR > 1 && \$6 + 0 <= \$5 + 0' ds16.csv | wc -l) -eq 12"
+check "report --summary: the data-parallel section (ranks, images/s, shares, straggler, labelled efficiency, rounding)" \
+    sh -c "'$bin_abs' report --db ok.db --summary >rep.txt && grep -Eq '^    fp16 +2 ranks, global batch 8, [0-9.]+ images/s \(job step [0-9.]+ [mu]?s\), all-reduce fp16 ' rep.txt && grep -Eq 'communication share: exposed [0-9.]+% of wall' rep.txt && grep -Eq 'straggler rank [01]: [0-9.]+x the fastest' rep.txt && grep -q 'scaling efficiency estimate .*(communication-bound' rep.txt && grep -Eq 'all-reduce rounding \(fp16 vs fp32, 2 sampled steps\): rel. L2 mean [0-9.e-]+' rep.txt"
 check "allreduce_error: rows at the sampled steps 3 and 6 only, fp16, the whole gradient (layer -1) and layers" \
     sh -c "test \"\$(awk -F, 'NR > 1 && \$3 == -1 && \$4 == \"fp16\" { print \$2 }' ae16.csv | tr '\\n' ' ')\" = '3 6 ' && test \$(awk -F, 'NR > 1 && \$3 >= 0' ae16.csv | wc -l) -ge 4 && test \$(awk -F, 'NR > 1 && \$2 != 3 && \$2 != 6' ae16.csv | wc -l) -eq 0"
 check "allreduce_error: rel. L2 of the fp16 all-reduce against fp32 in (0, 1e-2) on every row, counts on layer -1" \
