@@ -269,6 +269,39 @@ static void header_verdict(fp_draw_t *d, fp_rect_t r)
     }
 }
 
+/* The data-parallel line, under the verdict: the ranks, per arm the exposed all-reduce share of the ranks' step
+ * time (and the all-reduce's whole share), and the slowest rank against the fastest (the straggler). */
+static void header_dist(fp_draw_t *d, fp_rect_t r)
+{
+    const fp_tui_model_t *m = d->m;
+    fp_grid_t *g = d->g;
+    int xe = r.x + r.w, y = r.y + fp_tui_header_lines(m, r.w) - 1;
+    if (!fp_tui_any_ranks(m) || y >= r.y + r.h)
+        return;
+    int ranks = 0;
+    for (int i = 0; i < m->narms; i++)
+        ranks = m->arm[i].ranks > ranks ? m->arm[i].ranks : ranks;
+    int x = fp_grid_printf(g, r.x, y, xe, FP_A_BOLD, "data parallel: %d ranks", ranks);
+    x = fp_grid_text(g, x, y, xe, FP_C_DIM, "  comm share (exposed / all-reduce of step), slowest rank:");
+    for (int i = 0; i < m->narms; i++) {
+        const fp_tui_arm_t *a = &m->arm[i];
+        x = fp_grid_printf(g, x, y, xe, (uint16_t)((FP_C_ARM0 + i) | FP_A_BOLD), "  %s", a->run.policy);
+        if (!a->ranks) {
+            x = fp_grid_text(g, x, y, xe, FP_C_DIM, " alone");
+            continue;
+        }
+        char ex[16] = "n/a", al[16] = "n/a", st[48] = "";
+        if (!isnan(a->exposed_share))
+            snprintf(ex, sizeof ex, "%.1f%%", 100 * a->exposed_share);
+        if (!isnan(a->comm_share))
+            snprintf(al, sizeof al, "%.1f%%", 100 * a->comm_share);
+        if (a->slowest >= 0 && !isnan(a->straggler))
+            snprintf(st, sizeof st, " r%d %.2fx", a->slowest, a->straggler);
+        x = fp_grid_printf(g, x, y, xe, 0, " %s/%s", ex, al);
+        x = fp_grid_printf(g, x, y, xe, a->straggler >= 1.1 ? FP_C_WARN : 0, "%s", st);
+    }
+}
+
 void fp_panel_header(fp_draw_t *d, fp_rect_t r)
 {
     const fp_tui_model_t *m = d->m;
@@ -282,6 +315,7 @@ void fp_panel_header(fp_draw_t *d, fp_rect_t r)
     header_title(d, r);
     header_progress(d, r);
     header_verdict(d, r);
+    header_dist(d, r);
 }
 
 void fp_panel_footer(fp_draw_t *d, fp_rect_t r)

@@ -9,7 +9,7 @@ fp16probe_SOURCES += cli/cmd_tui.c
 
 TUI_TEST_UTIL = tests/tui_testutil.c tests/tui_testutil.h
 TUI_TESTS = tests/test_tui_screen tests/test_tui_units tests/test_tui_bad_input tests/test_tui_live \
-	tests/test_tui_truth
+	tests/test_tui_truth tests/test_tui_dist
 check_PROGRAMS += $(TUI_TESTS) tests/test_tui_fixture
 TESTS += $(TUI_TESTS)
 tests_test_tui_screen_SOURCES = tests/test_tui_screen.c $(TUI_TEST_UTIL)
@@ -23,6 +23,9 @@ tests_test_tui_live_LDADD = $(TEST_LDADD)
 # issue 19: the newest rows, one throughput figure, N arms and the compared arm, the verdict lines
 tests_test_tui_truth_SOURCES = tests/test_tui_truth.c
 tests_test_tui_truth_LDADD = $(TEST_LDADD)
+# issue 23: the data-parallel line of the header (ranks, comm share per arm, slowest rank)
+tests_test_tui_dist_SOURCES = tests/test_tui_dist.c
+tests_test_tui_dist_LDADD = $(TEST_LDADD)
 # the dashboard's speedup is the end-of-run summary's (lib/step_time.h)
 check_PROGRAMS += tests/test_tui_speedup
 TESTS += tests/test_tui_speedup

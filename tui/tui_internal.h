@@ -109,6 +109,11 @@ typedef struct {
     int64_t hist_mark;
     double *relerr;              /* per layer */
     int64_t prec_step, prec_mark;
+    /* data parallel (dist_steps, over every recorded step): ranks 0 when the arm trains alone */
+    int ranks, slowest;          /* slowest: the rank with the largest mean step (-1: none) */
+    double exposed_share, comm_share;   /* exposed / wall and all-reduce / wall over ranks and steps; NaN none */
+    double straggler;            /* the slowest rank's mean step / the fastest's; NaN none */
+    int64_t dist_step;           /* last_step when read (-1: never) */
 } fp_tui_arm_t;
 
 typedef struct {
@@ -156,8 +161,10 @@ typedef struct {
     int64_t skipped, steps;
 } fp_tui_verdict_t;
 void fp_tui_verdict(const fp_tui_model_t *m, int arm, fp_tui_verdict_t *v);
+/* 1 when some arm trained on ranks (mpirun): the header then has a data-parallel line. */
+int fp_tui_any_ranks(const fp_tui_model_t *m);
 /* Lines of the header at width w: 2, plus the verdict (its title line, with the CPU emulation note, and one
- * line per compared arm) with two or more arms. */
+ * line per compared arm) with two or more arms, plus one data-parallel line (fp_tui_any_ranks). */
 int fp_tui_header_lines(const fp_tui_model_t *m, int w);
 #define FP_TUI_EMULATED_NOTE "emulated on the CPU: speed not representative"
 /* An arm's step time (ns, NaN: none) as the end-of-run summary defines it (lib/step_time.h: the median

@@ -14,6 +14,7 @@
 #include "error.h"
 #include "step_time.h"
 #include "store.h"
+#include "store_reader_dist.h"
 #include "tui_internal.h"
 #include "wilson.h"
 
@@ -140,6 +141,9 @@ static void arm_init(fp_tui_arm_t *a, const fp_run_row_t *run)
     a->prec_mark = -2;
     a->lsum_step = -2;
     a->median_ns = NAN;
+    a->slowest = -1;
+    a->exposed_share = a->comm_share = a->straggler = NAN;
+    a->dist_step = -2;
 }
 
 /* "steps": N in a JSON text (a plain scan: the configuration is ours). */
@@ -427,6 +431,39 @@ static int read_evals(fp_tui_model_t *m, fp_tui_arm_t *a)
     return FP_OK;
 }
 
+/* The data-parallel figures of an arm (store_reader_dist.h's per-rank means over every recorded step). */
+static int read_dist(fp_reader_t *r, fp_tui_arm_t *a)
+{
+    fp_dist_rank_row_t *rk = NULL;
+    size_t n = 0;
+    int rc = fp_reader_dist_ranks(r, a->run.id, &rk, &n);
+    if (rc != FP_OK)
+        return rc;
+    double wall = 0, exp = 0, comm = 0, mx = -1;
+    a->ranks = 0;
+    a->slowest = -1;
+    a->straggler = NAN;
+    for (size_t k = 0; k < n; k++) {
+        a->ranks = rk[k].rank + 1 > a->ranks ? rk[k].rank + 1 : a->ranks;
+        if (!(rk[k].mean_wall_ns > 0))
+            continue;
+        double s = (double)rk[k].steps;
+        wall += s * rk[k].mean_wall_ns;
+        exp += isnan(rk[k].mean_exposed_ns) ? 0 : s * rk[k].mean_exposed_ns;
+        comm += isnan(rk[k].mean_comm_ns) ? 0 : s * rk[k].mean_comm_ns;
+        if (rk[k].mean_wall_ns > mx) {
+            mx = rk[k].mean_wall_ns;
+            a->slowest = rk[k].rank;
+            a->straggler = rk[k].vs_fastest;
+        }
+    }
+    a->exposed_share = wall > 0 ? exp / wall : NAN;
+    a->comm_share = wall > 0 ? comm / wall : NAN;
+    a->dist_step = a->last_step;
+    free(rk);
+    return FP_OK;
+}
+
 static int update_arm(fp_tui_model_t *m, int i, int role, int hist_moved, double deadline)
 {
     fp_tui_arm_t *a = &m->arm[i];
@@ -483,6 +520,8 @@ static int update_arm(fp_tui_model_t *m, int i, int role, int hist_moved, double
             return rc;
         a->prec_mark = role;
     }
+    if (a->dist_step != a->last_step && !behind && (rc = read_dist(r, a)) != FP_OK)
+        return rc;
     return FP_OK;
 }
 
@@ -649,12 +688,23 @@ void fp_tui_verdict(const fp_tui_model_t *m, int arm, fp_tui_verdict_t *v)
     v->steps = a->nsteps;
 }
 
+int fp_tui_any_ranks(const fp_tui_model_t *m)
+{
+    for (int i = 0; i < m->narms; i++)
+        if (m->arm[i].ranks > 0)
+            return 1;
+    return 0;
+}
+
 int fp_tui_header_lines(const fp_tui_model_t *m, int w)
 {
-    if (m->narms < 2 || m->note[0])
-        return 2;
     (void)w;
-    return 2 + 1 + (m->narms - 1);   /* the title line (with the CPU note) and one line per compared arm */
+    if (m->note[0])
+        return 2;
+    int dist = fp_tui_any_ranks(m);
+    if (m->narms < 2)
+        return 2 + dist;
+    return 2 + 1 + (m->narms - 1) + dist;   /* the title line (with the CPU note), one line per compared arm */
 }
 
 double fp_tui_arm_median_wall(const fp_tui_arm_t *a)
