@@ -28,9 +28,8 @@ static const char usage_text[] =
 
 static int parse_int(const char *s, long long lo, long long hi, long long *v)
 {
-    char *end;
-    long long x = strtoll(s, &end, 10);
-    if (end == s || *end || x < lo || x > hi)
+    long long x;
+    if (cli_integer(s, lo, &x) != 0 || x > hi)
         return -1;
     *v = x;
     return 0;

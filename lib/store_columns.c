@@ -64,6 +64,38 @@ int fp_reader_end_rows(struct fp_reader *r, int rc, void **rows, size_t *n)
     return rc;
 }
 
+int fp_reader_collect(struct fp_reader *r, const char *sql, const int64_t *args, int nargs, int check_run,
+                      size_t elem, void **rows, size_t *n, fp_row_fill_fn fill, const char *doing)
+{
+    *rows = NULL;
+    *n = 0;
+    size_t cap = 0;
+    sqlite3_stmt *st = NULL;
+    int rc = fp_reader_begin(r);
+    if (rc != FP_OK)
+        return rc;
+    if (check_run)
+        rc = fp_reader_check_run(r, args[0]);
+    int src = SQLITE_DONE;
+    if (rc == FP_OK && (src = sqlite3_prepare_v2(fp_reader_db(r), sql, -1, &st, NULL)) != SQLITE_OK)
+        rc = fp_reader_fail(r, src, doing);
+    for (int i = 0; rc == FP_OK && i < nargs; i++)
+        sqlite3_bind_int64(st, i + 1, args[i]);
+    while (rc == FP_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
+        if ((rc = fp_rows_reserve(rows, &cap, *n, elem)) != FP_OK)
+            break;
+        void *e = (char *)*rows + *n * elem;
+        memset(e, 0, elem);
+        if ((rc = fill(st, e, r)) != FP_OK)
+            break;
+        (*n)++;
+    }
+    if (rc == FP_OK && src != SQLITE_DONE)
+        rc = fp_reader_fail(r, src, doing);
+    sqlite3_finalize(st);
+    return fp_reader_end_rows(r, rc, rows, n);
+}
+
 int fp_run_liveness(char *status, size_t status_cap, char *failure, size_t failure_cap, int64_t pid,
                     const char *host, int64_t heartbeat)
 {

@@ -1,6 +1,6 @@
 /* store_columns.h — internal to the run store's readers (store_reader*.c): one column of a result row
  * with SQL NULL read as "not recorded" (-1, NaN or ""), growing and (on error) dropping a row array,
- * and a 'running' run's liveness as readers derive it. Not for use outside lib/store*.c. */
+ * one query's rows collected into an array, and a 'running' run's liveness as readers derive it. Not for use outside lib/store*.c. */
 #ifndef FP_STORE_COLUMNS_H
 #define FP_STORE_COLUMNS_H
 
@@ -27,6 +27,14 @@ int fp_rows_reserve(void **arr, size_t *cap, size_t n, size_t sz);
  * *n 0. Returns the result. */
 struct fp_reader;
 int fp_reader_end_rows(struct fp_reader *r, int rc, void **rows, size_t *n);
+
+/* Fills one element of a row array from the current row of st (r: the reader, for nested reads). */
+typedef int (*fp_row_fill_fn)(sqlite3_stmt *st, void *elem, struct fp_reader *r);
+/* Run `sql` with int64 arguments ?1..?nargs in one read transaction; each row is filled (zeroed first)
+ * into a new element of size `elem` of *rows. With check_run, the run args[0] must exist. On error
+ * *rows is NULL, *n 0 and the message names the file and `doing`. */
+int fp_reader_collect(struct fp_reader *r, const char *sql, const int64_t *args, int nargs, int check_run,
+                      size_t elem, void **rows, size_t *n, fp_row_fill_fn fill, const char *doing);
 
 /* A run recorded as status[] 'running' whose writer (pid on host) has certainly gone becomes
  * "interrupted", with failure[] "writer process PID is gone"; returns 1 (stale) then, or when its

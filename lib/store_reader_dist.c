@@ -9,44 +9,10 @@
 #include "store_columns.h"
 #include "store_db.h"
 
-typedef int (*fill_fn)(sqlite3_stmt *st, void *elem);
 
-/* Run `sql` with int64 arguments ?1..?nargs in one read transaction, one element of size `elem` per row;
- * with check_run, run args[0] must exist. */
-static int collect(fp_reader_t *r, const char *sql, const int64_t *args, int nargs, int check_run, size_t elem,
-                   void **rows, size_t *n, fill_fn fill, const char *doing)
+static int fill_step(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 {
-    *rows = NULL;
-    *n = 0;
-    size_t cap = 0;
-    sqlite3_stmt *st = NULL;
-    int rc = fp_reader_begin(r);
-    if (rc != FP_OK)
-        return rc;
-    if (check_run)
-        rc = fp_reader_check_run(r, args[0]);
-    int src = SQLITE_DONE;
-    if (rc == FP_OK && (src = sqlite3_prepare_v2(fp_reader_db(r), sql, -1, &st, NULL)) != SQLITE_OK)
-        rc = fp_reader_fail(r, src, doing);
-    for (int i = 0; rc == FP_OK && i < nargs; i++)
-        sqlite3_bind_int64(st, i + 1, args[i]);
-    while (rc == FP_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((rc = fp_rows_reserve(rows, &cap, *n, elem)) != FP_OK)
-            break;
-        void *e = (char *)*rows + *n * elem;
-        memset(e, 0, elem);
-        if ((rc = fill(st, e)) != FP_OK)
-            break;
-        (*n)++;
-    }
-    if (rc == FP_OK && src != SQLITE_DONE)
-        rc = fp_reader_fail(r, src, doing);
-    sqlite3_finalize(st);
-    return fp_reader_end_rows(r, rc, rows, n);
-}
-
-static int fill_step(sqlite3_stmt *st, void *elem)
-{
+    (void)r;
     fp_dist_step_row_t *d = elem;
     d->step = fp_col_i64(st, 0);
     d->rank = fp_col_int(st, 1);
@@ -64,13 +30,14 @@ int fp_reader_dist_steps(fp_reader_t *r, int64_t run, int64_t from, int64_t to, 
                          size_t *n)
 {
     const int64_t args[3] = {run, from, to < 0 ? INT64_MAX : to};
-    return collect(r, "SELECT step, rank, wall_ns, comm_ns, exposed_ns, bytes, skipped FROM dist_steps"
+    return fp_reader_collect(r, "SELECT step, rank, wall_ns, comm_ns, exposed_ns, bytes, skipped FROM dist_steps"
                    " WHERE run = ?1 AND step >= ?2 AND step <= ?3 ORDER BY step, rank", args, 3, 1, sizeof **rows,
                    (void **)rows, n, fill_step, "reading the ranks' steps");
 }
 
-static int fill_rank(sqlite3_stmt *st, void *elem)
+static int fill_rank(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 {
+    (void)r;
     fp_dist_rank_row_t *d = elem;
     d->rank = fp_col_int(st, 0);
     d->steps = fp_col_i64(st, 1);
@@ -86,7 +53,7 @@ static int fill_rank(sqlite3_stmt *st, void *elem)
 
 int fp_reader_dist_ranks(fp_reader_t *r, int64_t run, fp_dist_rank_row_t **rows, size_t *n)
 {
-    int rc = collect(r, "SELECT rank, count(*), avg(wall_ns), avg(wall_ns - exposed_ns), avg(comm_ns),"
+    int rc = fp_reader_collect(r, "SELECT rank, count(*), avg(wall_ns), avg(wall_ns - exposed_ns), avg(comm_ns),"
                      " avg(exposed_ns), avg(bytes), max(wall_ns) FROM dist_steps WHERE run = ?1"
                      " GROUP BY rank ORDER BY rank", &run, 1, 1, sizeof **rows, (void **)rows, n, fill_rank,
                      "reading the ranks' summary");
@@ -102,8 +69,9 @@ int fp_reader_dist_ranks(fp_reader_t *r, int64_t run, fp_dist_rank_row_t **rows,
     return FP_OK;
 }
 
-static int fill_run(sqlite3_stmt *st, void *elem)
+static int fill_run(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 {
+    (void)r;
     fp_dist_run_row_t *d = elem;
     d->run = fp_col_i64(st, 0);
     d->ranks = fp_col_int(st, 1);
@@ -113,13 +81,14 @@ static int fill_run(sqlite3_stmt *st, void *elem)
 
 int fp_reader_dist_runs(fp_reader_t *r, int64_t session, fp_dist_run_row_t **rows, size_t *n)
 {
-    return collect(r, "SELECT run, max(rank) + 1, count(DISTINCT step) FROM dist_steps"
+    return fp_reader_collect(r, "SELECT run, max(rank) + 1, count(DISTINCT step) FROM dist_steps"
                    " WHERE ?1 <= 0 OR run IN (SELECT id FROM runs WHERE session = ?1) GROUP BY run ORDER BY run",
                    &session, 1, 0, sizeof **rows, (void **)rows, n, fill_run, "reading the data-parallel runs");
 }
 
-static int fill_error(sqlite3_stmt *st, void *elem)
+static int fill_error(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 {
+    (void)r;
     fp_allreduce_error_row_t *d = elem;
     d->step = fp_col_i64(st, 0);
     d->layer = fp_col_int(st, 1);
@@ -132,7 +101,7 @@ static int fill_error(sqlite3_stmt *st, void *elem)
 
 int fp_reader_allreduce_error(fp_reader_t *r, int64_t run, fp_allreduce_error_row_t **rows, size_t *n)
 {
-    return collect(r, "SELECT step, layer, wire, rel_l2, overflow, underflow FROM allreduce_error WHERE run = ?1"
+    return fp_reader_collect(r, "SELECT step, layer, wire, rel_l2, overflow, underflow FROM allreduce_error WHERE run = ?1"
                    " ORDER BY step, layer", &run, 1, 1, sizeof **rows, (void **)rows, n, fill_error,
                    "reading the all-reduce's rounding");
 }

@@ -11,45 +11,6 @@
 #include "store_db.h"
 #include "store_reader.h"
 
-typedef int (*fill_fn)(sqlite3_stmt *st, void *elem, fp_reader_t *r);
-
-/* Run `sql` with int64 arguments ?1..?nargs in one read transaction; each row is filled into a new
- * element of size `elem` of *rows. When check_run, the run args[0] must exist. */
-static int collect(fp_reader_t *r, const char *sql, const int64_t *args, int nargs, int check_run, size_t elem,
-                   void **rows, size_t *n, fill_fn fill, const char *doing)
-{
-    *rows = NULL;
-    *n = 0;
-    size_t cap = 0;
-    sqlite3 *db = fp_reader_db(r);
-    sqlite3_stmt *st = NULL;
-    int rc = fp_reader_begin(r);
-    if (rc != FP_OK)
-        return rc;
-    if (check_run)
-        rc = fp_reader_check_run(r, args[0]);
-    int src = SQLITE_DONE;
-    if (rc == FP_OK) {
-        src = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-        if (src != SQLITE_OK)
-            rc = fp_reader_fail(r, src, doing);
-    }
-    for (int i = 0; rc == FP_OK && i < nargs; i++)
-        sqlite3_bind_int64(st, i + 1, args[i]);
-    while (rc == FP_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((rc = fp_rows_reserve(rows, &cap, *n, elem)) != FP_OK)
-            break;
-        void *e = (char *)*rows + *n * elem;
-        memset(e, 0, elem);
-        if ((rc = fill(st, e, r)) != FP_OK)
-            break;
-        (*n)++;
-    }
-    if (rc == FP_OK && src != SQLITE_DONE)
-        rc = fp_reader_fail(r, src, doing);
-    sqlite3_finalize(st);
-    return fp_reader_end_rows(r, rc, rows, n);
-}
 
 /* ---------------------------------------------------------------- environment */
 
@@ -72,7 +33,7 @@ int fp_reader_run_env(fp_reader_t *r, int64_t run, fp_run_env_t *env)
 {
     fp_run_env_t *rows;
     size_t n;
-    int rc = collect(r, "SELECT driver_version, cuda_version, cudnn_version, cupti_version, blas,"
+    int rc = fp_reader_collect(r, "SELECT driver_version, cuda_version, cudnn_version, cupti_version, blas,"
                         " fp16probe_version, optimizer_config, config FROM runs WHERE id = ?1",
                      &run, 1, 1, sizeof *rows, (void **)&rows, &n, fill_env, "reading a run's environment");
     if (rc == FP_OK && n == 1)
@@ -99,7 +60,7 @@ int fp_reader_session_config(fp_reader_t *r, int64_t session, char **json)
     *json = NULL;
     config_row_t *rows;
     size_t n;
-    int rc = collect(r, "SELECT config FROM sessions WHERE id = ?1", &session, 1, 0, sizeof *rows, (void **)&rows,
+    int rc = fp_reader_collect(r, "SELECT config FROM sessions WHERE id = ?1", &session, 1, 0, sizeof *rows, (void **)&rows,
                      &n, fill_config, "reading a session");
     if (rc != FP_OK)
         return rc;
@@ -130,7 +91,7 @@ static int fill_layer(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 
 int fp_reader_layers(fp_reader_t *r, int64_t run, fp_layer_row_t **rows, size_t *n)
 {
-    return collect(r, "SELECT layer, name, type, input_shape, output_shape, params, fwd_flops, bwd_flops"
+    return fp_reader_collect(r, "SELECT layer, name, type, input_shape, output_shape, params, fwd_flops, bwd_flops"
                       " FROM layers WHERE run = ?1 ORDER BY layer",
                    &run, 1, 1, sizeof **rows, (void **)rows, n, fill_layer, "reading layers");
 }
@@ -149,7 +110,7 @@ static int fill_eval(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 
 int fp_reader_evaluations(fp_reader_t *r, int64_t run, fp_eval_row_t **rows, size_t *n)
 {
-    return collect(r, "SELECT step, split, loss, top1, top5 FROM evaluations WHERE run = ?1 ORDER BY step, split",
+    return fp_reader_collect(r, "SELECT step, split, loss, top1, top5 FROM evaluations WHERE run = ?1 ORDER BY step, split",
                    &run, 1, 1, sizeof **rows, (void **)rows, n, fill_eval, "reading evaluations");
 }
 
@@ -252,7 +213,7 @@ int fp_reader_histograms_role(fp_reader_t *r, int64_t run, int role, int64_t ste
                               size_t *n)
 {
     int64_t args[3] = {run, role, step < 0 ? INT64_MAX : step};
-    return collect(r, "SELECT h.step, h.layer, h.role, h.blob FROM histograms h JOIN"
+    return fp_reader_collect(r, "SELECT h.step, h.layer, h.role, h.blob FROM histograms h JOIN"
                       " (SELECT layer, max(step) AS s FROM histograms WHERE run = ?1 AND role = ?2 AND step <= ?3"
                       " GROUP BY layer) m ON m.layer = h.layer AND m.s = h.step"
                       " WHERE h.run = ?1 AND h.role = ?2 ORDER BY h.layer",
@@ -285,7 +246,7 @@ static int fill_numerics(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 
 int fp_reader_layer_numerics(fp_reader_t *r, int64_t run, fp_layer_numerics_t **rows, size_t *n)
 {
-    return collect(r, "SELECT layer, role, count(*), total(count), total(zero), total(nan),"
+    return fp_reader_collect(r, "SELECT layer, role, count(*), total(count), total(zero), total(nan),"
                       " total(pos_inf) + total(neg_inf), max(amax)," FMT_SUMS("fp16") FMT_SUMS("bf16")
                       FMT_SUMS("e4m3") FMT_SUMS("e5m2") " 0 FROM histograms WHERE run = ?1"
                       " GROUP BY layer, role ORDER BY layer, role",
@@ -308,7 +269,7 @@ static int fill_precision(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 
 int fp_reader_precision_summary(fp_reader_t *r, int64_t run, fp_precision_sum_t **rows, size_t *n)
 {
-    return collect(r, "SELECT layer, role, count(*), avg(rel_l2), max(rel_l2), max(max_abs), min(cosine)"
+    return fp_reader_collect(r, "SELECT layer, role, count(*), avg(rel_l2), max(rel_l2), max(max_abs), min(cosine)"
                       " FROM precision_error WHERE run = ?1 GROUP BY layer, role ORDER BY layer, role",
                    &run, 1, 1, sizeof **rows, (void **)rows, n, fill_precision, "reading precision errors");
 }
@@ -327,7 +288,7 @@ static int fill_flag(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 
 int fp_reader_kernel_flags(fp_reader_t *r, int64_t run, fp_kernel_flag_t **rows, size_t *n)
 {
-    return collect(r, "SELECT coalesce(s.value, '(unnamed)'), max(k.tensorCore), max(k.kernelClass) FROM kernels k"
+    return fp_reader_collect(r, "SELECT coalesce(s.value, '(unnamed)'), max(k.tensorCore), max(k.kernelClass) FROM kernels k"
                       " LEFT JOIN StringIds s"
                       " ON s.id = coalesce(k.demangledName, k.shortName) WHERE k.run = ?1"
                       " GROUP BY coalesce(k.demangledName, k.shortName, 0)",
@@ -343,7 +304,7 @@ static int fill_step(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 
 int fp_reader_kernel_steps(fp_reader_t *r, int64_t run, int64_t **steps, size_t *n)
 {
-    return collect(r, "SELECT DISTINCT step FROM kernels WHERE run = ?1 ORDER BY step", &run, 1, 1, sizeof **steps,
+    return fp_reader_collect(r, "SELECT DISTINCT step FROM kernels WHERE run = ?1 ORDER BY step", &run, 1, 1, sizeof **steps,
                    (void **)steps, n, fill_step, "reading sampled steps");
 }
 
@@ -373,7 +334,7 @@ int fp_reader_kernels(fp_reader_t *r, int64_t run, int64_t step_lo, int64_t step
                       size_t *n)
 {
     int64_t args[3] = {run, step_lo, step_hi};
-    return collect(r, "SELECT k.step, k.start, k.end, k.layer, k.phase, k.deviceId, k.streamId, k.correlationId,"
+    return fp_reader_collect(r, "SELECT k.step, k.start, k.end, k.layer, k.phase, k.deviceId, k.streamId, k.correlationId,"
                       " k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, k.tensorCore,"
                       " coalesce(d.value, s.value, '(unnamed)'), k.kernelClass FROM kernels k"
                       " LEFT JOIN StringIds s ON s.id = k.shortName LEFT JOIN StringIds d ON d.id = k.demangledName"
@@ -397,7 +358,7 @@ int fp_reader_layer_times(fp_reader_t *r, int64_t run, int64_t step_lo, int64_t 
                           fp_layer_time_row_t **rows, size_t *n)
 {
     int64_t args[3] = {run, step_lo, step_hi};
-    return collect(r, "SELECT step, layer, phase, time_ns, kernels FROM layer_times"
+    return fp_reader_collect(r, "SELECT step, layer, phase, time_ns, kernels FROM layer_times"
                       " WHERE run = ?1 AND step BETWEEN ?2 AND ?3 ORDER BY step, layer, phase",
                    args, 3, 1, sizeof **rows, (void **)rows, n, fill_layer_time, "reading layer times");
 }
@@ -427,12 +388,12 @@ int fp_reader_eval_images(fp_reader_t *r, int64_t run, fp_eval_images_t **rows, 
     *n = 0;
     int64_t *has = NULL;
     size_t nh = 0;
-    int rc = collect(r, "SELECT count(*) FROM pragma_table_info('evaluations') WHERE name = 'images'", &run, 0, 0,
+    int rc = fp_reader_collect(r, "SELECT count(*) FROM pragma_table_info('evaluations') WHERE name = 'images'", &run, 0, 0,
                      sizeof *has, (void **)&has, &nh, fill_count, "reading the evaluations table's columns");
     int present = rc == FP_OK && nh == 1 && has[0] > 0;
     free(has);
     if (rc != FP_OK || !present)
         return rc;
-    return collect(r, "SELECT step, split, images FROM evaluations WHERE run = ?1 ORDER BY step, split", &run, 1, 1,
+    return fp_reader_collect(r, "SELECT step, split, images FROM evaluations WHERE run = ?1 ORDER BY step, split", &run, 1, 1,
                    sizeof **rows, (void **)rows, n, fill_eval_images, "reading evaluated image counts");
 }
