@@ -198,7 +198,7 @@ static void test_gemm(void)
             int ok = 1;
             double worst = 0;
             for (int t = 1; t <= MAXT; t++) {
-                fp_pool_set_threads(t);
+                fp_gemm_use_pool(t);
                 C[t] = copy_of(C0, (size_t)M * ldc);
                 fp_sgemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, C[t], ldc);
             }
@@ -290,7 +290,7 @@ static void test_conv(void)
             float *y[MAXT + 1], *dx[MAXT + 1], *dw[MAXT + 1];
             int ok = 1;
             for (int t = 1; t <= MAXT; t++) {
-                fp_pool_set_threads(t);
+                fp_gemm_use_pool(t);
                 fp_workspace ws = {0};
                 ws.limit = small ? 20000 : 0;   /* several chunks, images split across chunks */
                 y[t] = malloc(ny * sizeof(float));
