@@ -2,7 +2,7 @@
  * `mpirun -np 2`: 2 ranks x batch B end K steps with rank 0's weights, bit for bit, on every rank and within
  * 1e-6 rel. L2 of one process that runs both shards' forward / backward (per-shard batchnorm, as per rank) and
  * averages the gradients; an fp16 all-reduce's rounding against fp32 is measured (0 < rel. L2 < 1e-2) and its
- * weights stay within 1e-3 of the reference (lr 0.01); an Inf injected into rank 1's batch makes every rank skip that step
+ * weights stay within 1e-4 of the reference after one step (lr 0.01), 0.25 after K; an Inf injected into rank 1's batch makes every rank skip that step
  * (and only the steps rank 0 skips). Only rank 0 prints TAP; the other ranks' checks reach it by all-reduce. */
 #include "config.h"
 #include <math.h>
@@ -91,7 +91,7 @@ int main(void)
     }
     size_t n = fp_model_num_params(fp_arm_model(a32));
     float *g0 = malloc(n * sizeof *g0), *w0 = malloc(n * sizeof *w0);
-    double err16 = NAN, over = 0;
+    double err16 = NAN, over = 0, first16 = NAN;
     int steps_ok = 1;
     for (int t = 0; t < K; t++) {
         global_batch(t);
@@ -107,6 +107,8 @@ int main(void)
         }
         if (rank == 0 && reference_step(ref, g0))
             steps_ok = 0;
+        if (rank == 0 && t == 0)
+            first16 = td_rel_l2(fp_model_params(fp_arm_model(a16)), fp_model_params(fp_arm_model(ref)), n);
         if (rank == 0)
             tap_diag("step %d: fp16 vs fp32 all-reduce weights rel. L2 %.3g, loss %g %g", t + 1,
                      td_rel_l2(fp_model_params(fp_arm_model(a16)), fp_model_params(fp_arm_model(a32)), n), r32.loss, r16.loss);
@@ -128,7 +130,13 @@ int main(void)
                  "all-reduce %.3g; fp16 all-reduce rounding at step 2: rel. L2 %.3g, %.0f overflowed", K, e, e16,
                  err16, over);
         tap_ok(e <= 1e-6, "fp32 all-reduce = one process averaging both shards' gradients (rel. L2 %.3g <= 1e-6)", e);
-        tap_ok(e16 > 0 && e16 <= 1e-3, "fp16 all-reduce: weights near the reference (0 < rel. L2 %.3g <= 1e-3)", e16);
+        /* One step's fp16 reduction moves the weights by what it rounded; over K steps the trajectories part as
+         * any perturbation does in this tiny, noisy model (batchnorm over 4 images: 6e-6 after step 1, then 6e-4
+         * to 4e-2 after step 3, depending on the BLAS library's kernels), so only the first step is bounded
+         * tightly and the last one against divergence. */
+        tap_ok(first16 > 0 && first16 <= 1e-4 && e16 > 0 && e16 <= 0.25,
+               "fp16 all-reduce: weights near the reference (0 < rel. L2 %.3g <= 1e-4 after one step, %.3g <= 0.25 "
+               "after %d)", first16, e16, K);
         tap_ok(err16 > 0 && err16 < 1e-2, "fp16 all-reduce rounding vs fp32 measured (0 < rel. L2 %.3g < 1e-2)",
                err16);
         tap_ok(over == 0, "no summed gradient overflowed fp16");
