@@ -113,6 +113,8 @@ int fp_reader_tui_events_since(fp_reader_t *r, int64_t run, int64_t after_id, si
         e->kind = fp_col_event_kind(st, 3);
         e->layer = fp_col_int(st, 4);
         fp_col_text(st, 5, e->text, sizeof e->text);
+        if ((size_t)sqlite3_column_bytes(st, 5) >= sizeof e->text)   /* one screen line: say it is cut */
+            memcpy(e->text + sizeof e->text - 4, "...", 4);
     }
     if (rc == FP_OK && src != SQLITE_DONE)
         rc = fp_reader_fail(r, src, "reading events");

@@ -34,7 +34,7 @@ int fp_reader_tui_run_status(fp_reader_t *r, int64_t run, fp_run_status_t *st);
 typedef struct {
     int64_t id, start, step;     /* step < 0: none */
     int kind, layer;             /* fp_event_kind; layer < 0: none */
-    char text[200];
+    char text[200];              /* a longer text ends in "..." (one screen line; report shows it whole) */
 } fp_tui_event_t;
 int fp_reader_tui_events_since(fp_reader_t *r, int64_t run, int64_t after_id, size_t limit, fp_tui_event_t **rows,
                                size_t *n);

@@ -10,6 +10,8 @@
 #include "error.h"
 #include "hist.h"
 #include "store.h"
+#include "store_reader.h"
+#include "store_reader_tui.h"
 #include "tap.h"
 #include "testutil.h"
 #include "tui/tui.h"
@@ -306,6 +308,33 @@ int main(void)
     rect_text(&g, l.p[FP_P_LAYERS], buf, sizeof buf);
     tap_ok(has(buf, "counts: step 40"), "the layer table says which sampled step its counts are");
     fp_tui_model_close(&m);
+
+    /* an event longer than a screen line: cut, and it says so */
+    char *dbe = tu_path(dir, "long.db"), longtxt[301];
+    memset(longtxt, 'x', 300);
+    longtxt[300] = '\0';
+    fp_store_t *se;
+    int64_t erun[MAXA];
+    int erc = fp_store_open(&se, dbe);
+    erc = erc ? erc : write_session(se, 1, "cpu", 1, erun);
+    erc = erc ? erc : fp_store_event(se, erun[0], 1, 1, -1, FP_EVENT_INFO, longtxt);
+    if (se)
+        erc = fp_store_close(se, FP_RUN_FINISHED, NULL) ? FP_EIO : erc;
+    fp_reader_t *rd = NULL;
+    fp_tui_event_t *ev = NULL;
+    size_t nev = 0;
+    erc = erc ? rc : fp_reader_open(&rd, dbe);
+    erc = erc ? rc : fp_reader_tui_events_since(rd, erun[0], 0, 100, &ev, &nev);
+    const char *cut = NULL;
+    for (size_t i = 0; erc == FP_OK && i < nev; i++)
+        if (ev[i].text[0] == 'x')
+            cut = ev[i].text;
+    tap_ok(cut && strlen(cut) == sizeof ev->text - 1 && strcmp(cut + strlen(cut) - 3, "...") == 0,
+           "a 300-character event reaches the dashboard cut to one line, ending in \"...\" (%s)",
+           erc ? fp_error_message() : cut ? "cut" : "not found");
+    free(ev);
+    fp_reader_close(rd);
+    free(dbe);
     fp_grid_free(&g);
     free(t);
     free(db3);
