@@ -307,5 +307,6 @@ int main(void)
         fp_gate_side_free(&C);
     }
     free(p), free(pa), free(pb), free(pc), free(pd);
+    tu_rmdir(dir);
     return tap_done();
 }

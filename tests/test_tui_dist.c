@@ -120,5 +120,6 @@ int main(void)
         fp_tui_model_close(&m);
     free(dp);
     free(one);
+    tu_rmdir(dir);
     return tap_done();
 }
