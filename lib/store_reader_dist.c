@@ -31,8 +31,8 @@ int fp_reader_dist_steps(fp_reader_t *r, int64_t run, int64_t from, int64_t to, 
 {
     const int64_t args[3] = {run, from, to < 0 ? INT64_MAX : to};
     return fp_reader_collect(r, "SELECT step, rank, wall_ns, comm_ns, exposed_ns, bytes, skipped FROM dist_steps"
-                   " WHERE run = ?1 AND step >= ?2 AND step <= ?3 ORDER BY step, rank", args, 3, 1, sizeof **rows,
-                   (void **)rows, n, fill_step, "reading the ranks' steps");
+                             " WHERE run = ?1 AND step >= ?2 AND step <= ?3 ORDER BY step, rank", args, 3, 1, sizeof **rows,
+                             (void **)rows, n, fill_step, "reading the ranks' steps");
 }
 
 static int fill_rank(sqlite3_stmt *st, void *elem, fp_reader_t *r)
@@ -54,9 +54,9 @@ static int fill_rank(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 int fp_reader_dist_ranks(fp_reader_t *r, int64_t run, fp_dist_rank_row_t **rows, size_t *n)
 {
     int rc = fp_reader_collect(r, "SELECT rank, count(*), avg(wall_ns), avg(wall_ns - exposed_ns), avg(comm_ns),"
-                     " avg(exposed_ns), avg(bytes), max(wall_ns) FROM dist_steps WHERE run = ?1"
-                     " GROUP BY rank ORDER BY rank", &run, 1, 1, sizeof **rows, (void **)rows, n, fill_rank,
-                     "reading the ranks' summary");
+                               " avg(exposed_ns), avg(bytes), max(wall_ns) FROM dist_steps WHERE run = ?1"
+                               " GROUP BY rank ORDER BY rank", &run, 1, 1, sizeof **rows, (void **)rows, n, fill_rank,
+                               "reading the ranks' summary");
     if (rc != FP_OK)
         return rc;
     double fastest = INFINITY;
@@ -82,8 +82,8 @@ static int fill_run(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 int fp_reader_dist_runs(fp_reader_t *r, int64_t session, fp_dist_run_row_t **rows, size_t *n)
 {
     return fp_reader_collect(r, "SELECT run, max(rank) + 1, count(DISTINCT step) FROM dist_steps"
-                   " WHERE ?1 <= 0 OR run IN (SELECT id FROM runs WHERE session = ?1) GROUP BY run ORDER BY run",
-                   &session, 1, 0, sizeof **rows, (void **)rows, n, fill_run, "reading the data-parallel runs");
+                             " WHERE ?1 <= 0 OR run IN (SELECT id FROM runs WHERE session = ?1) GROUP BY run ORDER BY run",
+                             &session, 1, 0, sizeof **rows, (void **)rows, n, fill_run, "reading the data-parallel runs");
 }
 
 static int fill_error(sqlite3_stmt *st, void *elem, fp_reader_t *r)
@@ -102,6 +102,6 @@ static int fill_error(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 int fp_reader_allreduce_error(fp_reader_t *r, int64_t run, fp_allreduce_error_row_t **rows, size_t *n)
 {
     return fp_reader_collect(r, "SELECT step, layer, wire, rel_l2, overflow, underflow FROM allreduce_error WHERE run = ?1"
-                   " ORDER BY step, layer", &run, 1, 1, sizeof **rows, (void **)rows, n, fill_error,
-                   "reading the all-reduce's rounding");
+                             " ORDER BY step, layer", &run, 1, 1, sizeof **rows, (void **)rows, n, fill_error,
+                             "reading the all-reduce's rounding");
 }

@@ -34,8 +34,8 @@ int fp_reader_run_env(fp_reader_t *r, int64_t run, fp_run_env_t *env)
     fp_run_env_t *rows;
     size_t n;
     int rc = fp_reader_collect(r, "SELECT driver_version, cuda_version, cudnn_version, cupti_version, blas,"
-                        " fp16probe_version, optimizer_config, config FROM runs WHERE id = ?1",
-                     &run, 1, 1, sizeof *rows, (void **)&rows, &n, fill_env, "reading a run's environment");
+                               " fp16probe_version, optimizer_config, config FROM runs WHERE id = ?1",
+                               &run, 1, 1, sizeof *rows, (void **)&rows, &n, fill_env, "reading a run's environment");
     if (rc == FP_OK && n == 1)
         *env = rows[0];
     free(rows);
@@ -61,7 +61,7 @@ int fp_reader_session_config(fp_reader_t *r, int64_t session, char **json)
     config_row_t *rows;
     size_t n;
     int rc = fp_reader_collect(r, "SELECT config FROM sessions WHERE id = ?1", &session, 1, 0, sizeof *rows, (void **)&rows,
-                     &n, fill_config, "reading a session");
+                               &n, fill_config, "reading a session");
     if (rc != FP_OK)
         return rc;
     if (n == 0)
@@ -92,8 +92,8 @@ static int fill_layer(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 int fp_reader_layers(fp_reader_t *r, int64_t run, fp_layer_row_t **rows, size_t *n)
 {
     return fp_reader_collect(r, "SELECT layer, name, type, input_shape, output_shape, params, fwd_flops, bwd_flops"
-                      " FROM layers WHERE run = ?1 ORDER BY layer",
-                   &run, 1, 1, sizeof **rows, (void **)rows, n, fill_layer, "reading layers");
+                             " FROM layers WHERE run = ?1 ORDER BY layer",
+                             &run, 1, 1, sizeof **rows, (void **)rows, n, fill_layer, "reading layers");
 }
 
 static int fill_eval(sqlite3_stmt *st, void *elem, fp_reader_t *r)
@@ -111,7 +111,7 @@ static int fill_eval(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 int fp_reader_evaluations(fp_reader_t *r, int64_t run, fp_eval_row_t **rows, size_t *n)
 {
     return fp_reader_collect(r, "SELECT step, split, loss, top1, top5 FROM evaluations WHERE run = ?1 ORDER BY step, split",
-                   &run, 1, 1, sizeof **rows, (void **)rows, n, fill_eval, "reading evaluations");
+                             &run, 1, 1, sizeof **rows, (void **)rows, n, fill_eval, "reading evaluations");
 }
 
 /* Events carry their whole text (a fixed 256-byte field cut them at 255 characters): the texts are
@@ -214,10 +214,10 @@ int fp_reader_histograms_role(fp_reader_t *r, int64_t run, int role, int64_t ste
 {
     int64_t args[3] = {run, role, step < 0 ? INT64_MAX : step};
     return fp_reader_collect(r, "SELECT h.step, h.layer, h.role, h.blob FROM histograms h JOIN"
-                      " (SELECT layer, max(step) AS s FROM histograms WHERE run = ?1 AND role = ?2 AND step <= ?3"
-                      " GROUP BY layer) m ON m.layer = h.layer AND m.s = h.step"
-                      " WHERE h.run = ?1 AND h.role = ?2 ORDER BY h.layer",
-                   args, 3, 1, sizeof **rows, (void **)rows, n, fill_hist, "reading histograms");
+                             " (SELECT layer, max(step) AS s FROM histograms WHERE run = ?1 AND role = ?2 AND step <= ?3"
+                             " GROUP BY layer) m ON m.layer = h.layer AND m.s = h.step"
+                             " WHERE h.run = ?1 AND h.role = ?2 ORDER BY h.layer",
+                             args, 3, 1, sizeof **rows, (void **)rows, n, fill_hist, "reading histograms");
 }
 
 static int fill_numerics(sqlite3_stmt *st, void *elem, fp_reader_t *r)
@@ -247,10 +247,10 @@ static int fill_numerics(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 int fp_reader_layer_numerics(fp_reader_t *r, int64_t run, fp_layer_numerics_t **rows, size_t *n)
 {
     return fp_reader_collect(r, "SELECT layer, role, count(*), total(count), total(zero), total(nan),"
-                      " total(pos_inf) + total(neg_inf), max(amax)," FMT_SUMS("fp16") FMT_SUMS("bf16")
-                      FMT_SUMS("e4m3") FMT_SUMS("e5m2") " 0 FROM histograms WHERE run = ?1"
-                      " GROUP BY layer, role ORDER BY layer, role",
-                   &run, 1, 1, sizeof **rows, (void **)rows, n, fill_numerics, "summing histograms");
+                             " total(pos_inf) + total(neg_inf), max(amax)," FMT_SUMS("fp16") FMT_SUMS("bf16")
+                             FMT_SUMS("e4m3") FMT_SUMS("e5m2") " 0 FROM histograms WHERE run = ?1"
+                             " GROUP BY layer, role ORDER BY layer, role",
+                             &run, 1, 1, sizeof **rows, (void **)rows, n, fill_numerics, "summing histograms");
 }
 
 static int fill_precision(sqlite3_stmt *st, void *elem, fp_reader_t *r)
@@ -270,8 +270,8 @@ static int fill_precision(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 int fp_reader_precision_summary(fp_reader_t *r, int64_t run, fp_precision_sum_t **rows, size_t *n)
 {
     return fp_reader_collect(r, "SELECT layer, role, count(*), avg(rel_l2), max(rel_l2), max(max_abs), min(cosine)"
-                      " FROM precision_error WHERE run = ?1 GROUP BY layer, role ORDER BY layer, role",
-                   &run, 1, 1, sizeof **rows, (void **)rows, n, fill_precision, "reading precision errors");
+                             " FROM precision_error WHERE run = ?1 GROUP BY layer, role ORDER BY layer, role",
+                             &run, 1, 1, sizeof **rows, (void **)rows, n, fill_precision, "reading precision errors");
 }
 
 /* ---------------------------------------------------------------- kernels and layer times */
@@ -289,10 +289,10 @@ static int fill_flag(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 int fp_reader_kernel_flags(fp_reader_t *r, int64_t run, fp_kernel_flag_t **rows, size_t *n)
 {
     return fp_reader_collect(r, "SELECT coalesce(s.value, '(unnamed)'), max(k.tensorCore), max(k.kernelClass) FROM kernels k"
-                      " LEFT JOIN StringIds s"
-                      " ON s.id = coalesce(k.demangledName, k.shortName) WHERE k.run = ?1"
-                      " GROUP BY coalesce(k.demangledName, k.shortName, 0)",
-                   &run, 1, 1, sizeof **rows, (void **)rows, n, fill_flag, "reading kernel flags");
+                             " LEFT JOIN StringIds s"
+                             " ON s.id = coalesce(k.demangledName, k.shortName) WHERE k.run = ?1"
+                             " GROUP BY coalesce(k.demangledName, k.shortName, 0)",
+                             &run, 1, 1, sizeof **rows, (void **)rows, n, fill_flag, "reading kernel flags");
 }
 
 static int fill_step(sqlite3_stmt *st, void *elem, fp_reader_t *r)
@@ -305,7 +305,7 @@ static int fill_step(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 int fp_reader_kernel_steps(fp_reader_t *r, int64_t run, int64_t **steps, size_t *n)
 {
     return fp_reader_collect(r, "SELECT DISTINCT step FROM kernels WHERE run = ?1 ORDER BY step", &run, 1, 1, sizeof **steps,
-                   (void **)steps, n, fill_step, "reading sampled steps");
+                             (void **)steps, n, fill_step, "reading sampled steps");
 }
 
 static int fill_kernel(sqlite3_stmt *st, void *elem, fp_reader_t *r)
@@ -335,11 +335,11 @@ int fp_reader_kernels(fp_reader_t *r, int64_t run, int64_t step_lo, int64_t step
 {
     int64_t args[3] = {run, step_lo, step_hi};
     return fp_reader_collect(r, "SELECT k.step, k.start, k.end, k.layer, k.phase, k.deviceId, k.streamId, k.correlationId,"
-                      " k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, k.tensorCore,"
-                      " coalesce(d.value, s.value, '(unnamed)'), k.kernelClass FROM kernels k"
-                      " LEFT JOIN StringIds s ON s.id = k.shortName LEFT JOIN StringIds d ON d.id = k.demangledName"
-                      " WHERE k.run = ?1 AND k.step BETWEEN ?2 AND ?3 ORDER BY k.step, k.start",
-                   args, 3, 1, sizeof **rows, (void **)rows, n, fill_kernel, "reading kernels");
+                             " k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, k.tensorCore,"
+                             " coalesce(d.value, s.value, '(unnamed)'), k.kernelClass FROM kernels k"
+                             " LEFT JOIN StringIds s ON s.id = k.shortName LEFT JOIN StringIds d ON d.id = k.demangledName"
+                             " WHERE k.run = ?1 AND k.step BETWEEN ?2 AND ?3 ORDER BY k.step, k.start",
+                             args, 3, 1, sizeof **rows, (void **)rows, n, fill_kernel, "reading kernels");
 }
 
 static int fill_layer_time(sqlite3_stmt *st, void *elem, fp_reader_t *r)
@@ -359,8 +359,8 @@ int fp_reader_layer_times(fp_reader_t *r, int64_t run, int64_t step_lo, int64_t 
 {
     int64_t args[3] = {run, step_lo, step_hi};
     return fp_reader_collect(r, "SELECT step, layer, phase, time_ns, kernels FROM layer_times"
-                      " WHERE run = ?1 AND step BETWEEN ?2 AND ?3 ORDER BY step, layer, phase",
-                   args, 3, 1, sizeof **rows, (void **)rows, n, fill_layer_time, "reading layer times");
+                             " WHERE run = ?1 AND step BETWEEN ?2 AND ?3 ORDER BY step, layer, phase",
+                             args, 3, 1, sizeof **rows, (void **)rows, n, fill_layer_time, "reading layer times");
 }
 
 /* ---------------------------------------------------------------- evaluated images (the gate) */
@@ -389,11 +389,11 @@ int fp_reader_eval_images(fp_reader_t *r, int64_t run, fp_eval_images_t **rows, 
     int64_t *has = NULL;
     size_t nh = 0;
     int rc = fp_reader_collect(r, "SELECT count(*) FROM pragma_table_info('evaluations') WHERE name = 'images'", &run, 0, 0,
-                     sizeof *has, (void **)&has, &nh, fill_count, "reading the evaluations table's columns");
+                               sizeof *has, (void **)&has, &nh, fill_count, "reading the evaluations table's columns");
     int present = rc == FP_OK && nh == 1 && has[0] > 0;
     free(has);
     if (rc != FP_OK || !present)
         return rc;
     return fp_reader_collect(r, "SELECT step, split, images FROM evaluations WHERE run = ?1 ORDER BY step, split", &run, 1, 1,
-                   sizeof **rows, (void **)rows, n, fill_eval_images, "reading evaluated image counts");
+                             sizeof **rows, (void **)rows, n, fill_eval_images, "reading evaluated image counts");
 }
