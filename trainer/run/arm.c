@@ -1,59 +1,17 @@
 /* arm.c — one model under one precision policy: optimizer, lr schedule, GradScaler and memory
- * accounting around fp_model's forward / backward. Promise: the step follows PyTorch's AMP recipe
- * (scale, backward, unscale_, skip on inf/NaN, scaler.update, scheduler per iteration) exactly. */
+ * accounting around fp_model's forward / backward, and the host step (a device arm's: arm_device.c).
+ * Promise: the step follows PyTorch's AMP recipe (scale, backward, unscale_, skip on inf/NaN,
+ * scaler.update, scheduler per iteration) exactly. */
 #include "config.h"
-#include <limits.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "clock.h"
 #include "error.h"
 #include "safetensors.h"
-#include "trainer/run/arm.h"
 #include "trainer/backend.h"
 #include "trainer/layers.h"
-#ifdef HAVE_CUDA
-#include "trainer/backend_cuda.h"
-#include "trainer/cuda/kernels.h"
-#endif
-
-struct fp_arm {
-    fp_arm_config cfg;
-    char *model_name, *policy_name, *weights;
-    fp_model *model;
-    const fp_policy *policy;
-    fp_optim *optim;
-    fp_grad_scaler scaler;
-    int64_t iteration;
-    float *dlogits;
-    size_t dlogits_cap;
-    /* device arm (backend with host_memory 0) */
-    int dev;
-    float *dmom;                /* SGD momentum buffers on the device, the parameters' layout (NULL: none) */
-    int mom_host_newer;         /* fp_optim's host state was handed out (restore): upload before a step */
-    int mom_dev_newer;          /* the device buffers moved on: download before the host state is read */
-    fp_arm_forward_hook hook;   /* fp_arm_set_forward_hook */
-    void *hook_ctx;
-    fp_arm_update_hook uhook;   /* fp_arm_set_update_hook, for the next step */
-    void *uhook_ctx;
-    int64_t optim_ns;           /* the last optimizer time without uhook */
-    /* data parallel (cfg.dist) */
-    fp_dtype wire;              /* what the all-reduce carries */
-    char *allreduce;            /* cfg.allreduce's copy */
-    int check_reduce;           /* fp_arm_check_reduce_next: the next step measures the 16-bit reduction */
-    double *check_layers;       /* ... per layer, when not NULL */
-    float *ref_grads;           /* the fp32-reduced copy of the gradients at a checked step */
-    int overlap;                /* this step's buckets are posted from the gradient-ready hook (grad_ready) */
-    void *dstage;               /* device arm, 16-bit all-reduce: the gradients in the wire format */
-    /* device arm: the step's results stay on the device until its end (device_step) */
-    void *dstate;               /* kernels.h fp_cuda_step_state in the backend's memory: loss, flags, scaler */
-    void *hstate;               /* its pinned host copy, read back once per step */
-    void *ev[5];                /* timing events: begin, forward + loss end, backward end, all-reduce end, end */
-    float dev_scale;            /* the scaler state the device holds (set or read back): the host's scaler */
-    int dev_tracker;            /* is pushed to the device only when it moved (first step, a restore) */
-    int dev_scaler_set;
-};
+#include "trainer/run/arm_internal.h"
 
 static int grad_ready(void *ctx, int layer, size_t off, size_t count);
 
@@ -101,7 +59,7 @@ static char *dup_or_null(const char *s)
 }
 
 /* The policy's master / optimizer-state formats, applied to what the arm holds (`half`). */
-static void round_state(fp_arm *a)
+void fp_arm_round_state(fp_arm *a)
 {
     if (a->policy->master != FP_DT_F32)
         fp_round_to_dtype(fp_model_params(a->model), fp_model_num_params(a->model), a->policy->master);
@@ -115,86 +73,13 @@ static void round_state(fp_arm *a)
     }
 }
 
-/* ---------------------------------------------------------------- device arms */
-
-#ifdef HAVE_CUDA
-/* The k-th SGD state entry of fp_optim belongs to the k-th parameter tensor (optim.h: in tensor order). */
-static int mom_transfer(fp_arm *a, int down)
-{
-    const fp_backend_ops *ops = fp_model_backend_ops(a->model);
-    fp_backend *be = fp_model_backend(a->model);
-    size_t nt = fp_model_tensor_count(a->model), k = 0;
-    int rc = FP_OK;
-    for (size_t i = 0; i < nt && !rc; i++) {
-        const fp_tensor_info *t = fp_model_tensor(a->model, i);
-        if (!t->is_param)
-            continue;
-        fp_optim_state st;
-        if ((rc = fp_optim_state_at(a->optim, k++, &st)))
-            break;
-        if (st.n != t->numel)
-            return fp_fail(FP_EINTERNAL, "arm: optimizer state %s does not match tensor %s", st.name, t->name);
-        rc = down ? ops->download(be, st.data, a->dmom + t->offset, t->numel * sizeof(float))
-                  : ops->upload(be, a->dmom + t->offset, st.data, t->numel * sizeof(float));
-    }
-    return rc ? rc : ops->sync(be);
-}
-
-/* The device step's state (in the backend's memory), its pinned host copy and the timing events. */
-static int device_step_state(fp_arm *a)
-{
-    const fp_backend_ops *ops = fp_model_backend_ops(a->model);
-    fp_backend *be = fp_model_backend(a->model);
-    if (ops->set_label)
-        ops->set_label(be, "step state");
-    int rc = ops->alloc(be, &a->dstate, sizeof(fp_cuda_step_state));
-    if (ops->set_label)
-        ops->set_label(be, NULL);
-    rc = rc ? rc : fp_cuda_host_alloc(&a->hstate, sizeof(fp_cuda_step_state));
-    for (int i = 0; !rc && i < 5; i++)
-        rc = fp_cuda_event_create(&a->ev[i]);
-    return rc;
-}
-#endif
-
-/* Moves the model onto cfg->backend (a CUDA arm gets its own named arena) and, for SGD with momentum on
- * a device, allocates the momentum buffers there (zero: fp_optim's state before the first step). */
+/* Moves the model onto cfg->backend; a device backend's arm (the CUDA one) is set up by arm_device.c. */
 static int to_backend(fp_arm *a, const fp_arm_config *cfg)
 {
-    fp_backend *be = NULL;
-    int rc;
+    if (cfg->backend->host_memory)
+        return fp_model_set_backend(a->model, cfg->backend, NULL);
 #ifdef HAVE_CUDA
-    if (cfg->backend == fp_backend_cuda()) {
-        char name[64];
-        snprintf(name, sizeof name, "%s arm", a->policy->name);
-        size_t bytes = cfg->arena_bytes ? cfg->arena_bytes : fp_backend_cuda_default_arena();
-        if (!bytes)
-            return fp_fail(FP_EUNAVAIL, "%s: cannot size the device arena (no usable GPU?)", name);
-        if ((rc = fp_backend_cuda_create_sized(&be, bytes, name)))
-            return rc;
-    }
-#endif
-    if ((rc = fp_model_set_backend(a->model, cfg->backend, be)))
-        return rc;
-    a->dev = !cfg->backend->host_memory;
-    if (!a->dev)
-        return FP_OK;
-#ifdef HAVE_CUDA
-    if (cfg->optim.kind == FP_OPTIM_SGD && cfg->optim.momentum > 0) {
-        const fp_backend_ops *ops = cfg->backend;
-        fp_backend *mb = fp_model_backend(a->model);
-        size_t bytes = (fp_model_num_params(a->model) ? fp_model_num_params(a->model) : 1) * sizeof(float);
-        void *p = NULL;
-        if (ops->set_label)
-            ops->set_label(mb, "momentum buffers");
-        rc = ops->alloc(mb, &p, bytes);
-        if (ops->set_label)
-            ops->set_label(mb, NULL);
-        if (rc || (rc = ops->zero(mb, p, bytes)))
-            return rc;
-        a->dmom = p;
-    }
-    return device_step_state(a);
+    return fp_arm_device_init(a, cfg);
 #else
     return fp_fail(FP_EUNAVAIL, "arm: backend %s needs the CUDA build", cfg->backend->name);
 #endif
@@ -287,7 +172,7 @@ int fp_arm_create(fp_arm **out, const fp_arm_config *cfg)
         if (cfg->growth_interval > 0)
             a->scaler.growth_interval = cfg->growth_interval;
     }
-    round_state(a);
+    fp_arm_round_state(a);
     if (cfg->backend && cfg->backend != fp_backend_cpu() && (rc = to_backend(a, cfg)))
         goto fail;
     if (fp_dist_size(cfg->dist) > 1)   /* data parallel: buckets go while the backward runs */
@@ -303,19 +188,9 @@ void fp_arm_free(fp_arm *a)
 {
     if (!a)
         return;
-    if (a->dmom)
-        fp_model_backend_ops(a->model)->free(fp_model_backend(a->model), a->dmom,
-                                             (fp_model_num_params(a->model) ? fp_model_num_params(a->model) : 1) *
-                                                 sizeof(float));
-    if (a->dstage)
-        fp_model_backend_ops(a->model)->free(fp_model_backend(a->model), a->dstage,
-                                             (fp_model_num_params(a->model) ? fp_model_num_params(a->model) : 1) * 2);
 #ifdef HAVE_CUDA
-    if (a->dstate)
-        fp_model_backend_ops(a->model)->free(fp_model_backend(a->model), a->dstate, sizeof(fp_cuda_step_state));
-    fp_cuda_host_free(a->hstate);
-    for (int i = 0; i < 5; i++)
-        fp_cuda_event_destroy(a->ev[i]);
+    if (a->dev)
+        fp_arm_device_free(a);
 #endif
     fp_optim_free(a->optim);
     fp_model_free(a->model);
@@ -332,10 +207,8 @@ fp_model *fp_arm_model(fp_arm *a) { return a->model; }
 fp_optim *fp_arm_optim(fp_arm *a)
 {
 #ifdef HAVE_CUDA
-    if (a->dmom && a->mom_dev_newer && mom_transfer(a, 1) == FP_OK)
-        a->mom_dev_newer = 0;
-    if (a->dmom)
-        a->mom_host_newer = 1;   /* the caller may write (checkpoint restore) */
+    if (a->dev)
+        fp_arm_device_optim_to_host(a);
 #endif
     return a->optim;
 }
@@ -348,7 +221,7 @@ void fp_arm_set_iteration(fp_arm *a, int64_t t) { a->iteration = t < 0 ? 0 : t; 
 /* ---------------------------------------------------------------- the step, part by part */
 
 /* The result before anything ran: this iteration, the batch, the scale, the scheduled lr. */
-static void step_begin(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
+void fp_arm_step_begin(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
 {
     memset(r, 0, sizeof *r);
     r->iteration = a->iteration;
@@ -373,7 +246,7 @@ static int reserve_dlogits(fp_arm *a, int n)
 }
 
 /* 1. Forward in TRAIN mode and the fp32 softmax cross-entropy: loss, top-1 / top-5 hits and (host) dlogits;
- * *t1 is the end of the forward. (A device arm: device_step.) */
+ * *t1 is the end of the forward. (A device arm: arm_device.c.) */
 static int forward_loss(fp_arm *a, const fp_batch *b, fp_arm_step_result *r, int64_t *t1)
 {
     fp_model *m = a->model;
@@ -404,14 +277,10 @@ static int diverged(const fp_arm *a, fp_arm_step_result *r, int64_t t0, int64_t 
     return 1;
 }
 
-#ifdef HAVE_CUDA
-static int device_reduce_begin(fp_arm *a);
-static int device_grad_ready(fp_arm *a, size_t off, size_t count);
-#endif
 
 /* Data parallel, before the backward: the overlapped all-reduce begins (dist.h's buckets over the gradients)
  * unless this step is checked (fp_arm_check_reduce_next: it reduces them after the backward, twice). */
-static int reduce_begin(fp_arm *a)
+int fp_arm_reduce_begin(fp_arm *a)
 {
     a->overlap = 0;
     if (fp_dist_size(a->cfg.dist) < 2 || a->check_reduce)
@@ -419,7 +288,7 @@ static int reduce_begin(fp_arm *a)
     int rc;
 #ifdef HAVE_CUDA
     if (a->dev)
-        rc = device_reduce_begin(a);
+        rc = fp_arm_device_reduce_begin(a);
     else
 #endif
         rc = fp_dist_reduce_begin(a->cfg.dist, fp_model_grads(a->model), fp_model_num_params(a->model), a->wire,
@@ -438,18 +307,18 @@ static int grad_ready(void *ctx, int layer, size_t off, size_t count)
         return FP_OK;
 #ifdef HAVE_CUDA
     if (a->dev)
-        return device_grad_ready(a, off, count);
+        return fp_arm_device_grad_ready(a, off, count);
 #endif
     return fp_dist_reduce_ready(a->cfg.dist, off, count);
 }
 
 /* 3. Backward of the loss times scale (GradScaler.scale(loss).backward()): the parameters' gradients, scaled.
- * Data parallel, the all-reduce's buckets are posted during it (reduce_begin, grad_ready). (A device arm:
- * device_step, which queues it without waiting.) */
+ * Data parallel, the all-reduce's buckets are posted during it (fp_arm_reduce_begin, grad_ready). (A device
+ * arm: arm_device.c's step, which queues it without waiting.) */
 static int backward_scaled(fp_arm *a, int n, float scale)
 {
     fp_model *m = a->model;
-    int rc = reduce_begin(a);
+    int rc = fp_arm_reduce_begin(a);
     if (rc)
         return rc;
     size_t k = (size_t)n * (size_t)fp_model_num_classes(m);
@@ -459,9 +328,6 @@ static int backward_scaled(fp_arm *a, int n, float scale)
     return fp_model_backward(m, a->dlogits);
 }
 
-#ifdef HAVE_CUDA
-static int device_allreduce(fp_arm *a, fp_dist_stats *st);
-#endif
 
 /* The 16-bit all-reduce against the fp32 one of the same gradients (g: the 16-bit result, ref: fp32): rel. L2
  * over all and per layer, and the summed values that overflowed or flushed to zero in the format. */
@@ -500,7 +366,7 @@ static void reduce_error(fp_arm *a, const float *g, const float *ref, fp_arm_ste
  * format, bucketed: the buckets the backward did not post yet are posted, then all are waited for; at a checked
  * step (not overlapped) all are reduced here, and the same gradients also in fp32 to measure the format's
  * rounding. Nothing without ranks. */
-static int allreduce_grads(fp_arm *a, fp_arm_step_result *r)
+int fp_arm_allreduce_grads(fp_arm *a, fp_arm_step_result *r)
 {
     int check = a->check_reduce;
     a->check_reduce = 0;
@@ -511,7 +377,7 @@ static int allreduce_grads(fp_arm *a, fp_arm_step_result *r)
     int rc;
 #ifdef HAVE_CUDA
     if (a->dev) {
-        rc = device_allreduce(a, &st);
+        rc = fp_arm_device_allreduce(a, &st);
         check = 0;
         goto done;
     }
@@ -575,7 +441,7 @@ static void scaler_update(fp_arm *a, fp_arm_step_result *r, int found)
 
 /* 6. optimizer.step(lr) and the policy's rounding of master weights / state (`half`). With an update hook
  * (host only) the hook steps the optimizer in parts; its own time is left out of the step's (t0..t2 move
- * past it) and the optimizer's is taken as the last one measured without it. (A device arm: device_step.) */
+ * past it) and the optimizer's is taken as the last one measured without it. (A device arm: arm_device.c.) */
 static int update(fp_arm *a, double lr, fp_arm_update_hook uh, int64_t *t0, int64_t *t1, int64_t *t2)
 {
     int rc;
@@ -592,7 +458,7 @@ static int update(fp_arm *a, double lr, fp_arm_update_hook uh, int64_t *t0, int6
     int64_t o0 = fp_clock_mono_ns();
     if ((rc = fp_optim_step(a->optim, lr)))
         return rc;
-    round_state(a);
+    fp_arm_round_state(a);
     a->optim_ns = fp_clock_mono_ns() - o0;
     return FP_OK;
 }
@@ -609,8 +475,9 @@ static void step_done(fp_arm *a, fp_arm_step_result *r, int64_t t0, int64_t t1, 
 }
 
 /* ONE TRAINING STEP (PyTorch's AMP recipe: autocast forward, scaler.scale(loss).backward(), scaler.step(opt),
- * scaler.update()), on the host or, for an arm on a device backend, the same order on the device (device_step:
- * queued without the host waiting, the loss / flags / scale read back once at the end; its times are events'):
+ * scaler.update()), on the host or, for an arm on a device backend, the same order on the device (arm_device.c's
+ * fp_arm_device_step: queued without the host waiting, the loss / flags / scale read back once at the end; its
+ * times are events'):
  *
  *   0. begin      the lr of this iteration from the schedule; the update hook, if any, is this step's only.
  *   1. forward    zero the gradients; fp_model_forward (TRAIN mode: batchnorm's batch statistics) -> logits
@@ -643,10 +510,6 @@ static void step_done(fp_arm *a, fp_arm_step_result *r, int64_t t0, int64_t t1, 
  *
  * The loop around it (compare.c's arm_step) opens the probe set's step before this call, as the step plan
  * says (histograms, rounding error, trace), and closes it after, once the parameters were sampled. */
-#ifdef HAVE_CUDA
-static int device_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r);
-#endif
-
 int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
 {
     /* 0. begin */
@@ -654,9 +517,9 @@ int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
     a->uhook = NULL;
 #ifdef HAVE_CUDA
     if (a->dev)
-        return device_step(a, b, r);
+        return fp_arm_device_step(a, b, r);
 #endif
-    step_begin(a, b, r);
+    fp_arm_step_begin(a, b, r);
     int rc = reserve_dlogits(a, b->n);
     if (rc)
         return rc;
@@ -687,7 +550,7 @@ int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
     t2 = fp_clock_mono_ns();
 
     /* 3b. data parallel: the gradients averaged over the ranks (what the backward's buckets left to wait for) */
-    if ((rc = allreduce_grads(a, r)))
+    if ((rc = fp_arm_allreduce_grads(a, r)))
         return rc;
     int64_t t_reduce = fp_clock_mono_ns() - t2;
 
@@ -707,328 +570,6 @@ int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
     return FP_OK;
 }
 
-/* ---------------------------------------------------------------- the device parts of steps 4 and 6 */
-
-#ifdef HAVE_CUDA
-/* 4. unscale_ + the inf/NaN check on the device: one launch over every parameter gradient in backward order,
- * the flag and the first non-finite segment left in the step state (the host names its tensor at the end). */
-static int device_unscale(fp_arm *a, float inv)
-{
-    fp_model *m = a->model;
-    fp_backend *be = fp_model_backend(m);
-    fp_cuda_step_state *ds = a->dstate;
-    size_t nt = fp_model_tensor_count(m), ns = 0;
-    fp_cuda_segment *segs = calloc(nt ? nt : 1, sizeof *segs);
-    float *g = fp_model_backend_grads(m);
-    int rc = !segs ? fp_fail(FP_ENOMEM, "out of memory") : !g ? FP_EINTERNAL : FP_OK;
-    for (size_t i = nt; !rc && i-- > 0;) {
-        const fp_tensor_info *t = fp_model_tensor(m, i);
-        if (t->is_param)
-            segs[ns++] = (fp_cuda_segment){.grad = g + t->offset, .n = t->numel};
-    }
-    rc = rc ? rc : fp_cuda_unscale_and_check_first(segs, ns, inv, &ds->found, &ds->first_nonfinite,
-                                                   fp_backend_cuda_stream(be));
-    free(segs);
-    return rc;
-}
-
-/* The parameter tensor at position k of device_unscale's segments (backward order). */
-static const fp_tensor_info *nth_param_backward(fp_model *m, int k)
-{
-    for (size_t i = fp_model_tensor_count(m); i-- > 0;) {
-        const fp_tensor_info *t = fp_model_tensor(m, i);
-        if (t->is_param && k-- == 0)
-            return t;
-    }
-    return NULL;
-}
-
-/* The all-reduce of a device arm: NCCL over the device gradients (16-bit formats through a cast into the arm's
- * staging buffer and back). Overlapped (reduce_begin): the buckets the backward's hook posted, the rest posted
- * now, then the model's stream waits for them; at a checked step all of it now. The host does not wait:
- * device_step times it by events, from the end of the backward to the all-reduce's end on the model's stream
- * (the exposed part); the NCCL kernels' own time is CUPTI's. */
-static int device_allreduce(fp_arm *a, fp_dist_stats *st)
-{
-#ifdef HAVE_NCCL
-    fp_model *m = a->model;
-    const fp_backend_ops *ops = fp_model_backend_ops(m);
-    fp_backend *be = fp_model_backend(m);
-    size_t n = fp_model_num_params(m);
-    float *g = fp_model_backend_grads(m);
-    if (!g || n == 0)
-        return g ? FP_OK : FP_EINTERNAL;
-    fp_dims dims = {1, 1, 1, (int)n};
-    fp_tensor gt = fp_tensor_of(g, FP_DT_F32, dims);
-    void *stream = fp_backend_cuda_stream(be);
-    int rc = FP_OK;
-    if (a->overlap) {
-        a->overlap = 0;
-        rc = fp_dist_nccl_reduce_end(a->cfg.dist, stream, st);
-        if (!rc && a->wire != FP_DT_F32)
-            rc = ops->cast(be, gt, fp_tensor_of(a->dstage, a->wire, dims));
-    } else {
-        void *buf = g;
-        if (a->wire != FP_DT_F32) {
-            buf = fp_backend_cuda_scratch(be, n * 2);
-            rc = !buf ? FP_ENOMEM : ops->cast(be, fp_tensor_of(buf, a->wire, dims), gt);
-        }
-        rc = rc ? rc : fp_dist_nccl_allreduce_mean(a->cfg.dist, buf, n, a->wire, a->cfg.bucket_bytes, stream, st);
-        if (!rc && a->wire != FP_DT_F32)
-            rc = ops->cast(be, gt, fp_tensor_of(buf, a->wire, dims));
-    }
-    return rc;
-#else
-    (void)st;
-    return fp_fail(FP_EUNAVAIL, "arm %s: data-parallel training on the GPU needs the NCCL build", a->policy_name);
-#endif
-}
-
-/* A device arm's overlapped all-reduce begins: over the device gradients, or over the arm's staging buffer
- * (allocated once, in the backend's memory) for a 16-bit format. */
-static int device_reduce_begin(fp_arm *a)
-{
-#ifdef HAVE_NCCL
-    fp_model *m = a->model;
-    size_t n = fp_model_num_params(m);
-    void *buf = fp_model_backend_grads(m);
-    if (!buf)
-        return FP_EINTERNAL;
-    if (a->wire != FP_DT_F32) {
-        if (!a->dstage && fp_model_backend_ops(m)->alloc(fp_model_backend(m), &a->dstage, (n ? n : 1) * 2))
-            return fp_fail(FP_ENOMEM, "arm %s: out of device memory for the %s all-reduce buffer", a->policy_name,
-                           fp_dtype_name(a->wire));
-        buf = a->dstage;
-    }
-    return fp_dist_nccl_reduce_begin(a->cfg.dist, buf, n, a->wire, a->cfg.bucket_bytes);
-#else
-    return fp_fail(FP_EUNAVAIL, "arm %s: data-parallel training on the GPU needs the NCCL build", a->policy_name);
-#endif
-}
-
-/* A device arm's gradient-ready hook: the layer's gradients cast into the staging buffer (16-bit formats) on
- * the model's stream, then its bucket may go on NCCL's stream once that work is done (an event). */
-static int device_grad_ready(fp_arm *a, size_t off, size_t count)
-{
-#ifdef HAVE_NCCL
-    fp_model *m = a->model;
-    fp_backend *be = fp_model_backend(m);
-    int rc = FP_OK;
-    if (a->wire != FP_DT_F32) {
-        fp_dims dims = {1, 1, 1, (int)count};
-        rc = fp_model_backend_ops(m)->cast(be, fp_tensor_of((uint16_t *)a->dstage + off, a->wire, dims),
-                                           fp_tensor_of(fp_model_backend_grads(m) + off, FP_DT_F32, dims));
-    }
-    return rc ? rc : fp_dist_nccl_reduce_ready(a->cfg.dist, off, count, fp_backend_cuda_stream(be));
-#else
-    (void)off;
-    (void)count;
-    return fp_fail(FP_EUNAVAIL, "arm %s: data-parallel training on the GPU needs the NCCL build", a->policy_name);
-#endif
-}
-
-/* 6. The SGD step of a device arm (optim.c's update, kernels.h), launched to do nothing when the step state's skip
- * flag is set on the device; then the policy's rounding of master weights / state (`half`; idempotent when the
- * step was skipped). The optimizer's step count moves at the step's end, once the skip is known. */
-static int device_sgd(fp_arm *a, double lr, int64_t step)
-{
-    fp_model *m = a->model;
-    const fp_backend_ops *ops = fp_model_backend_ops(m);
-    fp_backend *be = fp_model_backend(m);
-    const fp_optim_config *oc = &a->cfg.optim;
-    if (!isfinite(lr) || lr < 0)
-        return fp_fail(FP_EINVAL, "optimizer: learning rate %g is not finite and >= 0", lr);
-    int rc = FP_OK;
-    if (a->dmom && a->mom_host_newer) {   /* a restore: the host's momentum goes over (and waits, once) */
-        if ((rc = mom_transfer(a, 0)))
-            return rc;
-        a->mom_host_newer = 0;
-    }
-    size_t nt = fp_model_tensor_count(m), ns = 0;
-    fp_cuda_segment *segs = calloc(nt ? nt : 1, sizeof *segs);
-    float *p = fp_model_backend_params(m), *g = fp_model_backend_grads(m);
-    if (!segs || !p || !g) {
-        free(segs);
-        return segs ? FP_EINTERNAL : fp_fail(FP_ENOMEM, "out of memory");
-    }
-    fp_dtype low_dt = FP_DT_F32;   /* the backend's 16-bit weight copy (16-bit compute): written here, once */
-    int low = fp_backend_cuda_weight_copy_of(be, p, &low_dt) != NULL;
-    for (size_t i = 0; i < nt; i++) {
-        const fp_tensor_info *t = fp_model_tensor(m, i);
-        if (t->is_param)
-            segs[ns++] = (fp_cuda_segment){p + t->offset, g + t->offset, a->dmom ? a->dmom + t->offset : NULL,
-                                           low ? fp_backend_cuda_weight_copy_at(be, p + t->offset) : NULL,
-                                           t->numel, 1};
-    }
-    fp_cuda_step_state *ds = a->dstate;
-    rc = fp_cuda_sgd_step_unless(segs, ns, lr, oc->momentum, oc->weight_decay, oc->nesterov, step == 0,
-                                 low ? low_dt : FP_DT_F32, &ds->skip, fp_backend_cuda_stream(be));
-    if (!rc && low)   /* skipped or not, the kernel wrote the cast of the weights it leaves */
-        fp_backend_cuda_weight_copy_written(be);   /* before the master rounding below, which keeps or drops it */
-    free(segs);
-    size_t np = fp_model_num_params(m);
-    fp_tensor pt = fp_tensor_of(p, FP_DT_F32, (fp_dims){1, 1, 1, (int)np});
-    if (!rc && np && a->policy->master != FP_DT_F32)
-        rc = ops->round(be, pt, pt, a->policy->master);
-    if (!rc && np && a->dmom && a->policy->optim_state != FP_DT_F32) {
-        fp_tensor mt = fp_tensor_of(a->dmom, FP_DT_F32, (fp_dims){1, 1, 1, (int)np});
-        rc = ops->round(be, mt, mt, a->policy->optim_state);
-    }
-    return rc;
-}
-
-/* Data parallel: the step state's flags (Inf / NaN gradient, non-finite loss, bad label) averaged over the ranks
- * on the model's stream (ncclAvg of 0 / 1 values: > 0 when set on any rank, as MPI_MAX of the host path), so that
- * every rank skips (or diverges on) the same steps without the host waiting. */
-static int device_reduce_flags(fp_arm *a)
-{
-#ifdef HAVE_NCCL
-    fp_cuda_step_state *ds = a->dstate;
-    return fp_dist_nccl_allreduce_mean(a->cfg.dist, ds->flags, 3, FP_DT_F32, 0,
-                                       fp_backend_cuda_stream(fp_model_backend(a->model)), NULL);
-#else
-    return fp_fail(FP_EUNAVAIL, "arm %s: data-parallel training on the GPU needs the NCCL build", a->policy_name);
-#endif
-}
-
-static int64_t event_ns(fp_arm *a, int from, int to)
-{
-    int64_t ns = 0;
-    return fp_cuda_event_elapsed_ns(a->ev[from], a->ev[to], &ns) == FP_OK ? ns : 0;
-}
-
-/* ONE TRAINING STEP ON A DEVICE: fp_arm_step's parts in its order, queued on the model's stream without the host
- * waiting (issue 22); the loss, the non-finite flags, the skip decision and GradScaler's state stay on the
- * device (kernels.h fp_cuda_step_state), read back once at the end (one copy into pinned memory, one stream
- * synchronisation), after which the result and the host's GradScaler are set from it: the same figures as
- * the host path. Only a restore's momentum upload, a sampling step's probes and a host optimizer (Adam / AdamW,
- * on the host mirrors after the readback) make the host wait otherwise. Times are the device's, from events
- * on the stream: forward (+ loss), backward, all-reduce (data parallel: its exposed part), optimizer (unscale,
- * scaler, update; + a host optimizer's own time); total: the host's, to the end of the wait. */
-static int device_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
-{
-    fp_model *m = a->model;
-    const fp_backend_ops *ops = fp_model_backend_ops(m);
-    fp_backend *be = fp_model_backend(m);
-    void *stream = fp_backend_cuda_stream(be);
-    fp_cuda_step_state *ds = a->dstate, *hs = a->hstate;
-    /* 0. begin */
-    step_begin(a, b, r);
-    const float scale = a->scaler.scale;
-    const int sgd = a->cfg.optim.kind == FP_OPTIM_SGD, classes = fp_model_num_classes(m);
-    const int64_t step = fp_optim_get_step(a->optim), t0 = fp_clock_mono_ns();
-    int rc = FP_OK;
-    if (!a->dev_scaler_set || a->dev_scale != a->scaler.scale || a->dev_tracker != a->scaler.clean_steps)
-        rc = fp_cuda_step_set_scaler(ds, a->scaler.scale, a->scaler.clean_steps, stream);   /* first, or restored */
-    rc = rc ? rc : fp_cuda_event_record(a->ev[0], stream);
-
-    /* 1. forward + loss, fused; dlogits scaled; the loss result copied into the step state */
-    if (!rc) {
-        float loss;
-        int c1, c5;
-        fp_model_zero_grad(m);
-        fp_backend_cuda_defer_loss(be, 1);
-        rc = fp_model_forward_loss(m, &loss, &c1, &c5, b->images, (const int *)b->labels, b->n, scale);
-        fp_backend_cuda_defer_loss(be, 0);
-    }
-    rc = rc ? rc : fp_cuda_step_loss(ds, fp_backend_cuda_loss_result(be), b->n, stream);
-    rc = rc ? rc : fp_cuda_event_record(a->ev[1], stream);
-    /* (2. the forward hook: host arms only) 3. backward of the scaled loss, the buckets posted during it */
-    rc = rc ? rc : reduce_begin(a);
-    rc = rc ? rc : fp_model_backward_loss(m);
-    rc = rc ? rc : fp_cuda_event_record(a->ev[2], stream);
-    /* 3b. data parallel: the all-reduce's end */
-    rc = rc ? rc : allreduce_grads(a, r);
-    rc = rc ? rc : fp_cuda_event_record(a->ev[3], stream);
-    /* 4. unscale_ + inf/NaN check (with ranks: found on any, skipped on all), 5. the scaler update */
-    rc = rc ? rc : device_unscale(a, 1.0f / scale);
-    rc = rc ? rc : fp_cuda_step_flags(ds, stream);
-    if (!rc && fp_dist_size(a->cfg.dist) > 1)
-        rc = device_reduce_flags(a);
-    rc = rc ? rc : fp_cuda_step_update(ds, (int)a->policy->scaling, a->scaler.growth_factor, a->scaler.backoff_factor,
-                                       a->scaler.growth_interval, stream);
-    /* 6. SGD, doing nothing on the device's skip */
-    if (!rc && sgd)
-        rc = device_sgd(a, r->lr, step);
-    rc = rc ? rc : fp_cuda_event_record(a->ev[4], stream);
-    /* the one readback and wait */
-    rc = rc ? rc : fp_cuda_step_readback(hs, ds, stream);
-    rc = rc ? rc : ops->sync(be);
-    a->dev_scaler_set = 0;   /* until read back */
-    if (rc)
-        return rc;
-
-    /* the step's results */
-    a->dev_scaler_set = 1;
-    a->dev_scale = hs->scale;
-    a->dev_tracker = hs->growth_tracker;
-    if (hs->xent.bad_label != -1)   /* as the loss's label check: nothing was updated */
-        return fp_fail(FP_EINVAL, "fp_cuda_softmax_xent: label[%d] = %d outside [0, %d)", hs->xent.bad_label,
-                       (int)b->labels[hs->xent.bad_label], classes);
-    if (hs->flags[2] > 0)
-        return fp_fail(FP_EINVAL, "arm %s: a label outside [0, %d) on another rank", a->policy_name, classes);
-    if ((rc = fp_cuda_xent_finish(&hs->xent, b->n, classes, &r->loss, &r->correct1, &r->correct5)))
-        return rc;
-    r->loss_finite = isfinite(r->loss) != 0;
-    if (a->policy->scaling == FP_SCALE_NONE && hs->flags[1] > 0) {   /* diverged (on some rank): nothing updated */
-        int64_t t3 = fp_clock_mono_ns();
-        fp_arm_step_result keep = *r;
-        step_begin(a, b, r);   /* the host path's figures: it stops before the backward */
-        r->loss = keep.loss;
-        r->correct1 = keep.correct1;
-        r->correct5 = keep.correct5;
-        r->loss_finite = keep.loss_finite;
-        r->diverged = 1;
-        r->forward_ns = event_ns(a, 0, 1);
-        r->total_ns = t3 - t0;
-        return FP_OK;
-    }
-    if (hs->first_nonfinite != INT_MAX) {   /* this rank's first non-finite gradient, in backward order */
-        const fp_tensor_info *t = nth_param_backward(m, hs->first_nonfinite);
-        r->nonfinite_layer = t ? t->layer : -1;
-        r->nonfinite_tensor = t ? t->name : NULL;
-    }
-    if (a->policy->scaling != FP_SCALE_NONE) {   /* 5. GradScaler.update, as the host's would do it */
-        fp_grad_scaler want = a->scaler;
-        int found = hs->flags[0] > 0;
-        fp_grad_scaler_update(&want, found);
-        if (want.scale != hs->scale || want.clean_steps != hs->growth_tracker || hs->skip != found)
-            return fp_fail(FP_EINTERNAL, "arm %s: the device loss scaler (scale %g, tracker %d, skip %d) disagrees with "
-                           "GradScaler's (%g, %d, %d)", a->policy_name, hs->scale, hs->growth_tracker, hs->skip,
-                           want.scale, want.clean_steps, found);
-        a->scaler.scale = hs->scale;
-        a->scaler.clean_steps = hs->growth_tracker;
-        r->skipped = found;
-        r->next_scale = a->scaler.scale;
-        r->scale_changed = r->next_scale != r->scale;
-    }
-    /* 6. the optimizer's count (SGD), or a host optimizer on the mirrors */
-    int64_t host_optim = 0;
-    if (!r->skipped && sgd) {
-        rc = fp_optim_set_step(a->optim, step + 1);
-        if (a->dmom)
-            a->mom_dev_newer = 1;
-    } else if (!r->skipped) {
-        int64_t o0 = fp_clock_mono_ns();
-        float *p = fp_model_params(m), *g = fp_model_grads(m);   /* downloads; the next forward uploads */
-        rc = !p || !g ? FP_EINTERNAL : fp_optim_step(a->optim, r->lr);
-        if (!rc)
-            round_state(a);
-        host_optim = fp_clock_mono_ns() - o0;
-    }
-    if (rc)
-        return rc;
-    /* 7. done */
-    a->iteration++;
-    r->forward_ns = event_ns(a, 0, 1);
-    r->backward_ns = event_ns(a, 1, 2);
-    r->optim_ns = event_ns(a, 3, 4) + host_optim;
-    if (a->cfg.dist)
-        r->comm_ns = r->comm_exposed_ns = event_ns(a, 2, 3);
-    r->total_ns = fp_clock_mono_ns() - t0;
-    return FP_OK;
-}
-#endif
 
 void fp_arm_eval_reset(fp_arm_eval_acc *acc) { memset(acc, 0, sizeof *acc); }
 
