@@ -43,6 +43,12 @@ lib_libfp_a_SOURCES += trainer/dist/dist.h trainer/dist/dist_internal.h trainer/
 if HAVE_NCCL
 lib_libfp_a_SOURCES += trainer/dist/dist_nccl.c
 endif
+# The NCCL path on one GPU without mpirun (a one-rank communicator; tests/gpu/check runs it). It tests the NCCL
+# build only, yet is built in every one and skips there without NCCL: tools/gpu-bundle makes every
+# tests/gpu/test_*.c program, which a program under `if HAVE_NCCL` would break in a CUDA build without MPI.
+check_PROGRAMS += tests/gpu/test_nccl_one_rank
+TESTS += tests/gpu/test_nccl_one_rank
+tests_gpu_test_nccl_one_rank_LDADD = $(TEST_LDADD)
 
 # Data-parallel tests: the TAP program runs under mpirun from test_dist.sh (which skips without mpirun).
 check_PROGRAMS += tests/test_dist

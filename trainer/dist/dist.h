@@ -27,12 +27,19 @@ int fp_dist_built(void);
  * rank's pid and host (to name a peer that dies). FP_EUNAVAIL with one line when the build has no MPI
  * ("... started by an MPI launcher with N ranks but built without MPI ..."). */
 int fp_dist_init(fp_dist **out);
+/* A communicator of one rank without MPI (no launcher, no MPI_Init): rank 0 of 1, whose MPI operations do what
+ * they do for one rank (nothing, or a copy); with NCCL its GPU all-reduce goes through a one-rank NCCL
+ * communicator (fp_dist_nccl_init: ncclGetUniqueId + ncclCommInitRank with nranks 1, what ncclCommInitAll does
+ * for one device), so the NCCL path runs on a machine without mpirun. fp_dist_finalize frees it; fp_dist_abort
+ * does nothing with it (the caller exits). */
+int fp_dist_init_local(fp_dist **out);
 /* NULL is a single process: rank 0 of 1. */
 int fp_dist_rank(const fp_dist *d);
 int fp_dist_size(const fp_dist *d);
 /* Leaves the job (MPI_Finalize) after a clean end; NULL is fine. After a failure use fp_dist_abort. */
 void fp_dist_finalize(fp_dist *d);
-/* Ends every rank of the job (MPI_Abort with code): for cli/ only, after it printed why. */
+/* Ends every rank of the job (MPI_Abort with code): for cli/ only, after it printed why; nothing for NULL or a
+ * communicator of fp_dist_init_local. */
 void fp_dist_abort(fp_dist *d, int code);
 
 /* What one all-reduce cost, accumulated by the calls that take it (zero it per step). */
@@ -85,7 +92,8 @@ int fp_dist_dead_peer(const fp_dist *d, char *msg, size_t size);
 
 #ifdef HAVE_NCCL
 /* The GPU all-reduce (dist_nccl.c): a NCCL communicator over the MPI ranks (the unique id broadcast from
- * rank 0), on the device the CUDA runtime uses, with its own stream. */
+ * rank 0; of one rank for fp_dist_init_local's), on the device the CUDA runtime uses, with its own stream.
+ * The calls below make it when it is not made yet; NULL: nothing. */
 int fp_dist_nccl_init(fp_dist *d);
 /* dev[0..n) (device memory in wire: FP_DT_F32, F16 or BF16) <- the mean over ranks (ncclAvg), in place, in
  * buckets of bucket_bytes on the communicator's own stream, ordered after the work queued so far on `after`

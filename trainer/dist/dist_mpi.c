@@ -1,4 +1,5 @@
-/* dist_mpi.c — the communicator over MPI (dist.h): init and the launcher's environment, the bucketed gradient
+/* dist_mpi.c — the communicator over MPI (dist.h): init and the launcher's environment (or one rank without MPI,
+ * fp_dist_init_local), the bucketed gradient
  * all-reduce (MPI_Iallreduce; 16-bit payloads through a user-defined MPI_Op that adds in fp32 and rounds to the
  * format), found-inf, gather, broadcast. Promise: every wait polls, so a dead peer or a stop signal ends it
  * with a message naming the peer; without MPI support the single-process answers hold and init says why not. */
@@ -68,9 +69,14 @@ int fp_dist_init(fp_dist **out)
     return fp_fail(FP_EUNAVAIL, "started by an MPI launcher with %d rank%s but built without MPI: every rank would "
                    "train alone (install libopenmpi-dev and reconfigure, or run without mpirun)", n, n == 1 ? "" : "s");
 }
+int fp_dist_init_local(fp_dist **out)
+{
+    *out = calloc(1, sizeof **out);
+    return *out ? FP_OK : fp_fail(FP_ENOMEM, "out of memory");
+}
 int fp_dist_rank(const fp_dist *d) { (void)d; return 0; }
 int fp_dist_size(const fp_dist *d) { (void)d; return 1; }
-void fp_dist_finalize(fp_dist *d) { (void)d; }
+void fp_dist_finalize(fp_dist *d) { free(d); }
 void fp_dist_abort(fp_dist *d, int code) { (void)d; (void)code; }
 int fp_dist_allreduce_mean(fp_dist *d, float *x, size_t n, fp_dtype wire, size_t bucket_bytes, fp_dist_stats *st)
 {
@@ -160,6 +166,26 @@ int fp_dist_init(fp_dist **out)
     return FP_OK;
 }
 
+int fp_dist_init_local(fp_dist **out)
+{
+    *out = NULL;
+    fp_dist *d = calloc(1, sizeof *d);
+    fp_dist_peer *me = calloc(1, sizeof *me);
+    if (!d || !me) {
+        free(d);
+        free(me);
+        return fp_fail(FP_ENOMEM, "out of memory");
+    }
+    d->comm = MPI_COMM_NULL;   /* no MPI call reaches it: every operation returns early for one rank */
+    d->rank = 0;
+    d->size = 1;
+    me->pid = (int64_t)getpid();
+    gethostname(me->host, sizeof me->host - 1);
+    d->peers = me;
+    *out = d;
+    return FP_OK;
+}
+
 int fp_dist_rank(const fp_dist *d) { return d ? d->rank : 0; }
 int fp_dist_size(const fp_dist *d) { return d ? d->size : 1; }
 
@@ -174,8 +200,12 @@ void fp_dist_finalize(fp_dist *d)
     free(d->stage);
     free(d->reqs);
     free(d->peers);
-    MPI_Comm_free(&d->comm);
     int own = d->own_init;
+    if (d->comm == MPI_COMM_NULL) {   /* fp_dist_init_local's: MPI was never involved */
+        free(d);
+        return;
+    }
+    MPI_Comm_free(&d->comm);
     free(d);
     int fin = 0;
     MPI_Finalized(&fin);
@@ -185,7 +215,12 @@ void fp_dist_finalize(fp_dist *d)
 
 void fp_dist_abort(fp_dist *d, int code)
 {
-    MPI_Abort(d ? d->comm : MPI_COMM_WORLD, code);
+    if (d && d->comm == MPI_COMM_NULL)
+        return;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (inited)
+        MPI_Abort(d ? d->comm : MPI_COMM_WORLD, code);
 }
 
 /* 1 when pid is gone on this host (no such process, or a zombie nobody reaped yet). */

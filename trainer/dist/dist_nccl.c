@@ -30,6 +30,18 @@ static int cuda_fail(cudaError_t e, const char *what)
     return fp_fail(FP_EIO, "CUDA %s: %s", what, cudaGetErrorString(e));
 }
 
+/* The stream and events of s (those made), and s. */
+static void destroy_cuda(nccl_state *s)
+{
+    if (s->done)
+        cudaEventDestroy(s->done);
+    if (s->ready)
+        cudaEventDestroy(s->ready);
+    if (s->stream)
+        cudaStreamDestroy(s->stream);
+    free(s);
+}
+
 int fp_dist_nccl_init(fp_dist *d)
 {
     if (!d || d->nccl)
@@ -48,12 +60,12 @@ int fp_dist_nccl_init(fp_dist *d)
     if ((ce = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (ce = cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming)) != cudaSuccess ||
         (ce = cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming)) != cudaSuccess) {
-        free(s);
+        destroy_cuda(s);
         return cuda_fail(ce, "creating the all-reduce stream");
     }
+    /* one rank too (fp_dist_init_local): the same call, nranks 1 (ncclCommInitAll's way for one device) */
     if ((nr = ncclCommInitRank(&s->comm, d->size, id, d->rank)) != ncclSuccess) {
-        cudaStreamDestroy(s->stream);
-        free(s);
+        destroy_cuda(s);
         return nccl_fail(nr, "ncclCommInitRank");
     }
     d->nccl = s;
@@ -67,47 +79,8 @@ void fp_dist_nccl_free(fp_dist *d)
         return;
     fp_dist_plan_free(&s->plan);
     ncclCommDestroy(s->comm);
-    cudaEventDestroy(s->ready);
-    cudaEventDestroy(s->done);
-    cudaStreamDestroy(s->stream);
-    free(s);
+    destroy_cuda(s);
     d->nccl = NULL;
-}
-
-int fp_dist_nccl_allreduce_mean(fp_dist *d, void *dev, size_t n, fp_dtype wire, size_t bucket_bytes, void *after,
-                                fp_dist_stats *st)
-{
-    ncclDataType_t t = wire == FP_DT_F32 ? ncclFloat32 : wire == FP_DT_F16 ? ncclFloat16 : ncclBfloat16;
-    if (wire != FP_DT_F32 && wire != FP_DT_F16 && wire != FP_DT_BF16)
-        return fp_fail(FP_EINVAL, "all-reduce in %s: valid formats are fp32, fp16, bf16", fp_dtype_name(wire));
-    int rc = fp_dist_nccl_init(d);
-    nccl_state *s = d ? d->nccl : NULL;
-    if (rc || !s || n == 0)
-        return rc;
-    const size_t wb = (size_t)fp_dtype_bytes(wire);
-    size_t per = (bucket_bytes ? bucket_bytes : FP_DIST_BUCKET_BYTES) / wb;
-    per = per ? per : 1;
-    cudaStream_t model = (cudaStream_t)after;
-    cudaError_t ce;
-    if ((ce = cudaEventRecord(s->ready, model)) != cudaSuccess ||
-        (ce = cudaStreamWaitEvent(s->stream, s->ready, 0)) != cudaSuccess)
-        return cuda_fail(ce, "ordering the all-reduce after the backward");
-    ncclResult_t nr = ncclGroupStart();
-    int nb = 0;
-    for (size_t off = 0; nr == ncclSuccess && off < n; off += per, nb++)
-        nr = ncclAllReduce((char *)dev + off * wb, (char *)dev + off * wb, n - off < per ? n - off : per, t, ncclAvg,
-                           s->comm, s->stream);
-    ncclResult_t ne = ncclGroupEnd();
-    if (nr != ncclSuccess || ne != ncclSuccess)
-        return nccl_fail(nr != ncclSuccess ? nr : ne, "ncclAllReduce");
-    if ((ce = cudaEventRecord(s->done, s->stream)) != cudaSuccess ||
-        (ce = cudaStreamWaitEvent(model, s->done, 0)) != cudaSuccess)
-        return cuda_fail(ce, "ordering the update after the all-reduce");
-    if (st) {
-        st->bytes += (int64_t)(n * wb);
-        st->buckets += nb;
-    }
-    return FP_OK;
 }
 
 static ncclDataType_t nccl_type(fp_dtype wire)
@@ -175,4 +148,22 @@ int fp_dist_nccl_reduce_end(fp_dist *d, void *stream, fp_dist_stats *st)
         st->early += early;
     }
     return FP_OK;
+}
+
+int fp_dist_nccl_allreduce_mean(fp_dist *d, void *dev, size_t n, fp_dtype wire, size_t bucket_bytes, void *after,
+                                fp_dist_stats *st)
+{
+    int rc = fp_dist_nccl_reduce_begin(d, dev, n, wire, bucket_bytes);
+    nccl_state *s = d ? d->nccl : NULL;
+    if (rc || !s)
+        return rc;
+    if ((rc = fp_dist_nccl_reduce_ready(d, 0, n, after))) {
+        s->plan.live = 0;
+        return rc;
+    }
+    int early = st ? st->early : 0;
+    rc = fp_dist_nccl_reduce_end(d, after, st);
+    if (st)
+        st->early = early;   /* all posted at once, after the backward: none overlapped */
+    return rc;
 }
