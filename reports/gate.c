@@ -517,8 +517,8 @@ static void dist_vs_base(acc_t *c, const fp_arm_t *a, const fp_gate_extra_t *xa,
         return;
     if (ra != rb) {
         add(c, kind, label(a), FP_CHECK_NOT_COMPARABLE, NAN, limit, unit,
-            "not comparable: %d rank%s vs baseline %d rank%s (communication and stragglers depend on the rank count)",
-            ra ? ra : 1, ra > 1 ? "s" : "", rb ? rb : 1, rb > 1 ? "s" : "");
+            "not comparable: ranks %d vs %d (baseline vs candidate); communication and stragglers depend on the rank "
+            "count", rb ? rb : 1, ra ? ra : 1);
         return;
     }
     double va = comm ? 100 * da->exposed_share : da->straggler, vb = comm ? 100 * db->exposed_share : db->straggler;
@@ -566,21 +566,33 @@ static size_t diff_list(const fp_gate_result_t *r, int allowed, char *out, size_
     return k;
 }
 
+/* The sides' ranks for the `comparable` check ("" when both trained alone): the data-parallel checks
+ * (dist_vs_base) are NOT_COMPARABLE when they differ, and the configuration's check says why beside its own. */
+static void ranks_note(const fp_gate_result_t *r, int configs_match, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (r->ranks_base > 1 || r->ranks_cand > 1)
+        snprintf(out, cap, "; ranks %d vs %d (baseline vs candidate)%s", r->ranks_base, r->ranks_cand,
+                 r->ranks_base != r->ranks_cand && configs_match
+                     ? ": comm_share_vs_base and straggler_vs_base are not comparable" : "");
+}
+
 static void comparable_check(acc_t *c)
 {
-    char bad[240], ok[200];
+    char bad[240], ok[200], ranks[120];
     size_t nbad = diff_list(c->res, 0, bad, sizeof bad), nok = diff_list(c->res, 1, ok, sizeof ok);
+    ranks_note(c->res, nbad == 0, ranks, sizeof ranks);
     if (nbad)
         add(c, "comparable", "", FP_CHECK_NOT_COMPARABLE, (double)nbad, 0, "count",
-            "not comparable (baseline vs candidate): %s%s%s; no baseline comparison was run (--allow-config-diff KEY "
-            "accepts a difference on purpose)",
-            bad, nok ? "; allowed: " : "", ok);
+            "not comparable (baseline vs candidate): %s%s%s%s; no baseline comparison was run (--allow-config-diff "
+            "KEY accepts a difference on purpose)",
+            bad, nok ? "; allowed: " : "", ok, ranks);
     else if (nok)
         add(c, "comparable", "", FP_CHECK_PASS, 0, 0, "count",
-            "comparable with allowed differences (baseline vs candidate): %s; everything else matches", ok);
+            "comparable with allowed differences (baseline vs candidate): %s; everything else matches%s", ok, ranks);
     else
         add(c, "comparable", "", FP_CHECK_PASS, 0, 0, "count",
-            "model, policies, batch, image size, data, steps, optimizer, lr, device and version match");
+            "model, policies, batch, image size, data, steps, optimizer, lr, device and version match%s", ranks);
 }
 
 int fp_gate_run(const fp_gate_side_t *base, const fp_gate_side_t *cand, const fp_gate_opts_t *o, fp_gate_result_t *res)
@@ -588,8 +600,11 @@ int fp_gate_run(const fp_gate_side_t *base, const fp_gate_side_t *cand, const fp
     memset(res, 0, sizeof *res);
     res->inconclusive_fails = o->inconclusive_fails;
     snprintf(res->candidate, sizeof res->candidate, "%s", cand->label);
-    if (base)
+    res->ranks_cand = fp_gate_side_ranks(cand);
+    if (base) {
         snprintf(res->baseline, sizeof res->baseline, "%s", base->label);
+        res->ranks_base = fp_gate_side_ranks(base);
+    }
     acc_t c = {res, 0, FP_OK, o};
     int comparable = 1;
     const char *shape_diff = NULL;   /* an allowed difference that changes memory by itself */

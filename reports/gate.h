@@ -42,6 +42,9 @@
  *  - straggler_vs_base     rise of the straggler ratio (slowest rank's mean step / fastest's) <= max_straggler_rise,
  *                          FAIL only when the per-step ratios differ significantly. Both NOT_COMPARABLE when the
  *                          rank counts differ (one rank and N ranks included).
+ * The ranks each side trained on are in its label ("...; 2 ranks"), the result (ranks_base, ranks_cand: JSON's
+ * "ranks") and, whenever either side trained on ranks, the `comparable` check's figures ("ranks 2 vs 4
+ * (baseline vs candidate)"), which say so when the data-parallel checks are not comparable.
  * Exit (fp_gate_exit_code): 4 not comparable, else 1 a check fails, else 2 a check is inconclusive
  * and inconclusive counts as a failure (--inconclusive fail), else 0; 3 is the command's error. */
 #ifndef FP_REPORTS_GATE_H
@@ -108,8 +111,11 @@ typedef struct {
     char label[256];             /* "FILE session N (model: arms)" */
 } fp_gate_side_t;
 
-/* Load session `session` (<= 0: the latest) of `path` with everything the gate reads. */
+/* Load session `session` (<= 0: the latest) of `path` with everything the gate reads. The label ends with the
+ * ranks when the session trained on more than one ("FILE session N (model: arms; 2 ranks)"). */
 int fp_gate_load(const char *path, int64_t session, int64_t warmup, fp_gate_side_t *side);
+/* The ranks the side's arms trained on (the most of any arm): 1 for a session trained alone. */
+int fp_gate_side_ranks(const fp_gate_side_t *side);
 void fp_gate_side_free(fp_gate_side_t *side);
 /* "lost updates at step N: X% of ..." -> X; NaN when text is no such event. */
 double fp_gate_lost_pct(const char *text);
@@ -183,6 +189,7 @@ typedef struct {
     size_t ndiffs;
     int inconclusive_fails;
     char baseline[256], candidate[256];   /* labels; baseline "" when none */
+    int ranks_base, ranks_cand;  /* fp_gate_side_ranks of each side; ranks_base 0 without a baseline */
 } fp_gate_result_t;
 
 /* Run every check. base may be NULL (checks on the candidate alone). Errors only for memory. */

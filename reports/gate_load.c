@@ -1,7 +1,8 @@
 /* gate_load.c — what the gate reads of a session (gate.h), through the store reader only: the summary
  * (summary.h) and, per arm, its environment and configuration, the lost-update rate of the parameter
  * pass's events and how many images its last validation used (the store's count where it keeps one,
- * else derived from the run's configuration, saying so). Promise: what is not recorded stays unknown
+ * else derived from the run's configuration, saying so), the data-parallel figures and the ranks the session
+ * trained on. Promise: what is not recorded stays unknown
  * (NaN, -1), never a guess presented as a measurement. */
 #include <math.h>
 #include <stdlib.h>
@@ -168,6 +169,18 @@ int fp_gate_load(const char *path, int64_t session, int64_t warmup, fp_gate_side
         snprintf(label + len, cap - len, "%s%s", i ? ", " : ": ", side->s.arms[i].run.policy);
     }
     size_t len = strlen(label);
-    snprintf(label + len, cap - len, ")");
+    int ranks = fp_gate_side_ranks(side);
+    if (ranks > 1)
+        snprintf(label + len, cap - len, "; %d ranks)", ranks);
+    else
+        snprintf(label + len, cap - len, ")");
     return FP_OK;
+}
+
+int fp_gate_side_ranks(const fp_gate_side_t *side)
+{
+    int ranks = 1;
+    for (size_t i = 0; side->x && i < side->s.narms; i++)
+        ranks = side->x[i].dist.ranks > ranks ? side->x[i].dist.ranks : ranks;
+    return ranks;
 }

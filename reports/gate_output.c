@@ -1,7 +1,8 @@
 /* gate_output.c — the gate's results for people and CI systems (gate.h): an aligned text table, JUnit
- * XML, a Markdown summary, JSON and GitHub workflow annotations. Promises: every output gives every check
- * the same verdict, and the one the exit status gives — an inconclusive check counts as a pass or as a
- * failure everywhere, as --inconclusive says; every text from a database is escaped for its format. */
+ * XML, a Markdown summary, JSON (with the sides' ranks) and GitHub workflow annotations. Promises: every
+ * output gives every check the same verdict, and the one the exit status gives — an inconclusive check
+ * counts as a pass or as a failure everywhere, as --inconclusive says; every text from a database is
+ * escaped for its format. */
 #include <math.h>
 #include <string.h>
 #include "gate.h"
@@ -258,6 +259,11 @@ void fp_gate_json(FILE *f, const fp_gate_result_t *res)
         fp_json_string(f, res->baseline);
     else
         fputs("null", f);
+    fputs(",\n  \"ranks\": {\"baseline\": ", f);   /* null: no baseline, or not known */
+    json_num(f, res->baseline[0] && res->ranks_base > 0 ? res->ranks_base : NAN);
+    fputs(", \"candidate\": ", f);
+    json_num(f, res->ranks_cand > 0 ? res->ranks_cand : NAN);
+    fputc('}', f);
     fprintf(f, ",\n  \"counts\": {\"pass\": %zu, \"fail\": %zu, \"inconclusive\": %zu, \"skip\": %zu, \"not_comparable\": %zu},\n",
             n[FP_CHECK_PASS], n[FP_CHECK_FAIL], n[FP_CHECK_INCONCLUSIVE], n[FP_CHECK_SKIP], n[FP_CHECK_NOT_COMPARABLE]);
     fputs("  \"differences\": [", f);

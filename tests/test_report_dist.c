@@ -3,7 +3,8 @@
  * the job, exposed and all-reduce shares, bytes, format, the straggler, the all-reduce's rounding; the scaling
  * efficiency labelled an estimate without a one-rank run and measured with one; the summary text, summary.csv's
  * and ranks.csv's columns, the HTML section; the gate's comm_share_vs_base / straggler_vs_base: PASS on equal
- * sessions, FAIL on a rise, NOT_COMPARABLE on other rank counts. */
+ * sessions, FAIL on a rise, NOT_COMPARABLE on other rank counts (a lone session's one rank included), the rank counts
+ * of both sides stated in the comparable check, the labels, the JSON and the table. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,6 +140,36 @@ static double csv_num(const char *csv, int row, const char *col, char *text, siz
     if (text)
         snprintf(text, cap, "%.*s", (int)(n < cap ? n : cap - 1), line);
     return n ? strtod(line, NULL) : NAN;
+}
+
+/* The `comparable` check of gating cand against base: its status, figures into fig (480 bytes); the JSON and the
+ * table as malloc'd strings into *json / *table when not NULL. -1 when the gate fails. */
+static int comparable_figures(const fp_gate_side_t *base, const fp_gate_side_t *cand, const fp_gate_opts_t *o,
+                              char *fig, char **json, char **table)
+{
+    fp_gate_result_t res;
+    int st = -1;
+    fig[0] = '\0';
+    if (fp_gate_run(base, cand, o, &res) != FP_OK)
+        return -1;
+    for (size_t i = 0; i < res.n; i++)
+        if (!strcmp(res.checks[i].name, "comparable")) {
+            st = (int)res.checks[i].status;
+            snprintf(fig, 480, "%s", res.checks[i].figures);
+        }
+    for (int k = 0; k < 2; k++) {
+        char **out = k ? table : json;
+        size_t len = 0;
+        FILE *f = out ? open_memstream(out, &len) : NULL;
+        if (f && k)
+            fp_gate_print_table(f, &res);
+        else if (f)
+            fp_gate_json(f, &res);
+        if (f)
+            fclose(f);
+    }
+    fp_gate_result_free(&res);
+    return st;
 }
 
 int main(void)
@@ -285,22 +316,58 @@ int main(void)
                "gate, %s: comm_share_vs_base %s, straggler_vs_base %s", cases[k].what,
                fp_check_status_name((fp_check_status)got[0]), fp_check_status_name((fp_check_status)got[1]));
     }
+    /* the rank counts where sessions are compared: the labels, the comparable check, the JSON */
+    tap_ok(rc == FP_OK && strstr(A.label, "(tinynet: fp32, half; 2 ranks)") && strstr(C.label, "; 4 ranks)"),
+           "gate: a side's label ends with its ranks (%s)", rc == FP_OK ? A.label : "-");
+    char fig[480], *json = NULL, *table = NULL;
+    tap_ok(rc == FP_OK && comparable_figures(&A, &A, &o, fig, NULL, NULL) == FP_CHECK_PASS &&
+               strstr(fig, "version match; ranks 2 vs 2 (baseline vs candidate)") && !strstr(fig, "not comparable"),
+           "gate, the same 2-rank session: comparable, stating the ranks (%s)", fig);
+    tap_ok(rc == FP_OK && comparable_figures(&A, &C, &o, fig, &json, &table) == FP_CHECK_PASS &&
+               strstr(fig, "; ranks 2 vs 4 (baseline vs candidate): comm_share_vs_base and straggler_vs_base are not "
+                           "comparable"),
+           "gate, 2 ranks vs 4: the comparable check states both rank counts (%s)", fig);
+    tap_ok(json && strstr(json, "\"ranks\": {\"baseline\": 2, \"candidate\": 4}") && table &&
+               strstr(table, "\nbaseline:  ") && strstr(table, "half; 2 ranks)\n") && strstr(table, "half; 4 ranks)\n"),
+           "... and so do the JSON (ranks) and the table's sides");
+    free(json);
+    free(table);
     fp_gate_result_t res;
-    int none = 1;
+    int none = 1, one_vs_two = 0;
     fp_gate_side_t D;
     char *pd = tu_path(dir, "alone.db");
     spec_t al2 = {.ranks = 0, .alone_ns = 8 * MS};
+    fig[0] = '\0';
     if (rc == FP_OK && write_session(pd, &al2, runs) == FP_OK && fp_gate_load(pd, 0, -1, &D) == FP_OK) {
         if (fp_gate_run(&D, &D, &o, &res) == FP_OK) {
-            for (size_t i = 0; i < res.n; i++)
+            for (size_t i = 0; i < res.n; i++) {
                 none &= !strstr(res.checks[i].kind, "comm_share") && !strstr(res.checks[i].kind, "straggler");
+                none &= strcmp(res.checks[i].kind, "comparable") || !strstr(res.checks[i].figures, "ranks");
+            }
+            none &= !strstr(D.label, "ranks");
             fp_gate_result_free(&res);
         }
+        if (comparable_figures(&D, &A, &o, fig, &json, NULL) == FP_CHECK_PASS &&
+            strstr(fig, "; ranks 1 vs 2 (baseline vs candidate): comm_share_vs_base and straggler_vs_base are not "
+                        "comparable") &&
+            json && strstr(json, "\"ranks\": {\"baseline\": 1, \"candidate\": 2}") &&
+            fp_gate_run(&D, &A, &o, &res) == FP_OK) {
+            for (size_t i = 0; i < res.n; i++)
+                if (strstr(res.checks[i].kind, "_vs_base") && (strstr(res.checks[i].kind, "comm_share") ||
+                                                               strstr(res.checks[i].kind, "straggler")))
+                    one_vs_two += res.checks[i].status == FP_CHECK_NOT_COMPARABLE &&
+                                  strstr(res.checks[i].figures, "ranks 1 vs 2 (baseline vs candidate)") != NULL;
+            fp_gate_result_free(&res);
+        }
+        free(json);
         fp_gate_side_free(&D);
     } else {
         none = 0;
     }
-    tap_ok(none, "gate: no data-parallel check when neither side trained on ranks");
+    tap_ok(none, "gate: no data-parallel check, and no ranks in the comparable check or labels, when neither side "
+                 "trained on ranks");
+    tap_ok(one_vs_two == 4, "gate, alone vs 2 ranks: the comparable check says ranks 1 vs 2, and both data-parallel "
+                            "checks of both arms are NOT_COMPARABLE naming them (%d of 4; %s)", one_vs_two, fig);
     if (rc == FP_OK) {
         fp_gate_side_free(&A);
         fp_gate_side_free(&B);
