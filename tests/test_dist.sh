@@ -4,9 +4,10 @@
 # all-reduce's rounding, every rank skipping the step of rank 1's Inf), then `fp16probe train` on 2 ranks (one
 # session, one run, the data-parallel line and event; the store's rows: dist_steps per rank per step, bytes halved
 # with --allreduce fp16 against fp32, allreduce_error at the sampled steps with rel. L2 bounded, the run's ranks in
-# ls, exposed within the all-reduce's time, report --summary's data-parallel section), and a rank killed mid-run
-# (the other stops within seconds with one line naming it, the run is marked failed, the steps committed before
-# stay). Skips without mpirun.
+# ls, exposed within the all-reduce's time, report --summary's data-parallel section), and a rank killed mid-run:
+# rank 1 (rank 0 stops within seconds with one line naming it, the run is marked failed, the steps committed before
+# stay) and rank 0, the store's writer (rank 1 stops within seconds naming it; the database stays readable with the
+# steps committed before, the run reported interrupted by its readers). Skips without mpirun.
 bin="${top_builddir:-.}/fp16probe"
 prog="${top_builddir:-.}/tests/test_dist"
 . "$(dirname "$0")/tap.sh"
@@ -28,7 +29,7 @@ fi
 if grep -q "^1\.\.0 # SKIP" prog.txt; then cat prog.txt; exit 0; fi
 # the C program's TAP lines, renumbered after ours
 m=$(grep -c '^\(not \)\?ok ' prog.txt)
-echo "1..$((m + 19))"
+echo "1..$((m + 24))"
 grep '^#' prog.txt
 grep '^\(not \)\?ok ' prog.txt | sed 's/^\(not \)\?ok [0-9]*/&/' | while IFS= read -r l; do echo "$l"; done
 grep -q '^not ok' prog.txt && fail=1
@@ -94,6 +95,36 @@ check "the run is marked failed, naming rank 1" \
     sh -c "'$bin_abs' ls --db die.db | grep -q '^  run 1 .* failed' && '$bin_abs' export --db die.db --run 1 --table runs | grep -q 'rank 1 (pid'"
 check "the steps committed before the death are kept" \
     sh -c "'$bin_abs' ls --db die.db | grep -Eq '^  run 1 .* steps ([2-9]|[1-9][0-9]+) '"
+# rank 0, the store's writer, dies (same trigger, its own shell kills it and notes the time and the steps it saw):
+# rank 1 must stop within seconds, naming it; the database stays readable with every step committed before the
+# death, and its readers report the run interrupted (fp_run_liveness: the writer process is gone)
+cat >die0.sh <<EOS
+#!/bin/sh
+if [ "\$OMPI_COMM_WORLD_RANK" = 0 ]; then
+    (i=0; until [ \$i -ge 300 ] || "$bin_abs" ls --db die0.db 2>/dev/null | grep -Eq 'steps ([3-9]|[1-9][0-9]+) '; do
+        sleep 0.2; i=\$((i + 1)); done
+     "$bin_abs" ls --db die0.db 2>/dev/null | sed -n 's/^  run 1 .* steps \([0-9]*\) .*/\1/p' >die0.seen
+     date +%s >die0.killed; kill -9 \$\$) &
+fi
+exec $T --precision fp32 --batch 4 --steps 100000 --db die0.db
+EOS
+chmod +x die0.sh
+timeout 180 $MPI ./die0.sh >die0.txt 2>die0.err; st0=$?
+end0=$(date +%s)
+killed0=$(cat die0.killed 2>/dev/null || echo 0)
+seen0=$(cat die0.seen 2>/dev/null)
+echo "# rank 0 killed: mpirun exit $st0, $((end0 - killed0)) s after the kill; rank 0 had recorded ${seen0:-?} steps"
+sed 's/^/#   /' die0.err | grep -v '^#   *$' | head -4
+check "rank 0 killed: the job ends with a failure within 10 s of the kill" \
+    sh -c "test $st0 -ne 0 && test $st0 -ne 124 && test $killed0 -gt 0 && test $((end0 - killed0)) -le 10"
+check "rank 1 says in one line that rank 0 died" \
+    sh -c "test \$(grep -c '^fp16probe: train: rank 1: .*rank 0 (pid [0-9]* on .*) died' die0.err) -eq 1"
+check "the database stays readable: ls, export and report --summary" \
+    sh -c "'$bin_abs' ls --db die0.db >ls0.txt && '$bin_abs' export --db die0.db --run 1 --table steps >steps0.csv && '$bin_abs' report --db die0.db --summary >rep0.txt"
+check "every step rank 0 had committed before its death is kept (steps 1..N, N >= ${seen0:-?})" \
+    sh -c "test -n '$seen0' && test $(awk -F, 'NR > 1 { n++ } END { print n + 0 }' steps0.csv 2>/dev/null || echo 0) -ge '$seen0' && test \$(tr -d '\r' <steps0.csv | awk -F, 'NR > 1 && \$2 != NR - 1' | wc -l) -eq 0"
+check "its readers report the run interrupted, its writer gone (ls; the gate's status check fails it)" \
+    sh -c "grep -q '^  run 1 .* interrupted (writer gone)' ls0.txt && '$bin_abs' gate --candidate die0.db >gate0.txt; test \$? -eq 1 && grep -q '^status\[fp32\] *FAIL .*interrupted or killed .*writer process [0-9]* is gone' gate0.txt"
 check "without mpirun the same command trains alone (no data-parallel line)" \
     sh -c "$T --precision fp32 --batch 4 --steps 2 --allreduce bf16 --db '' >one.txt && grep -q '^finished 2 steps' one.txt && ! grep -q 'data parallel' one.txt"
 exit $fail
