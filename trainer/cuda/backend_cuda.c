@@ -58,8 +58,11 @@ static void *grow_slot(fp_backend *be, void **buf, size_t *cap, size_t bytes, co
     return *buf;
 }
 
+/* A slot that must grow takes at least what reserve asked for it (cuda_reserve), so it grows once. */
 void *fp_bcu_stage(fp_backend *be, int slot, size_t bytes)
 {
+    if (bytes > be->st_cap[slot] && be->st_want[slot] > bytes)
+        bytes = be->st_want[slot];
     return grow_slot(be, &be->st[slot], &be->st_cap[slot], bytes, "(staging)");
 }
 
@@ -68,11 +71,11 @@ void *fp_backend_cuda_scratch(fp_backend *be, size_t bytes)
     return grow_slot(be, &be->scratch, &be->scratch_cap, bytes, "(scratch)");
 }
 
-fp_dtensor fp_bcu_as(fp_backend *be, const fp_tensor *t, fp_dtype dt, int tf32, int slot, int *rc)
+fp_dtensor fp_bcu_as(fp_backend *be, const fp_tensor *t, fp_dtype dt, int slot, int *rc)
 {
     fp_dtensor o = fp_bcu_dt(t);
     *rc = FP_OK;
-    if (t->dt == dt && !(tf32 && dt == FP_DT_F32))
+    if (t->dt == dt)
         return o;
     size_t n = fp_tensor_count(t);
     void *p = fp_bcu_stage(be, slot, n * (size_t)fp_dtype_bytes(dt));
@@ -80,13 +83,7 @@ fp_dtensor fp_bcu_as(fp_backend *be, const fp_tensor *t, fp_dtype dt, int tf32, 
         *rc = FP_ENOMEM;
         return o;
     }
-    if (tf32 && dt == FP_DT_F32 && t->dt == FP_DT_F32)
-        *rc = fp_cbk_round(p, t->p, n, FP_DT_TF32, be->stream);
-    else {
-        *rc = fp_cbk_cast(p, dt, t->p, t->dt, n, be->stream);
-        if (!*rc && tf32 && dt == FP_DT_F32)
-            *rc = fp_cbk_round(p, p, n, FP_DT_TF32, be->stream);
-    }
+    *rc = fp_cbk_cast(p, dt, t->p, t->dt, n, be->stream);
     o.data = p;
     o.dtype = dt;
     return o;
@@ -564,15 +561,19 @@ static int cuda_zero(fp_backend *be, void *p, size_t bytes)
     return bytes ? cuda_err(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)be->stream), "zero") : FP_OK;
 }
 
+/* Staging is carved when an op first stages into a slot, at the size reserved for it: a policy whose ops
+ * stage nothing (tf32: fp32 activations and gradients go to cuDNN / cuBLASLt as they are) holds none, and the
+ * accounting (memory: staging) counts what is carved. An op never allocates again once its slot has the
+ * reserved size, as backend.h asks. */
 static int cuda_reserve(fp_backend *be, size_t act_elems, size_t weight_elems)
 {
     /* inputs / outputs as fp32 (the widest format) for activations; the weight slot for weights */
     static const int act_slots[] = {FP_BCU_A, FP_BCU_B, FP_BCU_OUT};
-    for (size_t i = 0; act_elems && i < sizeof act_slots / sizeof *act_slots; i++)
-        if (!fp_bcu_stage(be, act_slots[i], act_elems * sizeof(float)))
-            return FP_ENOMEM;
-    if (weight_elems && !fp_bcu_stage(be, FP_BCU_W, weight_elems * sizeof(float)))
-        return FP_ENOMEM;
+    for (size_t i = 0; i < sizeof act_slots / sizeof *act_slots; i++)
+        if (act_elems * sizeof(float) > be->st_want[act_slots[i]])
+            be->st_want[act_slots[i]] = act_elems * sizeof(float);
+    if (weight_elems * sizeof(float) > be->st_want[FP_BCU_W])
+        be->st_want[FP_BCU_W] = weight_elems * sizeof(float);
     return FP_OK;
 }
 

@@ -36,10 +36,12 @@ typedef struct {
 struct fp_backend {
     fp_arena *arena;
     fp_cudnn *ctx[2];               /* [0]: fp32 math (FMA, no TF32; 16-bit tensors on tensor cores),
-                                     * [1]: TF32 math, created on first use, on ctx[0]'s stream */
+                                     * [1]: TF32 math (the library converts fp32 operands, cudnn_ops.h),
+                                     * created on first use, on ctx[0]'s stream */
     void *stream;
     void *st[FP_BCU_SLOTS];
-    size_t st_cap[FP_BCU_SLOTS];    /* bytes */
+    size_t st_cap[FP_BCU_SLOTS];    /* bytes carved (accounted as staging) */
+    size_t st_want[FP_BCU_SLOTS];   /* bytes reserved (cuda_reserve): a slot grows to this at its first use */
     size_t staging_peak;
     size_t allocated, allocated_peak;
     void *scratch;                  /* fp_backend_cuda_scratch */
@@ -74,9 +76,9 @@ static inline int fp_bcu_is16(fp_dtype d) { return d == FP_DT_F16 || d == FP_DT_
 
 /* A slot of at least `bytes` (NULL with the arena's message). */
 void *fp_bcu_stage(fp_backend *be, int slot, size_t bytes);
-/* t converted to storage dtype `dt` (F32, F16, BF16), rounded to TF32 in fp32 containers when tf32 is
- * set: t itself when nothing changes, else a staged copy in `slot`. *rc gets the error. */
-fp_dtensor fp_bcu_as(fp_backend *be, const fp_tensor *t, fp_dtype dt, int tf32, int slot, int *rc);
+/* t in storage dtype `dt` (F32, F16, BF16): t itself when it is in dt, else a cast copy staged in `slot`.
+ * Never rounded to TF32: under TF32 math cuDNN / cuBLASLt convert fp32 operands themselves. *rc gets the error. */
+fp_dtensor fp_bcu_as(fp_backend *be, const fp_tensor *t, fp_dtype dt, int slot, int *rc);
 /* A staged tensor of dims d and dtype dt in `slot`, zeroed (for cuDNN / cuBLAS outputs that accumulate). */
 fp_dtensor fp_bcu_zeroed(fp_backend *be, fp_dims d, fp_dtype dt, int slot, int *rc);
 /* Lands a computed gradient (tmp: result alone, in tmp's dtype) in dst with backend.h's accumulate rule. */

@@ -1,8 +1,9 @@
 /* backend_cuda_layers.c — the layer ops of the CUDA backend: conv and linear on cuDNN / cuBLASLt with the
- * inputs brought to one run format (the 16-bit compute format, else fp32; TF32 rounding to nearest even
- * before a TF32-math call), batchnorm on cuDNN, pools on the backend's kernels. Promises backend.h's
- * accumulate rules: cuDNN's "+=" lands in a zeroed staging tensor that is then copied / added with the
- * 16-bit rounding of the CPU backend; 16-bit weight gradients are rounded before they reach fp32.
+ * inputs brought to one run format (the 16-bit compute format, else fp32; under TF32 compute fp32 operands go
+ * to the library unrounded: its TF32 math converts them, cudnn_ops.h), batchnorm on cuDNN, pools on the
+ * backend's kernels. Promises backend.h's accumulate rules: cuDNN's "+=" lands in a zeroed staging tensor
+ * that is then copied / added with the 16-bit rounding of the CPU backend; 16-bit weight gradients are
+ * rounded before they reach fp32.
  * Convolution backward writes with cuDNN's beta = 0 wherever the output holds nothing to keep (a staging
  * tensor, or dx with accumulate 0): cuDNN does not read an output under beta 0, so nothing is zeroed first. */
 #include <cuda_runtime_api.h>
@@ -22,11 +23,11 @@ static int ctx_for(fp_backend *be, fp_dtype compute, fp_cudnn **d)
     return *d ? FP_OK : rc;
 }
 
-/* *o: t in storage dtype dt (t itself, or staged in slot), rounded to TF32 when tf32 (fp_bcu_as). */
-static int operand(fp_backend *be, fp_dtensor *o, const fp_tensor *t, fp_dtype dt, int tf32, int slot)
+/* *o: t in storage dtype dt (t itself, or cast into slot: fp_bcu_as). */
+static int operand(fp_backend *be, fp_dtensor *o, const fp_tensor *t, fp_dtype dt, int slot)
 {
     int rc;
-    *o = fp_bcu_as(be, t, dt, tf32, slot, &rc);
+    *o = fp_bcu_as(be, t, dt, slot, &rc);
     return rc;
 }
 
@@ -37,23 +38,24 @@ typedef struct {
     fp_dtensor a, b, w, bias;   /* slots A, B, W, B2; {0} where not asked for */
 } run_args;
 
-/* Fills *r for compute, staging in this order: a and b (activations or gradients, rounded to TF32 under TF32
- * compute; b may be NULL), w (a weight, may be NULL) and bias (as w; NULL or skipped: none); w and bias are
- * read from the backend's valid 16-bit weight copy instead when they lie in it (fp_bcu_wc_view). A weight is
- * rounded to TF32 only when 16-bit: an fp32 weight comes rounded to compute (the model's weight copy). */
+/* Fills *r for compute, staging in this order: a and b (activations or gradients; b may be NULL), w (a
+ * weight, may be NULL) and bias (as w; NULL or skipped: none), each only when not already in the run format;
+ * w and bias are read from the backend's valid 16-bit weight copy instead when they lie in it
+ * (fp_bcu_wc_view). Under TF32 compute the run format is fp32 and nothing is staged: the library's TF32
+ * math converts the operands (an fp32 weight arrives already rounded to TF32 by the model's weight copy,
+ * which that conversion leaves as it is). */
 static int stage_args(fp_backend *be, fp_dtype compute, run_args *r, const fp_tensor *a, const fp_tensor *b,
                       const fp_tensor *w, const fp_tensor *bias)
 {
-    int tf = compute == FP_DT_TF32;
     *r = (run_args){.rd = run_dt(compute)};
     TRY(ctx_for(be, compute, &r->d));
-    TRY(operand(be, &r->a, a, r->rd, tf, FP_BCU_A));
+    TRY(operand(be, &r->a, a, r->rd, FP_BCU_A));
     if (b)
-        TRY(operand(be, &r->b, b, r->rd, tf, FP_BCU_B));
+        TRY(operand(be, &r->b, b, r->rd, FP_BCU_B));
     if (w && !fp_bcu_wc_view(be, w, r->rd, &r->w))   /* the optimizer's 16-bit copy, else cast now */
-        TRY(operand(be, &r->w, w, r->rd, tf && fp_bcu_is16(w->dt), FP_BCU_W));
+        TRY(operand(be, &r->w, w, r->rd, FP_BCU_W));
     if (bias && bias->p && !fp_bcu_wc_view(be, bias, r->rd, &r->bias))
-        TRY(operand(be, &r->bias, bias, r->rd, tf && fp_bcu_is16(bias->dt), FP_BCU_B2));
+        TRY(operand(be, &r->bias, bias, r->rd, FP_BCU_B2));
     return FP_OK;
 }
 
@@ -240,7 +242,7 @@ int fp_bcu_bn_backward(fp_backend *be, fp_tensor dx, fp_tensor dgamma, fp_tensor
     fp_cudnn *d;
     fp_dtensor xs = fp_bcu_dt(&x), dys, g;
     TRY(ctx_for(be, FP_DT_F32, &d));
-    TRY(operand(be, &dys, &dy, x.dt, 0, FP_BCU_A));
+    TRY(operand(be, &dys, &dy, x.dt, FP_BCU_A));
     /* backward reads the saved inverse std (which holds the forward's eps); cuDNN still wants an eps >=
      * CUDNN_BN_MIN_EPSILON "as in forward": PyTorch's default stands in (not used with saved stats) */
     fp_bn_params bp = {0.1f, 1e-5f};

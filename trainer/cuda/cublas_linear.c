@@ -1,7 +1,8 @@
 /* cublas_linear.c — the linear layer on cuBLASLt: y = x W^T + b with the bias epilogue, and its
  * backward (dx += dy W, dw += dy^T x, db += column sums of dy as a matmul with a ones vector), for fp32
- * (CUBLAS_COMPUTE_32F, or _FAST_TF32 under the tf32 policy) and fp16 / bf16 tensors with fp32
- * accumulation. Each (kind, shape, dtype, pointer alignment) gets its algorithm once, cached. */
+ * (CUBLAS_COMPUTE_32F, or _FAST_TF32 under the tf32 policy: cuBLASLt converts the unrounded fp32 operands
+ * to TF32 itself, cudnn_ops.h) and fp16 / bf16 tensors with fp32 accumulation. Each (kind, shape, dtype,
+ * pointer alignment) gets its algorithm once, cached. */
 #include "config.h"
 #include <stdint.h>
 #include <stdlib.h>

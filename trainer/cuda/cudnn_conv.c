@@ -51,6 +51,8 @@ static cudnnMathType_t run_math(const fp_cudnn *d, fp_dtype dt, cudnnMathType_t 
     return dt == FP_DT_F32 && d->cfg.math != FP_DT_TF32 ? CUDNN_FMA_MATH : measured;
 }
 
+/* The math type asked of the heuristics: TF32 tensor-op math for fp32 tensors under tf32 (cuDNN converts the
+ * unrounded fp32 operands itself, cudnn_ops.h), FMA under fp32, tensor ops for 16-bit tensors. */
 static cudnnMathType_t policy_math(const fp_cudnn *d, fp_dtype dt)
 {
     if (dt == FP_DT_F32)

@@ -37,7 +37,16 @@ typedef struct {
     /* Math of convolutions / matmuls on fp32 tensors, per docs/design.md's policies:
      *   FP_DT_F32  — really fp32: CUDNN_FMA_MATH (cuDNN's DEFAULT_MATH permits TF32 on sm_80+, so it is
      *                NOT used) and CUBLAS_COMPUTE_32F;
-     *   FP_DT_TF32 — tensor-op math allowed: CUDNN_TENSOR_OP_MATH, CUBLAS_COMPUTE_32F_FAST_TF32;
+     *   FP_DT_TF32 — TF32 math allowed, as PyTorch's allow_tf32: CUDNN_TENSOR_OP_MATH (a convolution whose
+     *                fastest measured algorithm is an FMA one runs that in true fp32, as in PyTorch),
+     *                CUBLAS_COMPUTE_32F_FAST_TF32 ("allows down-converting inputs to TF32", cublas_api.h).
+     *                The fp32 operands are handed over unrounded: the library / tensor cores convert
+     *                them (fp16probe does not round them first). NVIDIA's PTX ISA 9.0 leaves tf32's
+     *                layout implementation-defined (">= 10 bits" of mantissa); Hopper's wgmma "will truncate
+     *                lower 13 bits of the 32-bit input data" of .tf32 operands, and the conversion a
+     *                kernel may apply instead, cvt.rna.tf32.f32, rounds to nearest, ties away from zero.
+     *                Either way an operand stays within one TF32 ulp (2^-10 relative) of the CPU backend's
+     *                round-to-nearest-even emulation and may differ from it in that last bit;
      *   FP_DT_F16 / FP_DT_BF16 — the arm's 16-bit tensors run on tensor cores with fp32 accumulation
      *                (fp32 tensors of such an arm are treated as under FP_DT_F32).
      * 16-bit tensors always compute in fp32 (conv compute type FLOAT, CUBLAS_COMPUTE_32F). */
