@@ -32,7 +32,8 @@ int fp_dist_plan_next(fp_dist_plan *p, int force, size_t *lo, size_t *count);
 void fp_dist_plan_free(fp_dist_plan *p);
 
 struct fp_dist {
-    MPI_Comm comm;              /* a duplicate of MPI_COMM_WORLD, errors returned */
+    MPI_Comm comm;              /* a duplicate of MPI_COMM_WORLD, errors returned; MPI_COMM_NULL for the one rank of
+                                 * fp_dist_init_local (MPI never initialised: no MPI call may reach it) */
     int rank, size, own_init;
     fp_dist_peer *peers;        /* every rank's pid and host (fp_dist_dead_peer) */
     int64_t last_peer_check;    /* mono ns */
