@@ -1,11 +1,13 @@
-# trainer/cuda/cuda.mk — the CUDA backend's own kernels (loss, AMP, SGD, histogram, layer error), the
+# trainer/cuda/cuda.mk — the CUDA backend's own kernels (loss, AMP, SGD, Adam, histogram, layer error), the
 # per-arm device arena, the kernel-name classifier, and their tests (GPU tests skip without one).
 if HAVE_CUDA
 lib_libfp_a_SOURCES += trainer/cuda/kernels.h trainer/cuda/xent.cu trainer/cuda/amp.cu trainer/cuda/sgd.cu \
-	trainer/cuda/hist.cu trainer/cuda/layer_error.cu trainer/cuda/step.cu
+	trainer/cuda/adam.cu trainer/cuda/hist.cu trainer/cuda/layer_error.cu trainer/cuda/step.cu
 # nvcc objects get no automatic header dependencies: list them.
-FP_CUDA_KERNEL_DEPS = trainer/cuda/kernels.h lib/error.h lib/hist.h lib/hist_counts.h lib/formats.h trainer/precision.h
+FP_CUDA_KERNEL_DEPS = trainer/cuda/kernels.h lib/error.h lib/hist.h lib/hist_counts.h lib/formats.h trainer/precision.h \
+	trainer/optim.h
 trainer/cuda/xent.$(OBJEXT) trainer/cuda/amp.$(OBJEXT) trainer/cuda/sgd.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
+trainer/cuda/adam.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
 trainer/cuda/hist.$(OBJEXT) trainer/cuda/layer_error.$(OBJEXT) trainer/cuda/step.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
 endif
 
@@ -19,7 +21,7 @@ trainer/cuda/backend_kernels.$(OBJEXT): trainer/cuda/backend_kernels.h $(FP_CUDA
 endif
 EXTRA_DIST += $(FP_CUDA_BACKEND_SOURCES)
 EXTRA_DIST += trainer/cuda/kernels.h trainer/cuda/xent.cu trainer/cuda/amp.cu trainer/cuda/sgd.cu \
-	trainer/cuda/hist.cu trainer/cuda/layer_error.cu trainer/cuda/step.cu
+	trainer/cuda/adam.cu trainer/cuda/hist.cu trainer/cuda/layer_error.cu trainer/cuda/step.cu
 
 # The arena: bookkeeping in C (CPU-tested with a host block), cudaMalloc only in a CUDA build.
 lib_libfp_a_SOURCES += trainer/cuda/arena.c trainer/cuda/arena.h
@@ -68,6 +70,13 @@ check_PROGRAMS += tests/gpu/test_cuda_step_scaler tests/gpu/test_cuda_arm_step
 TESTS += tests/gpu/test_cuda_step_scaler tests/gpu/test_cuda_arm_step
 tests_gpu_test_cuda_step_scaler_LDADD = $(TEST_LDADD)
 tests_gpu_test_cuda_arm_step_LDADD = $(TEST_LDADD)
+
+# Adam / AdamW on the device (issue 22): the kernel against fp_optim_step over several steps (fp32 / fp16 / bf16
+# moments, a skipped step, the 16-bit copy; bit for bit on an FMA host), device arms without host mirrors, the
+# moments read back and uploaded again (a checkpoint) without changing the run.
+check_PROGRAMS += tests/gpu/test_cuda_adam
+TESTS += tests/gpu/test_cuda_adam
+tests_gpu_test_cuda_adam_LDADD = $(TEST_LDADD)
 
 # Device histograms for the probes (the backend's hist op, ready counts through the hist probe) against
 # lib/hist: counts bit for bit.

@@ -1,5 +1,5 @@
 /* kernels.h — the CUDA backend's own kernels (not cuDNN / cuBLAS): loss, AMP unscale + check, fused
- * SGD, exponent histogram, per-layer error. Each mirrors a CPU reference function and promises its
+ * SGD and Adam / AdamW, exponent histogram, per-layer error. Each mirrors a CPU reference function and promises its
  * semantics (named below). Pointers marked d_ are device pointers; stream is a cudaStream_t passed as
  * void* (NULL: the default stream). Every function returns FP_OK or a negative FP_E* code with
  * fp_error_message() naming the CUDA error; FP_EINVAL for bad arguments (checked before any launch). */
@@ -13,7 +13,8 @@
 extern "C" {   /* hist.h and precision.h have no guards of their own: C linkage for their functions */
 #endif
 #include "hist.h"
-#include "../precision.h"   /* fp_dtype (relative: nvcc sees only lib/ on its include path) */
+#include "../optim.h"       /* fp_optim_config (relative: nvcc sees only lib/ on its include path) */
+#include "../precision.h"   /* fp_dtype */
 
 /* ---- softmax cross-entropy (trainer/layers.h fp_softmax_xent) ----
  * d_logits [n, classes] fp32, d_labels [n] int32 in [0, classes). d_dlogits (may be NULL) gets
@@ -74,6 +75,31 @@ int fp_cuda_sgd_step(const fp_cuda_segment *segs, size_t nseg, double lr, double
 int fp_cuda_sgd_step_unless(const fp_cuda_segment *segs, size_t nseg, double lr, double momentum,
                             double weight_decay, int nesterov, int first, fp_dtype lowp_dtype, const int *d_skip,
                             void *stream);
+
+/* ---- Adam / AdamW (adam.cu) ----
+ * One segment per parameter tensor: the fp32 master weights (updated in place), the fp32 gradient (read), the
+ * moments exp_avg (m) and exp_avg_sq (v), n values each stored in the call's state dtype (float for FP_DT_F32,
+ * 16-bit patterns for FP_DT_F16 / FP_DT_BF16), and the optional 16-bit weight copy (as fp_cuda_segment's). */
+typedef struct {
+    float *param;
+    const float *grad;
+    void *exp_avg, *exp_avg_sq;
+    uint16_t *lowp;
+    size_t n;
+    int apply_weight_decay;
+} fp_cuda_adam_segment;
+
+/* trainer/optim.c's Adam (cfg->kind FP_OPTIM_ADAM: L2 folded into the gradient) or AdamW (FP_OPTIM_ADAMW: p *= 1 -
+ * lr * wd first) on every segment, as the step-th update (the optimizer's counter after it moved, >= 1): the bias
+ * corrections 1 - beta^step and the scalar coefficients in double rounded to fp32 as optim.c's adam_tensor does;
+ * element by element optim.c's FMA path (explicit __fmaf_rn / __fmul_rn / __fdiv_rn / __fsqrt_rn), so bit-identical
+ * to fp_optim_step on an FMA CPU. m and v are read from state_dtype (exact), computed in fp32, and stored rounded
+ * to it (round to nearest even, overflow to Inf: fp_round_to_dtype after fp_optim_step, as `half` does on the
+ * host); the weights' update uses them unrounded, as the host does. lowp_dtype as fp_cuda_sgd_step; d_skip as
+ * fp_cuda_sgd_step_unless (set on the device: no weight and no moment changes, the copy rewritten as the cast of
+ * the unchanged weights; NULL: always update). FP_EINVAL for a non-Adam kind, bad hyperparameters, lr, step. */
+int fp_cuda_adam_step_unless(const fp_cuda_adam_segment *segs, size_t nseg, const fp_optim_config *cfg, double lr,
+                             int64_t step, fp_dtype state_dtype, fp_dtype lowp_dtype, const int *d_skip, void *stream);
 
 /* fp_cuda_unscale_and_check, also recording in *d_first (one device int, set to INT_MAX first) the smallest
  * position in segs[] of a segment that held an Inf or NaN (INT_MAX: none), so that the caller can name the
@@ -150,8 +176,10 @@ int fp_cuda_layer_error(const float *d_ref, const void *d_x, fp_dtype x_dtype, s
 #endif
 
 #ifdef __CUDACC__
-/* ---- shared by the .cu files only: launch checks and block reductions ---- */
+/* ---- shared by the .cu files only: launch checks, segment groups, the weight copy's cast, block reductions ---- */
 #include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include "error.h"
 
 #define FP_CUDA_THREADS 256   /* every kernel here runs 256-thread blocks */
@@ -172,17 +200,20 @@ static inline unsigned fp_cuda_grid(size_t n, unsigned cap)
     return (unsigned)(b > cap ? cap : (b ? b : 1));
 }
 
-/* Up to FP_SEG_GROUP segments travel by value as one kernel parameter (3 KiB, under the 4 KiB limit);
- * each block walks every segment of its group with a grid-stride loop. */
+/* Up to FP_SEG_GROUP segments travel by value as one kernel parameter (fp_cuda_segment: 3 KiB;
+ * fp_cuda_adam_segment: 3.5 KiB; under the 4 KiB limit); each block walks every segment of its group with a
+ * grid-stride loop. */
 #define FP_SEG_GROUP 64
-struct fp_seg_group {
-    fp_cuda_segment s[FP_SEG_GROUP];
+template <typename S> struct fp_seg_group_of {
+    S s[FP_SEG_GROUP];
     int count;
 };
+typedef fp_seg_group_of<fp_cuda_segment> fp_seg_group;
 
 /* Fills g with the next non-empty segments of segs (at most FP_SEG_GROUP) from *i on, advancing *i past
  * them; returns the largest n among them (g->count 0: none left). */
-static inline size_t fp_seg_group_next(fp_seg_group *g, const fp_cuda_segment *segs, size_t nseg, size_t *i)
+template <typename S>
+static inline size_t fp_seg_group_next(fp_seg_group_of<S> *g, const S *segs, size_t nseg, size_t *i)
 {
     size_t most = 0;
     g->count = 0;
@@ -193,6 +224,34 @@ static inline size_t fp_seg_group_next(fp_seg_group *g, const fp_cuda_segment *s
         most = segs[*i].n > most ? segs[*i].n : most;
     }
     return most;
+}
+
+/* The 16-bit weight copy (a segment's lowp) an optimizer kernel writes: its dtype checked (FP_EINVAL unless fp16,
+ * bf16 or fp32: none) and turned into a kernel's code (0 none, 1 fp16, 2 bf16); one value cast to it (round to
+ * nearest even, overflow to Inf) as the bits stored; and a skipped step's copy, every segment's recast from its
+ * unchanged weights (so the copy equals the cast of the weights after the launch either way). */
+static inline int fp_cuda_lowp_code(fp_dtype d, const char *what, int *code)
+{
+    *code = d == FP_DT_F16 ? 1 : d == FP_DT_BF16 ? 2 : 0;
+    if (d != FP_DT_F32 && !*code)
+        return fp_fail(FP_EINVAL, "%s: the weight copy must be fp16 or bf16 (or fp32: none), not %s", what,
+                       fp_dtype_name(d));
+    return FP_OK;
+}
+
+__device__ inline uint16_t fp_cuda_lowp_bits(float x, int code)
+{
+    return code == 1 ? __half_as_ushort(__float2half_rn(x)) : __bfloat16_as_ushort(__float2bfloat16_rn(x));
+}
+
+template <typename S> __device__ inline void fp_seg_group_recast(const fp_seg_group_of<S> &g, int code)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (int k = 0; code && k < g.count; k++) {
+        const S &s = g.s[k];
+        for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; s.lowp && i < s.n; i += stride)
+            s.lowp[i] = fp_cuda_lowp_bits(s.param[i], code);
+    }
 }
 
 /* Block-wide sums / maxima over FP_CUDA_THREADS threads; every thread gets the result. `sh` is

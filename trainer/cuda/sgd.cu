@@ -2,8 +2,6 @@
  * fp16 / bf16 copy of the new weights, and skipped on a device flag. Promise: every operation is optim.c's FMA
  * path (explicit __fmaf_rn / __fmul_rn / __fadd_rn): bit-identical to optim.c on an FMA CPU, hence torch 1.13. */
 #include <math.h>
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
 #include "kernels.h"
 
 namespace {
@@ -19,12 +17,7 @@ __global__ void sgd_kernel(fp_seg_group g, sgd_args a, const int *skip)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     if (skip && *skip) {   /* skipped step: the weights stay; the copy is (re)written as their cast */
-        for (int k = 0; a.lowp && k < g.count; k++) {
-            const fp_cuda_segment s = g.s[k];
-            for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; s.lowp && i < s.n; i += stride)
-                s.lowp[i] = a.lowp == 1 ? __half_as_ushort(__float2half_rn(s.param[i]))
-                                        : __bfloat16_as_ushort(__float2bfloat16_rn(s.param[i]));
-        }
+        fp_seg_group_recast(g, a.lowp);
         return;
     }
     for (int k = 0; k < g.count; k++) {
@@ -42,10 +35,8 @@ __global__ void sgd_kernel(fp_seg_group g, sgd_args a, const int *skip)
             }
             const float np = __fmaf_rn(d, a.alpha, p);           /* param.add_(d_p, alpha=-lr) */
             s.param[i] = np;
-            if (s.lowp && a.lowp == 1)
-                s.lowp[i] = __half_as_ushort(__float2half_rn(np));
-            else if (s.lowp && a.lowp == 2)
-                s.lowp[i] = __bfloat16_as_ushort(__float2bfloat16_rn(np));
+            if (s.lowp && a.lowp)
+                s.lowp[i] = fp_cuda_lowp_bits(np, a.lowp);
         }
     }
 }
@@ -70,9 +61,10 @@ extern "C" int fp_cuda_sgd_step_unless(const fp_cuda_segment *segs, size_t nseg,
         return fp_fail(FP_EINVAL, "fp_cuda_sgd_step: invalid momentum %g or weight_decay %g", momentum, weight_decay);
     if (nesterov && !(momentum > 0))
         return fp_fail(FP_EINVAL, "fp_cuda_sgd_step: nesterov momentum requires a momentum > 0");
-    if (lowp_dtype != FP_DT_F32 && lowp_dtype != FP_DT_F16 && lowp_dtype != FP_DT_BF16)
-        return fp_fail(FP_EINVAL, "fp_cuda_sgd_step: the weight copy must be fp16 or bf16 (or fp32: none), not %s",
-                       fp_dtype_name(lowp_dtype));
+    int lowp = 0;
+    int rc = fp_cuda_lowp_code(lowp_dtype, "fp_cuda_sgd_step", &lowp);
+    if (rc)
+        return rc;
     for (size_t i = 0; i < nseg; i++) {
         if (segs[i].n && (!segs[i].param || !segs[i].grad))
             return fp_fail(FP_EINVAL, "fp_cuda_sgd_step: segment %zu has a NULL %s", i, segs[i].param ? "grad" : "param");
@@ -86,10 +78,9 @@ extern "C" int fp_cuda_sgd_step_unless(const fp_cuda_segment *segs, size_t nseg,
     a.use_wd = weight_decay != 0;
     a.nesterov = nesterov != 0;
     a.first = first != 0;
-    a.lowp = lowp_dtype == FP_DT_F16 ? 1 : lowp_dtype == FP_DT_BF16 ? 2 : 0;
+    a.lowp = lowp;
     cudaStream_t st = (cudaStream_t)stream;
     fp_seg_group g;
-    int rc = FP_OK;
     size_t i = 0;
     while (rc == FP_OK && i < nseg) {
         size_t most = fp_seg_group_next(&g, segs, nseg, &i);

@@ -59,7 +59,7 @@ static char *dup_or_null(const char *s)
 }
 
 /* The policy's master / optimizer-state formats, applied to what the arm holds (`half`). */
-void fp_arm_round_state(fp_arm *a)
+static void round_state(fp_arm *a)
 {
     if (a->policy->master != FP_DT_F32)
         fp_round_to_dtype(fp_model_params(a->model), fp_model_num_params(a->model), a->policy->master);
@@ -172,7 +172,7 @@ int fp_arm_create(fp_arm **out, const fp_arm_config *cfg)
         if (cfg->growth_interval > 0)
             a->scaler.growth_interval = cfg->growth_interval;
     }
-    fp_arm_round_state(a);
+    round_state(a);
     if (cfg->backend && cfg->backend != fp_backend_cpu() && (rc = to_backend(a, cfg)))
         goto fail;
     if (fp_dist_size(cfg->dist) > 1)   /* data parallel: buckets go while the backward runs */
@@ -458,7 +458,7 @@ static int update(fp_arm *a, double lr, fp_arm_update_hook uh, int64_t *t0, int6
     int64_t o0 = fp_clock_mono_ns();
     if ((rc = fp_optim_step(a->optim, lr)))
         return rc;
-    fp_arm_round_state(a);
+    round_state(a);
     a->optim_ns = fp_clock_mono_ns() - o0;
     return FP_OK;
 }
@@ -502,10 +502,10 @@ static void step_done(fp_arm *a, fp_arm_step_result *r, int64_t t0, int64_t t1, 
  *   5. scaler     GradScaler.update: inf / NaN -> the step is skipped and the scale halves; 2000 clean
  *                 steps -> it doubles. Without a scaler nothing is skipped (a non-finite gradient is applied,
  *                 as PyTorch does, and reported).
- *   6. update     unless skipped: optimizer.step(lr) (SGD on the device for a device arm), or the update hook
- *                 stepping it part by part with the parameter pass riding on it (weights, weight gradients,
- *                 updates and lost updates histogrammed while in cache; untimed); then `half` rounds the
- *                 master weights and optimizer state to fp16.
+ *   6. update     unless skipped: optimizer.step(lr) (SGD, Adam or AdamW on the device for a device arm), or
+ *                 the update hook stepping it part by part with the parameter pass riding on it (weights,
+ *                 weight gradients, updates and lost updates histogrammed while in cache; untimed); then `half`
+ *                 rounds the master weights and optimizer state to fp16.
  *   7. done       iteration + 1; forward / backward / optimizer / total times (CLOCK_MONOTONIC).
  *
  * The loop around it (compare.c's arm_step) opens the probe set's step before this call, as the step plan

@@ -28,9 +28,10 @@ typedef struct {
     float init_scale;
     int growth_interval;
     /* The backend the model runs on (trainer/backend.h): NULL is the CPU backend. A device backend (the
-     * CUDA one, trainer/backend_cuda.h) gets the model after init / weights / policy; on it the SGD step
-     * and the unscale + non-finite check run on the device (trainer/cuda/kernels.h), Adam / AdamW on the
-     * host mirrors. arena_bytes: the CUDA arm's arena (0: fp_backend_cuda_default_arena()). */
+     * CUDA one, trainer/backend_cuda.h) gets the model after init / weights / policy; on it the optimizer
+     * (SGD, Adam, AdamW, with its state) and the unscale + non-finite check run on the device
+     * (trainer/cuda/kernels.h; trainer/run/arm_device.c). arena_bytes: the CUDA arm's arena
+     * (0: fp_backend_cuda_default_arena()). */
     const struct fp_backend_ops *backend;
     size_t arena_bytes;
     /* Data parallel (trainer/dist/dist.h): NULL trains alone. With ranks, every step's gradients are averaged
@@ -57,8 +58,8 @@ int fp_arm_create(fp_arm **out, const fp_arm_config *cfg);
 void fp_arm_free(fp_arm *a);    /* NULL is fine */
 
 fp_model *fp_arm_model(fp_arm *a);
-/* The optimizer; on a device arm its state (momentum buffers) is downloaded first and marked as possibly
- * written (a checkpoint restore), to be uploaded before the next device step. */
+/* The optimizer; on a device arm its state (SGD's momentum buffers, Adam's moments) is downloaded first and
+ * marked as possibly written (a checkpoint restore), to be uploaded before the next device step. */
 fp_optim *fp_arm_optim(fp_arm *a);
 /* 1 when the arm's model runs on a device backend (host_memory 0). */
 int fp_arm_on_device(const fp_arm *a);
@@ -97,7 +98,7 @@ typedef struct {
     int64_t reduce_overflow, reduce_underflow;
     /* Phase times. Host arm: CLOCK_MONOTONIC around each phase. Device arm: the device's, from events on the
      * model's stream (no wait inside the step): forward = forward + loss, backward, optimizer = unscale + check,
-     * scaler update and update (+ a host optimizer's own time), the all-reduce's exposed part (comm_ns) apart;
+     * scaler update and update, the all-reduce's exposed part (comm_ns) apart;
      * total_ns is the host's in both, to the step's end (on a device, after its one wait). */
     int64_t forward_ns, backward_ns, optim_ns, total_ns;
 } fp_arm_step_result;

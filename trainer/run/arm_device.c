@@ -16,26 +16,47 @@
 
 /* ---------------------------------------------------------------- the device state */
 
-/* The k-th SGD state entry of fp_optim belongs to the k-th parameter tensor (optim.h: in tensor order). */
-static int mom_transfer(fp_arm *a, int down)
+/* The device optimizer state and fp_optim's host state: down (device -> host) or up. fp_optim keeps nopt entries per
+ * parameter tensor, in tensor order (optim.h: SGD's momentum_buffer; Adam's exp_avg, then exp_avg_sq), each the
+ * tensor's part of one device buffer. 16-bit storage goes through one host buffer of the whole, widened (exact) or
+ * narrowed (round to nearest even: a restored value the format does not hold is rounded, as `half`'s host step
+ * rounds its state). Waits at the end. */
+static int opt_transfer(fp_arm *a, int down)
 {
     const fp_backend_ops *ops = fp_model_backend_ops(a->model);
     fp_backend *be = fp_model_backend(a->model);
-    size_t nt = fp_model_tensor_count(a->model), k = 0;
-    int rc = FP_OK;
-    for (size_t i = 0; i < nt && !rc; i++) {
-        const fp_tensor_info *t = fp_model_tensor(a->model, i);
-        if (!t->is_param)
-            continue;
-        fp_optim_state st;
-        if ((rc = fp_optim_state_at(a->optim, k++, &st)))
-            break;
-        if (st.n != t->numel)
-            return fp_fail(FP_EINTERNAL, "arm: optimizer state %s does not match tensor %s", st.name, t->name);
-        rc = down ? ops->download(be, st.data, a->dmom + t->offset, t->numel * sizeof(float))
-                  : ops->upload(be, a->dmom + t->offset, st.data, t->numel * sizeof(float));
+    size_t nt = fp_model_tensor_count(a->model), np = fp_model_num_params(a->model);
+    const int wide = a->dopt_dtype == FP_DT_F32;
+    uint16_t *tmp = wide ? NULL : malloc((np ? np : 1) * sizeof *tmp);
+    int rc = !wide && !tmp ? fp_fail(FP_ENOMEM, "out of memory") : FP_OK;
+    for (int j = 0; !rc && j < a->nopt; j++) {
+        if (tmp && down && !(rc = ops->download(be, tmp, a->dopt[j], np * sizeof *tmp)))
+            rc = ops->sync(be);
+        for (size_t i = 0, k = 0; i < nt && !rc; i++) {
+            const fp_tensor_info *t = fp_model_tensor(a->model, i);
+            if (!t->is_param)
+                continue;
+            fp_optim_state st;
+            if ((rc = fp_optim_state_at(a->optim, k++ * (size_t)a->nopt + (size_t)j, &st)))
+                break;
+            if (st.n != t->numel) {
+                rc = fp_fail(FP_EINTERNAL, "arm: optimizer state %s does not match tensor %s", st.name, t->name);
+                break;
+            }
+            float *d = (float *)a->dopt[j] + t->offset;
+            if (wide)
+                rc = down ? ops->download(be, st.data, d, t->numel * sizeof(float))
+                          : ops->upload(be, d, st.data, t->numel * sizeof(float));
+            else
+                rc = down ? fp_widen_array(st.data, tmp + t->offset, t->numel, a->dopt_dtype)
+                          : fp_narrow_array(tmp + t->offset, st.data, t->numel, a->dopt_dtype);
+        }
+        if (!rc && tmp && !down)
+            rc = ops->upload(be, a->dopt[j], tmp, np * sizeof *tmp);
     }
-    return rc ? rc : ops->sync(be);
+    rc = rc ? rc : ops->sync(be);
+    free(tmp);
+    return rc;
 }
 
 /* The device step's state (in the backend's memory), its pinned host copy and the timing events. */
@@ -54,8 +75,9 @@ static int device_step_state(fp_arm *a)
     return rc;
 }
 
-/* Moves the model onto the device backend (a CUDA arm gets its own named arena) and, for SGD with momentum,
- * allocates the momentum buffers there (zero: fp_optim's state before the first step); then the step state. */
+/* Moves the model onto the device backend (a CUDA arm gets its own named arena) and allocates the optimizer's state
+ * there (zero: fp_optim's state before the first step): SGD's momentum buffers in fp32, Adam's moments in the
+ * policy's optimizer-state dtype; then the step state. */
 int fp_arm_device_init(fp_arm *a, const fp_arm_config *cfg)
 {
     fp_backend *be = NULL;
@@ -72,19 +94,22 @@ int fp_arm_device_init(fp_arm *a, const fp_arm_config *cfg)
     if ((rc = fp_model_set_backend(a->model, cfg->backend, be)))
         return rc;
     a->dev = 1;
-    if (cfg->optim.kind == FP_OPTIM_SGD && cfg->optim.momentum > 0) {
-        const fp_backend_ops *ops = cfg->backend;
-        fp_backend *mb = fp_model_backend(a->model);
-        size_t bytes = (fp_model_num_params(a->model) ? fp_model_num_params(a->model) : 1) * sizeof(float);
-        void *p = NULL;
+    const int adam = cfg->optim.kind != FP_OPTIM_SGD;
+    const fp_dtype sd = a->policy->optim_state;
+    a->nopt = adam ? 2 : cfg->optim.momentum > 0 ? 1 : 0;
+    a->dopt_dtype = adam && (sd == FP_DT_F16 || sd == FP_DT_BF16) ? sd : FP_DT_F32;
+    const fp_backend_ops *ops = cfg->backend;
+    fp_backend *mb = fp_model_backend(a->model);
+    size_t bytes = (fp_model_num_params(a->model) ? fp_model_num_params(a->model) : 1) *
+                   (size_t)fp_dtype_bytes(a->dopt_dtype);
+    for (int j = 0; j < a->nopt; j++) {
         if (ops->set_label)
-            ops->set_label(mb, "momentum buffers");
-        rc = ops->alloc(mb, &p, bytes);
+            ops->set_label(mb, adam ? (j ? "Adam exp_avg_sq" : "Adam exp_avg") : "momentum buffers");
+        rc = ops->alloc(mb, &a->dopt[j], bytes);
         if (ops->set_label)
             ops->set_label(mb, NULL);
-        if (rc || (rc = ops->zero(mb, p, bytes)))
+        if (rc || (rc = ops->zero(mb, a->dopt[j], bytes)))
             return rc;
-        a->dmom = p;
     }
     return device_step_state(a);
 }
@@ -94,8 +119,9 @@ void fp_arm_device_free(fp_arm *a)
     const fp_backend_ops *ops = fp_model_backend_ops(a->model);
     fp_backend *be = fp_model_backend(a->model);
     size_t np = fp_model_num_params(a->model) ? fp_model_num_params(a->model) : 1;
-    if (a->dmom)
-        ops->free(be, a->dmom, np * sizeof(float));
+    for (int j = 0; j < 2; j++)
+        if (a->dopt[j])
+            ops->free(be, a->dopt[j], np * (size_t)fp_dtype_bytes(a->dopt_dtype));
     if (a->dstage)
         ops->free(be, a->dstage, np * 2);
     if (a->dstate)
@@ -107,10 +133,10 @@ void fp_arm_device_free(fp_arm *a)
 
 void fp_arm_device_optim_to_host(fp_arm *a)
 {
-    if (a->dmom && a->mom_dev_newer && mom_transfer(a, 1) == FP_OK)
-        a->mom_dev_newer = 0;
-    if (a->dmom)
-        a->mom_host_newer = 1;   /* the caller may write (checkpoint restore) */
+    if (a->nopt && a->opt_dev_newer && opt_transfer(a, 1) == FP_OK)
+        a->opt_dev_newer = 0;
+    if (a->nopt)
+        a->opt_host_newer = 1;   /* the caller may write (checkpoint restore) */
 }
 
 /* ---------------------------------------------------------------- the device parts of steps 3b, 4 and 6 */
@@ -232,51 +258,67 @@ int fp_arm_device_grad_ready(fp_arm *a, size_t off, size_t count)
 #endif
 }
 
-/* 6. The SGD step of a device arm (optim.c's update, kernels.h), launched to do nothing when the step state's skip
- * flag is set on the device; then the policy's rounding of master weights / state (`half`; idempotent when the
- * step was skipped). The optimizer's step count moves at the step's end, once the skip is known. */
-static int device_sgd(fp_arm *a, double lr, int64_t step)
+/* 6. The optimizer step of a device arm (optim.c's update, kernels.h: SGD, or Adam / AdamW with the moments in their
+ * storage dtype), launched to do nothing when the step state's skip flag is set on the device; then the policy's
+ * rounding of master weights and of state kept in fp32 (`half`; idempotent when the step was skipped). step: the
+ * optimizer's count before it; it moves at the step's end, once the skip is known. */
+static int device_optim(fp_arm *a, double lr, int64_t step)
 {
     fp_model *m = a->model;
     const fp_backend_ops *ops = fp_model_backend_ops(m);
     fp_backend *be = fp_model_backend(m);
     const fp_optim_config *oc = &a->cfg.optim;
+    const int adam = oc->kind != FP_OPTIM_SGD;
     if (!isfinite(lr) || lr < 0)
         return fp_fail(FP_EINVAL, "optimizer: learning rate %g is not finite and >= 0", lr);
     int rc = FP_OK;
-    if (a->dmom && a->mom_host_newer) {   /* a restore: the host's momentum goes over (and waits, once) */
-        if ((rc = mom_transfer(a, 0)))
+    if (a->nopt && a->opt_host_newer) {   /* a restore: the host's state goes over (and waits, once) */
+        if ((rc = opt_transfer(a, 0)))
             return rc;
-        a->mom_host_newer = 0;
+        a->opt_host_newer = 0;
     }
-    size_t nt = fp_model_tensor_count(m), ns = 0;
-    fp_cuda_segment *segs = calloc(nt ? nt : 1, sizeof *segs);
+    size_t nt = fp_model_tensor_count(m), ns = 0, es = (size_t)fp_dtype_bytes(a->dopt_dtype);
+    fp_cuda_segment *segs = adam ? NULL : calloc(nt ? nt : 1, sizeof *segs);
+    fp_cuda_adam_segment *asegs = adam ? calloc(nt ? nt : 1, sizeof *asegs) : NULL;
     float *p = fp_model_backend_params(m), *g = fp_model_backend_grads(m);
-    if (!segs || !p || !g) {
+    if ((!segs && !asegs) || !p || !g) {
+        rc = !segs && !asegs ? fp_fail(FP_ENOMEM, "out of memory") : FP_EINTERNAL;
         free(segs);
-        return segs ? FP_EINTERNAL : fp_fail(FP_ENOMEM, "out of memory");
+        free(asegs);
+        return rc;
     }
     fp_dtype low_dt = FP_DT_F32;   /* the backend's 16-bit weight copy (16-bit compute): written here, once */
     int low = fp_backend_cuda_weight_copy_of(be, p, &low_dt) != NULL;
+    char *m0 = a->dopt[0], *m1 = a->dopt[1];
     for (size_t i = 0; i < nt; i++) {
         const fp_tensor_info *t = fp_model_tensor(m, i);
-        if (t->is_param)
-            segs[ns++] = (fp_cuda_segment){p + t->offset, g + t->offset, a->dmom ? a->dmom + t->offset : NULL,
-                                           low ? fp_backend_cuda_weight_copy_at(be, p + t->offset) : NULL,
+        if (!t->is_param)
+            continue;
+        uint16_t *lowp = low ? fp_backend_cuda_weight_copy_at(be, p + t->offset) : NULL;
+        if (adam)
+            asegs[ns++] = (fp_cuda_adam_segment){p + t->offset, g + t->offset, m0 + t->offset * es,
+                                                 m1 + t->offset * es, lowp, t->numel, 1};
+        else
+            segs[ns++] = (fp_cuda_segment){p + t->offset, g + t->offset, m0 ? (float *)m0 + t->offset : NULL, lowp,
                                            t->numel, 1};
     }
     fp_cuda_step_state *ds = a->dstate;
-    rc = fp_cuda_sgd_step_unless(segs, ns, lr, oc->momentum, oc->weight_decay, oc->nesterov, step == 0,
-                                 low ? low_dt : FP_DT_F32, &ds->skip, fp_backend_cuda_stream(be));
+    void *stream = fp_backend_cuda_stream(be);
+    rc = adam ? fp_cuda_adam_step_unless(asegs, ns, oc, lr, step + 1, a->dopt_dtype, low ? low_dt : FP_DT_F32,
+                                         &ds->skip, stream)
+              : fp_cuda_sgd_step_unless(segs, ns, lr, oc->momentum, oc->weight_decay, oc->nesterov, step == 0,
+                                        low ? low_dt : FP_DT_F32, &ds->skip, stream);
     if (!rc && low)   /* skipped or not, the kernel wrote the cast of the weights it leaves */
         fp_backend_cuda_weight_copy_written(be);   /* before the master rounding below, which keeps or drops it */
     free(segs);
+    free(asegs);
     size_t np = fp_model_num_params(m);
     fp_tensor pt = fp_tensor_of(p, FP_DT_F32, (fp_dims){1, 1, 1, (int)np});
     if (!rc && np && a->policy->master != FP_DT_F32)
         rc = ops->round(be, pt, pt, a->policy->master);
-    if (!rc && np && a->dmom && a->policy->optim_state != FP_DT_F32) {
-        fp_tensor mt = fp_tensor_of(a->dmom, FP_DT_F32, (fp_dims){1, 1, 1, (int)np});
+    for (int j = 0; !rc && np && j < a->nopt && a->dopt_dtype == FP_DT_F32 && a->policy->optim_state != FP_DT_F32;
+         j++) {
+        fp_tensor mt = fp_tensor_of(a->dopt[j], FP_DT_F32, (fp_dims){1, 1, 1, (int)np});
         rc = ops->round(be, mt, mt, a->policy->optim_state);
     }
     return rc;
@@ -306,10 +348,9 @@ static int64_t event_ns(fp_arm *a, int from, int to)
  * waiting (issue 22); the loss, the non-finite flags, the skip decision and GradScaler's state stay on the
  * device (kernels.h fp_cuda_step_state), read back once at the end (one copy into pinned memory, one stream
  * synchronisation), after which the result and the host's GradScaler are set from it: the same figures as
- * the host path. Only a restore's momentum upload, a sampling step's probes and a host optimizer (Adam / AdamW,
- * on the host mirrors after the readback) make the host wait otherwise. Times are the device's, from events
- * on the stream: forward (+ loss), backward, all-reduce (data parallel: its exposed part), optimizer (unscale,
- * scaler, update; + a host optimizer's own time); total: the host's, to the end of the wait. */
+ * the host path. Only a restore's optimizer-state upload and a sampling step's probes make the host wait
+ * otherwise. Times are the device's, from events on the stream: forward (+ loss), backward, all-reduce (data
+ * parallel: its exposed part), optimizer (unscale, scaler, update); total: the host's, to the end of the wait. */
 int fp_arm_device_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
 {
     fp_model *m = a->model;
@@ -320,7 +361,7 @@ int fp_arm_device_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
     /* 0. begin */
     fp_arm_step_begin(a, b, r);
     const float scale = a->scaler.scale;
-    const int sgd = a->cfg.optim.kind == FP_OPTIM_SGD, classes = fp_model_num_classes(m);
+    const int classes = fp_model_num_classes(m);
     const int64_t step = fp_optim_get_step(a->optim), t0 = fp_clock_mono_ns();
     int rc = FP_OK;
     if (!a->dev_scaler_set || a->dev_scale != a->scaler.scale || a->dev_tracker != a->scaler.clean_steps)
@@ -352,9 +393,8 @@ int fp_arm_device_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
         rc = device_reduce_flags(a);
     rc = rc ? rc : fp_cuda_step_update(ds, (int)a->policy->scaling, a->scaler.growth_factor, a->scaler.backoff_factor,
                                        a->scaler.growth_interval, stream);
-    /* 6. SGD, doing nothing on the device's skip */
-    if (!rc && sgd)
-        rc = device_sgd(a, r->lr, step);
+    /* 6. the optimizer (SGD, Adam / AdamW), doing nothing on the device's skip */
+    rc = rc ? rc : device_optim(a, r->lr, step);
     rc = rc ? rc : fp_cuda_event_record(a->ev[4], stream);
     /* the one readback and wait */
     rc = rc ? rc : fp_cuda_step_readback(hs, ds, stream);
@@ -407,27 +447,18 @@ int fp_arm_device_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
         r->next_scale = a->scaler.scale;
         r->scale_changed = r->next_scale != r->scale;
     }
-    /* 6. the optimizer's count (SGD), or a host optimizer on the mirrors */
-    int64_t host_optim = 0;
-    if (!r->skipped && sgd) {
-        rc = fp_optim_set_step(a->optim, step + 1);
-        if (a->dmom)
-            a->mom_dev_newer = 1;
-    } else if (!r->skipped) {
-        int64_t o0 = fp_clock_mono_ns();
-        float *p = fp_model_params(m), *g = fp_model_grads(m);   /* downloads; the next forward uploads */
-        rc = !p || !g ? FP_EINTERNAL : fp_optim_step(a->optim, r->lr);
-        if (!rc)
-            fp_arm_round_state(a);
-        host_optim = fp_clock_mono_ns() - o0;
+    /* 6. the optimizer's count, now that the skip is known (its state on the device moved on) */
+    if (!r->skipped) {
+        if ((rc = fp_optim_set_step(a->optim, step + 1)))
+            return rc;
+        if (a->nopt)
+            a->opt_dev_newer = 1;
     }
-    if (rc)
-        return rc;
     /* 7. done */
     a->iteration++;
     r->forward_ns = event_ns(a, 0, 1);
     r->backward_ns = event_ns(a, 1, 2);
-    r->optim_ns = event_ns(a, 3, 4) + host_optim;
+    r->optim_ns = event_ns(a, 3, 4);
     if (a->cfg.dist)
         r->comm_ns = r->comm_exposed_ns = event_ns(a, 2, 3);
     r->total_ns = fp_clock_mono_ns() - t0;

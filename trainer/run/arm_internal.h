@@ -18,9 +18,13 @@ struct fp_arm {
     size_t dlogits_cap;
     /* device arm (backend with host_memory 0) */
     int dev;
-    float *dmom;                /* SGD momentum buffers on the device, the parameters' layout (NULL: none) */
-    int mom_host_newer;         /* fp_optim's host state was handed out (restore): upload before a step */
-    int mom_dev_newer;          /* the device buffers moved on: download before the host state is read */
+    /* the optimizer's state on the device, each buffer in the parameters' layout: SGD's momentum buffers (fp32,
+     * rounded to the policy's optim_state), Adam's exp_avg and exp_avg_sq (stored in the policy's optim_state) */
+    void *dopt[2];              /* NULL: none */
+    int nopt;                   /* 0 (plain SGD), 1 (SGD with momentum), 2 (Adam / AdamW) */
+    fp_dtype dopt_dtype;        /* their storage dtype */
+    int opt_host_newer;         /* fp_optim's host state was handed out (restore): upload before a step */
+    int opt_dev_newer;          /* the device state moved on: download before the host state is read */
     fp_arm_forward_hook hook;   /* fp_arm_set_forward_hook */
     void *hook_ctx;
     fp_arm_update_hook uhook;   /* fp_arm_set_update_hook, for the next step */
@@ -46,8 +50,6 @@ struct fp_arm {
 /* ---- arm.c: parts of the step that the device step runs too ---- */
 /* 0. The result before anything ran: this iteration, the batch, the scale, the scheduled lr. */
 void fp_arm_step_begin(fp_arm *a, const fp_batch *b, fp_arm_step_result *r);
-/* The policy's master / optimizer-state formats applied to the host copies (`half`). */
-void fp_arm_round_state(fp_arm *a);
 /* 3. Data parallel, before the backward: the overlapped all-reduce begins (nothing alone or at a checked step). */
 int fp_arm_reduce_begin(fp_arm *a);
 /* 3b. Data parallel: the gradients averaged over the ranks (the rest posted, all waited for); r's comm figures. */
@@ -56,8 +58,8 @@ int fp_arm_allreduce_grads(fp_arm *a, fp_arm_step_result *r);
 #ifdef HAVE_CUDA
 /* ---- arm_device.c: the device arm ---- */
 /* Moves the model onto the device backend cfg->backend (the CUDA one gets its own named arena), then sets up
- * the device step's state: optimizer state on the device (zero, fp_optim's before the first step), the step
- * state, its pinned host copy and the timing events. */
+ * the device step's state: the optimizer's state on the device (zero, fp_optim's before the first step), the
+ * step state, its pinned host copy and the timing events. */
 int fp_arm_device_init(fp_arm *a, const fp_arm_config *cfg);
 void fp_arm_device_free(fp_arm *a);   /* what fp_arm_device_init and the steps allocated; not the model */
 /* Before fp_optim's host state is handed out (fp_arm_optim): the device state downloaded when it moved on,
