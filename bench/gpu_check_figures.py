@@ -2,10 +2,13 @@
 # gpu_check_figures.py ON.db OFF.db WARMUP — the GPU check's figures read from its databases: per arm the CUPTI
 # kernel rows and the share of kernel time attributed to a layer and phase (library kernels apart), NVML energy
 # per step, the top kernels, how much of a traced step the GPU was busy; and the fp16 probe overhead as a user
-# pays it at the default sampling interval (traced steps left out of it: tracing is a choice of its own).
+# pays it at the default sampling interval (traced steps left out of it: tracing is a choice of its own); per
+# policy the host CPU time per step (steps.host_cpu_ns, schema version 6: the training thread's CPU time; nan
+# from a database without it).
 import os, sqlite3, statistics as st, sys
 on = sqlite3.connect(sys.argv[1]); warm = int(sys.argv[3])
 q = lambda db, s, *a: db.execute(s, a).fetchall()
+has_host_cpu = any(c[1] == "host_cpu_ns" for c in q(on, "PRAGMA table_info(steps)"))
 for run, pol in q(on, "SELECT id, policy FROM runs ORDER BY id"):
     k = q(on, "SELECT COUNT(*), SUM(end - start), SUM(CASE WHEN layer IS NOT NULL AND phase IS NOT NULL THEN end - start END), "
               "COUNT(DISTINCT step) FROM kernels WHERE run = ?", run)[0]
@@ -27,6 +30,20 @@ for run, pol in q(on, "SELECT id, policy FROM runs ORDER BY id"):
               f"{wall / 1e6:.1f} ms step: {100.0 * ksum / wall:.0f}% of the step on the GPU")
     for name, n, ns in top:
         print(f"   top kernel[{pol}]: {ns / 1e6:.1f} ms in {n} launches: {name[:100]}")
+# Host CPU per step (issue 22): the training thread's CPU time, median over the unskipped steps after warm-up that
+# recorded it, and its median share of the step's wall time; on a GPU arm the host's work per step (with the
+# step-end wait where CUDA spins in it: docs/schema.md). The goal: the GPU, not the host, sets the pace.
+for run, pol in q(on, "SELECT id, policy FROM runs ORDER BY id"):
+    rows = q(on, "SELECT host_cpu_ns, wall_ns FROM steps WHERE run = ? AND step > ? AND skipped = 0 AND "
+                 "host_cpu_ns > 0 AND wall_ns > 0", run, warm) if has_host_cpu else []
+    if rows:
+        ms = st.median(h for h, _ in rows) / 1e6
+        share = st.median(h / w for h, w in rows)
+        print(f"bench: name=resnet50_{pol}_host_cpu_ms_per_step value={ms:.3f} unit=ms (the training thread's CPU time, "
+              f"median of {len(rows)} steps after warm-up; {100.0 * share:.1f}% of the step's wall time)")
+    else:
+        why = "no steps after warm-up recorded it" if has_host_cpu else "a database from before schema version 6"
+        print(f"bench: name=resnet50_{pol}_host_cpu_ms_per_step value=nan unit=ms (not recorded: {why})")
 def fp16_walls(db):
     r = q(db, "SELECT id FROM runs WHERE policy = 'fp16' ORDER BY id LIMIT 1")
     if not r:

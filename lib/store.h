@@ -87,6 +87,8 @@ typedef struct {
     int64_t mem_current, mem_peak;   /* bytes; < 0 not measured */
     double energy_j, power_w;        /* NaN: not measured */
     int64_t cycles, instructions;    /* CPU, perf_event; <= 0: not measured (no step takes 0 cycles) */
+    int64_t host_cpu_ns;             /* the training thread's CPU time over the step (CLOCK_THREAD_CPUTIME_ID);
+                                      * <= 0: not measured (NULL; a zeroed record is unmeasured) */
 } fp_step_rec_t;
 
 typedef struct {

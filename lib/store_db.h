@@ -9,7 +9,7 @@
 #include <sqlite3.h>
 
 #define FP_STORE_APPLICATION_ID 0x46503136   /* 'FP16' */
-#define FP_STORE_SCHEMA_VERSION 5
+#define FP_STORE_SCHEMA_VERSION 6
 #define FP_STORE_BUSY_TIMEOUT_MS 5000
 /* A 'running' run whose heartbeat is older than this is shown as stale by readers. */
 #define FP_STORE_STALE_NS (15LL * 1000000000LL)

@@ -15,8 +15,8 @@ enum { Q_STEPS_SINCE, Q_LAYER_TIMES, Q_LAYERS, Q_RUN_STEPS, Q_RUN_LAST, Q_COUNT 
 
 static const char *const query_sql[Q_COUNT] = {
     [Q_STEPS_SINCE] = "SELECT step, loss, loss_scale, lr, samples_per_s, energy_j, power_w, skipped, start, end,"
-                      " wall_ns, mem_current, mem_peak FROM steps WHERE run = ?1 AND step > ?2 ORDER BY step"
-                      " LIMIT ?3",
+                      " wall_ns, mem_current, mem_peak, host_cpu_ns FROM steps WHERE run = ?1 AND step > ?2"
+                      " ORDER BY step LIMIT ?3",
     [Q_LAYER_TIMES] = "SELECT layer, phase, time_ns, kernels FROM layer_times"
                       " WHERE run = ?1 AND step BETWEEN ?2 AND ?3",
     [Q_LAYERS] = "SELECT layer, name, type FROM layers WHERE run = ?1",
@@ -363,6 +363,7 @@ int fp_reader_steps_since(fp_reader_t *r, int64_t run, int64_t after_step, size_
         s->wall_ns = fp_col_i64(st, 10);
         s->mem_current = fp_col_i64(st, 11);
         s->mem_peak = fp_col_i64(st, 12);
+        s->host_cpu_ns = fp_col_i64(st, 13);
     }
     if (rc == FP_OK && src != SQLITE_DONE)
         rc = fp_reader_fail(r, src, "reading steps");

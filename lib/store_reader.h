@@ -58,6 +58,7 @@ typedef struct {
     double loss, loss_scale, lr, samples_per_s, energy_j, power_w;
     int skipped;
     int64_t start, end, wall_ns, mem_current, mem_peak;
+    int64_t host_cpu_ns;         /* the training thread's CPU time over the step; -1: not measured */
 } fp_step_row_t;
 
 /* Steps with step > after_step, ascending, at most limit of them (0: all). For "the last 100

@@ -50,6 +50,7 @@ static int apply_step(fp_store_t *s, const fp_step_rec_t *r)
     fp_sw_bind_dbl(st, 14, r->power_w);
     fp_sw_bind_i64_na(st, 15, r->cycles > 0 ? r->cycles : -1);
     fp_sw_bind_i64_na(st, 16, r->instructions > 0 ? r->instructions : -1);
+    fp_sw_bind_i64_na(st, 17, r->host_cpu_ns > 0 ? r->host_cpu_ns : -1);
     return fp_sw_run(st);
 }
 

@@ -75,7 +75,7 @@ static const char schema_current[] =
     "  loss REAL, loss_scale REAL, skipped INTEGER NOT NULL DEFAULT 0, lr REAL,\n"
     "  start INTEGER, end INTEGER, wall_ns INTEGER, samples_per_s REAL,\n"
     "  mem_current INTEGER, mem_peak INTEGER, energy_j REAL, power_w REAL,\n"
-    "  cycles INTEGER, instructions INTEGER,\n"
+    "  cycles INTEGER, instructions INTEGER, host_cpu_ns INTEGER,\n"
     "  PRIMARY KEY (run, step)) WITHOUT ROWID;\n"
     "CREATE TABLE layer_times (\n"
     "  run INTEGER NOT NULL, step INTEGER NOT NULL, layer INTEGER NOT NULL,\n"
@@ -146,9 +146,15 @@ static const char migrate_3_to_4[] =
 /* Version 4 -> 5: the data-parallel tables (empty: no run before had ranks). */
 static const char migrate_4_to_5[] = DIST_SQL;
 
+/* Version 5 -> 6: each step's host CPU time, the training thread's CPU time over the step (issue 22). Rows
+ * written before stay NULL (not measured). */
+static const char migrate_5_to_6[] =
+    "ALTER TABLE steps ADD COLUMN host_cpu_ns INTEGER;\n";
+
 /* migrations[v - 1] upgrades a version-v file to version v + 1. */
 static const char *const migrations[FP_STORE_SCHEMA_VERSION - 1] = {migrate_1_to_2, migrate_2_to_3,
-                                                                    migrate_3_to_4, migrate_4_to_5};
+                                                                    migrate_3_to_4, migrate_4_to_5,
+                                                                    migrate_5_to_6};
 
 const char *fp_store_schema_sql(void)
 {

@@ -11,8 +11,8 @@ static const char *const stmt_sql[ST_COUNT] = {
                   " gridX, gridY, gridZ, blockX, blockY, blockZ, shortName, demangledName, tensorCore, kernelClass)"
                   " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [ST_STEP] = "INSERT OR REPLACE INTO steps (run, step, loss, loss_scale, skipped, lr, start, end, wall_ns,"
-                " samples_per_s, mem_current, mem_peak, energy_j, power_w, cycles, instructions)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " samples_per_s, mem_current, mem_peak, energy_j, power_w, cycles, instructions, host_cpu_ns)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [ST_LAYER_TIME] = "INSERT OR REPLACE INTO layer_times (run, step, layer, phase, time_ns, kernels)"
                       " VALUES (?,?,?,?,?,?)",
     [ST_LAYER] = "INSERT OR REPLACE INTO layers (run, layer, name, type, input_shape, output_shape, params,"

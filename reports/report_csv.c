@@ -133,7 +133,8 @@ static int v_summary(FILE *f, fp_reader_t *r, const fp_summary_t *s)
               "mem_ratio,energy_per_step_j,energy_ratio,final_loss,loss_gap,val_top1,top1_gap_pt,skipped_steps,"
               "skip_rate,final_loss_scale,fwd_overflow,fwd_nonfinite,nan_events,hist_sampled_steps,underflow,"
               "underflow_flushed,overflow,lost_updates_pct,lost_updates_max_pct,lost_updates_sampled_steps,"
-              "val_images,val_top1_ci95_lo,val_top1_ci95_hi,top1_gap_within_uncertainty,emulated_on_cpu" DIST_COLS);
+              "val_images,val_top1_ci95_lo,val_top1_ci95_hi,top1_gap_within_uncertainty,emulated_on_cpu,"
+              "host_cpu_ms_per_step,host_cpu_share" DIST_COLS);
     for (size_t i = 0; i < s->narms; i++) {
         const fp_arm_t *a = &s->arms[i];
         arm_cols(f, a);
@@ -184,6 +185,8 @@ static int v_summary(FILE *f, fp_reader_t *r, const fp_summary_t *s)
         real(f, a->val_top1_hi);
         integer(f, a->top1_gap_within, 0);
         integer(f, a->emulated, 0);
+        real(f, a->host_cpu_ns / 1e6);   /* median over the timed steps; empty: not recorded */
+        real(f, a->host_cpu_share);
         dist_cols(f, &ds.arms[i]);
         eol(f);
     }

@@ -105,6 +105,16 @@ static void c_energy(FILE *f, const fp_arm_t *a, char *b)
     td_num(f, b);
 }
 static void c_energyr(FILE *f, const fp_arm_t *a, char *b) { td_num(f, fp_fmt_ratio(b, a->energy_ratio)); }
+static void c_host_cpu(FILE *f, const fp_arm_t *a, char *b)
+{
+    char v[FP_UNIT_BUF];
+    fp_summary_fmt_host_cpu(v, a);
+    if (a->nhost_cpu)
+        snprintf(b, FP_UNIT_BUF * 8, "%s; %s", v, fp_summary_host_cpu_note(a));
+    else
+        snprintf(b, FP_UNIT_BUF * 8, "%s", v);
+    td_num(f, b);
+}
 static void c_loss(FILE *f, const fp_arm_t *a, char *b) { td_num(f, fp_fmt_num(b, a->final_loss, 4)); }
 static void c_lossgap(FILE *f, const fp_arm_t *a, char *b) { td_num(f, fp_fmt_signed(b, a->loss_gap, 4, NULL)); }
 static void c_top1(FILE *f, const fp_arm_t *a, char *b)
@@ -166,6 +176,7 @@ static void summary_table(FILE *f, const fp_summary_t *s)
         {"policy", c_policy}, {"status", c_status}, {"steps", c_steps}, {"median step time (after warm-up)", c_median},
         {"speedup vs reference", c_speedup}, {"throughput (samples/s)", c_tput}, {"peak memory", c_mem},
         {"memory ratio", c_memr}, {"energy per step", c_energy}, {"energy ratio", c_energyr},
+        {"host CPU / step (training thread)", c_host_cpu},
         {"final train loss", c_loss}, {"loss gap to reference", c_lossgap}, {"validation top-1", c_top1},
         {"top-1 gap", c_top1gap}, {"skipped steps", c_skipped}, {"final loss scale", c_scale},
         {"lost updates", c_lost}, {"underflow (roles that matter)", c_under},
@@ -187,6 +198,13 @@ static void summary_table(FILE *f, const fp_summary_t *s)
         fputs("</tr>\n", f);
     }
     fputs("</tbody></table></div>\n", f);
+    for (size_t i = 0; i < s->narms; i++)
+        if (s->arms[i].nhost_cpu) {   /* what the host CPU row holds, once (summary.h) */
+            fputs("<p class=\"muted\">", f);
+            fp_html_textf(f, "%s.", FP_SUMMARY_HOST_CPU_MEANING);
+            fputs("</p>\n", f);
+            break;
+        }
 }
 
 static void top_table(FILE *f, const fp_summary_t *s)

@@ -187,10 +187,12 @@ static int load_arm(fp_reader_t *r, fp_arm_t *a, int64_t warmup_req)
     a->fmt = fp_policy_format(a->run.policy);
     a->fmt_shown = a->fmt >= 0 ? a->fmt : FP_FMT_FP16;
     a->warmup = fp_summary_warmup(a->nsteps, warmup_req);
-    a->times = malloc((a->nsteps ? a->nsteps : 1) * sizeof *a->times);
-    double *tput = malloc((a->nsteps ? a->nsteps : 1) * sizeof *tput);
-    if (!a->times || !tput) {
+    const size_t cap = a->nsteps ? a->nsteps : 1;
+    a->times = malloc(cap * sizeof *a->times);
+    double *tput = malloc(cap * sizeof *tput), *host = malloc(2 * cap * sizeof *host), *share = host + cap;
+    if (!a->times || !tput || !host) {
         free(tput);
+        free(host);
         return fp_fail(FP_ENOMEM, "out of memory");
     }
     size_t ntput = 0;
@@ -208,8 +210,13 @@ static int load_arm(fp_reader_t *r, fp_arm_t *a, int64_t warmup_req)
             a->has_scaler = 1;
         if (i < a->warmup || st->skipped)
             continue;
-        if (fp_step_timed(i, a->warmup, st->skipped, st->wall_ns))   /* lib/step_time.h */
+        if (fp_step_timed(i, a->warmup, st->skipped, st->wall_ns)) {   /* lib/step_time.h */
             a->times[a->ntimes++] = (double)st->wall_ns;
+            if (st->host_cpu_ns > 0) {   /* host CPU over the same steps; NULL (-1): not measured */
+                host[a->nhost_cpu] = (double)st->host_cpu_ns;
+                share[a->nhost_cpu++] = (double)st->host_cpu_ns / (double)st->wall_ns;
+            }
+        }
         if (isfinite(st->samples_per_s))
             tput[ntput++] = st->samples_per_s;
         if (isfinite(st->energy_j))
@@ -222,6 +229,9 @@ static int load_arm(fp_reader_t *r, fp_arm_t *a, int64_t warmup_req)
     a->samples_per_s = ntput ? fp_median(tput, ntput)
                              : (a->run.batch_size > 0 && a->median_ns > 0 ? a->run.batch_size * 1e9 / a->median_ns : NAN);
     free(tput);
+    a->host_cpu_ns = fp_median(host, a->nhost_cpu);
+    a->host_cpu_share = fp_median(share, a->nhost_cpu);
+    free(host);
     a->mem_peak = mem;
     a->energy_per_step = en ? esum / (double)en : NAN;
     /* final loss: the last unskipped steps */
@@ -527,6 +537,23 @@ const char *fp_summary_speed_note(const fp_arm_t *a)
     return a->emulated ? "emulated on the CPU: speed not representative" : "";
 }
 
+char *fp_summary_fmt_host_cpu(char *buf, const fp_arm_t *a)
+{
+    if (!a->nhost_cpu || !isfinite(a->host_cpu_ns)) {
+        snprintf(buf, FP_UNIT_BUF, "n/a (not recorded)");
+        return buf;
+    }
+    char t[FP_UNIT_BUF], p[FP_UNIT_BUF];
+    snprintf(buf, FP_UNIT_BUF, "%s (%s of the step)", fp_fmt_ns(t, a->host_cpu_ns), fp_fmt_pct(p, a->host_cpu_share));
+    return buf;
+}
+
+const char *fp_summary_host_cpu_note(const fp_arm_t *a)
+{
+    return a->emulated ? "CPU backend: includes the training thread's own compute"
+                       : "GPU: the host's work, the step-end wait included where CUDA spins";
+}
+
 static const char *const role_names[FP_SUMMARY_ROLES] = {"activations", "activation gradients", "weights",
                                                          "weight gradients", "updates"};
 
@@ -536,6 +563,28 @@ static void print_tops(FILE *f, const fp_top_layer_t *t, int n)
         fprintf(f, " none");
     for (int k = 0; k < n; k++)
         fprintf(f, "%s %s (%" PRId64 ")", k ? "," : "", t[k].name, t[k].count);
+}
+
+/* Host CPU per step, per arm, with what it holds on the arm's device; one line when no arm recorded it. */
+static void print_host_cpu(FILE *f, const fp_summary_t *s)
+{
+    int any = 0;
+    for (size_t i = 0; i < s->narms; i++)
+        any |= s->arms[i].nhost_cpu > 0;
+    if (!any) {
+        fprintf(f, "  %-22s n/a (not recorded)\n", "host CPU / step");
+        return;
+    }
+    fprintf(f, "  host CPU / step (the training thread's CPU time, median over the timed steps; share of the step's "
+               "wall time)\n");
+    char b[FP_UNIT_BUF];
+    for (size_t i = 0; i < s->narms; i++) {
+        const fp_arm_t *a = &s->arms[i];
+        fprintf(f, "    %-12s %s", a->run.policy, fp_summary_fmt_host_cpu(b, a));
+        if (a->nhost_cpu)
+            fprintf(f, "; %s", fp_summary_host_cpu_note(a));
+        fprintf(f, "\n");
+    }
 }
 
 void fp_summary_print_precision(FILE *f, const fp_summary_t *s)
@@ -613,5 +662,6 @@ void fp_summary_print_precision(FILE *f, const fp_summary_t *s)
             fprintf(f, "  speedups: %s\n", fp_summary_speed_note(&s->arms[i]));
             break;
         }
+    print_host_cpu(f, s);
     fprintf(f, "  %s\n", FP_SUMMARY_LOSS_MEANING);
 }

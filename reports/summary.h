@@ -1,8 +1,8 @@
 /* summary.h — the comparison of one session's arms, as the end-of-run summary states it (issue 5):
  * speedup (ratio of median step times after warm-up), throughput, peak memory and its ratio, energy
- * per step and its ratio, final loss, validation top-1 and its gap, skipped steps, final loss scale,
- * and the layers with the most overflow and underflow. The HTML/CSV reports and the gate all read it
- * from here, so they never disagree.
+ * per step and its ratio, host CPU per step and its share of the step (issue 22), final loss, validation
+ * top-1 and its gap, skipped steps, final loss scale, and the layers with the most overflow and underflow.
+ * The HTML/CSV reports and the gate all read it from here, so they never disagree.
  *
  * Definitions (documented in README's `## CI gate`):
  *  - warm-up: the first W step rows of each arm are left out of every timing figure; by default
@@ -42,6 +42,11 @@ typedef struct {
     double samples_per_s;        /* median after warm-up (or batch / median time) */
     double mem_peak, mem_ratio;  /* bytes (NaN: not measured); ratio to the reference */
     double energy_per_step, energy_ratio;   /* J, mean after warm-up; NaN: not measured */
+    /* host CPU (issue 22): the training thread's CPU time over each step, over the timed steps (those of
+     * `times`) that recorded one (FP_SUMMARY_HOST_CPU_MEANING says what it holds) */
+    double host_cpu_ns;          /* median; NaN: not measured */
+    double host_cpu_share;       /* median of host CPU / the step's wall time (wall_ns); NaN: not measured */
+    size_t nhost_cpu;            /* timed steps with a host CPU time */
     double final_loss, loss_gap; /* gap: this - reference */
     double val_top1, val_top5, val_loss, top1_gap;   /* top-1 as stored (0..1); gap in points (x100) */
     int64_t val_step;            /* -1: no validation */
@@ -133,6 +138,19 @@ int fp_summary_role_matters(const fp_arm_t *a, int role, int overflow);
 char *fp_summary_fmt_loss_scale(char *buf, const fp_arm_t *a);
 /* The note every speedup carries on the CPU ("emulated on the CPU: speed not representative"), or "". */
 const char *fp_summary_speed_note(const fp_arm_t *a);
+/* What the host CPU figures are, for every summary that shows them (docs/schema.md's steps.host_cpu_ns). */
+#define FP_SUMMARY_HOST_CPU_MEANING                                                                             \
+    "host CPU / step: the training thread's CPU time over the step (CLOCK_THREAD_CPUTIME_ID), median over the " \
+    "timed steps; share: median of host CPU / step wall time. On the CPU backend it includes the compute the "  \
+    "training thread does itself (the thread pool's workers are other threads, not counted); on a GPU arm it " \
+    "is the host's own work per step, plus the step-end wait for the device where CUDA spins in it (its "      \
+    "default with one context per process)"
+/* An arm's host CPU per step as the summaries show it: "12.3 ms (45.1% of the step)", or "n/a (not
+ * recorded)". FP_UNIT_BUF bytes; returns buf. */
+char *fp_summary_fmt_host_cpu(char *buf, const fp_arm_t *a);
+/* What an arm's host CPU time holds on its device, in a few words: "CPU backend: includes the training
+ * thread's own compute" or "GPU: the host's work, the step-end wait included where CUDA spins". */
+const char *fp_summary_host_cpu_note(const fp_arm_t *a);
 /* What "loss" means in the summaries and `ls`. */
 #define FP_SUMMARY_LOSS_MEANING "final train loss: mean of the last max(1, min(50, steps/20)) unskipped steps"
 /* The precision part of the end-of-run summary (compare / train), after the table: per arm the headline

@@ -28,7 +28,7 @@ status_line() {
     "$@" >"$tmp/out" 2>"$tmp/err"; got=$?
     test "$got" -eq "$want" && test "$(wc -l <"$tmp/err")" -eq 1 && grep -q "^fp16probe: .*$word" "$tmp/err"
 }
-echo "1..22"
+echo "1..24"
 check "report --help" sh -c "'$bin' report --help | grep -q 'usage: fp16probe report'"
 check "report --html --csv" "$bin" report --db "$db" --html "$tmp/r.html" --csv "$tmp/csv"
 check "the HTML and five CSV files exist, nothing else" \
@@ -137,6 +137,36 @@ EOF
 else
     skip "python3 not found: trace parse"
 fi
+
+# ---- host CPU per step (issue 22): a session of known rows (test_report_fixture's hostcpu mode says which)
+"$fixture" "$tmp/host.db" hostcpu && "$bin" report --db "$tmp/host.db" --csv "$tmp/hcsv" --html "$tmp/h.html" >/dev/null 2>&1
+if [ -n "$PY" ]; then
+    "$PY" - "$tmp/hcsv/summary.csv" "$tmp/csv/summary.csv" >"$tmp/host.out" 2>&1 <<'EOF'
+import csv, sys
+rows = {r["arm"]: r for r in csv.DictReader(open(sys.argv[1], newline="", encoding="utf-8"), strict=True)}
+full = list(csv.DictReader(open(sys.argv[2], newline="", encoding="utf-8"), strict=True))
+want = {"fp32": ("8", "0.8", "10000000"), "fp16": ("2.6", "0.52", "5000000"), "bf16": ("", "", "6000000")}
+bad = []
+for arm, (ms, share, step) in want.items():
+    r = rows.get(arm, {})
+    got = (r.get("host_cpu_ms_per_step"), r.get("host_cpu_share"), r.get("median_step_ns"))
+    if got != (ms, share, step): bad.append("%s: %s, want %s" % (arm, got, (ms, share, step)))
+# the full fixture records no host CPU (as a file from before schema version 6): the columns are there, empty
+if not full or any(r.get("host_cpu_ms_per_step", "x") != "" or r.get("host_cpu_share", "x") != "" for r in full):
+    bad.append("full fixture: %s" % [(r.get("host_cpu_ms_per_step"), r.get("host_cpu_share")) for r in full])
+print("\n".join(bad)); sys.exit(1 if bad else 0)
+EOF
+    r=$?; [ $r -eq 0 ] || sed 's/^/# /' "$tmp/host.out" | head -5
+    ok $r "summary.csv: host_cpu_ms_per_step and host_cpu_share, medians over the timed steps, empty where not recorded"
+else
+    skip "python3 not found: host CPU in summary.csv"
+fi
+check "report --summary and the HTML: host CPU per step per arm, said what it holds" sh -c "
+    '$bin' report --db '$tmp/host.db' --summary >'$tmp/host.txt' &&
+    grep -q 'fp32 *8 ms (80.00% of the step); CPU backend: includes the training thread' '$tmp/host.txt' &&
+    grep -q 'fp16 *2.6 ms (52.00% of the step); GPU: ' '$tmp/host.txt' && grep -q 'bf16 *n/a (not recorded)' '$tmp/host.txt' &&
+    grep -q '<th>host CPU / step (training thread)</th><td class=\"n\">8 ms (80.00% of the step)' '$tmp/h.html' &&
+    grep -q 'On the CPU backend it includes the compute the training thread does itself' '$tmp/h.html'"
 
 # ---- bad input: one line, the documented status, no output left behind
 "$fixture" "$tmp/empty.db" empty

@@ -1,6 +1,8 @@
-/* test_store_open.c — opening a run-store file: create, reopen, migrate (a version-1 file built by
+/* test_store_open.c — opening a run-store file: create, reopen, migrate (version-1, -2 and -5 files built by
  * hand), and every refusal (not SQLite, empty, truncated, corrupt, newer, foreign, read-only file or
  * directory, missing directory or file): error names the file, one line, file untouched. */
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,8 +85,10 @@ static char *schema_of(const char *path)
     return out;
 }
 
+/* The version-6 addition taken away again: a version-5 file. */
+#define TO_V5 "ALTER TABLE steps DROP COLUMN host_cpu_ns;"
 /* The version-5 additions taken away again: a version-4 file. */
-#define TO_V4 "DROP TABLE dist_steps; DROP TABLE allreduce_error;"
+#define TO_V4 TO_V5 " DROP TABLE dist_steps; DROP TABLE allreduce_error;"
 /* The version-4 addition taken away again: a version-3 file. */
 #define TO_V3 TO_V4 " ALTER TABLE evaluations DROP COLUMN images;"
 /* The version-3 additions taken away again: a version-2 file (with one kernel row). */
@@ -97,6 +101,13 @@ static const char to_v2[] =
     " INSERT INTO runs (id, session, model, policy, start, status) VALUES (1, 1, 'resnet50', 'bf16', 1, 'finished');"
     " INSERT INTO StringIds (id, value) VALUES (1, 'ampere_h16816gemm_256x128_ldg8_stages_64x3_tn');"
     " INSERT INTO kernels (run, step, start, end, shortName, tensorCore) VALUES (1, 1, 100, 200, 1, 1);";
+
+/* A version-5 file with one step recorded before host CPU time was. */
+static const char to_v5[] =
+    TO_V5 " PRAGMA user_version = 5;"
+    " INSERT INTO sessions (id, name, start) VALUES (1, 'old', 1);"
+    " INSERT INTO runs (id, session, model, policy, start, status) VALUES (1, 1, 'resnet50', 'fp16', 1, 'finished');"
+    " INSERT INTO steps (run, step, loss, wall_ns, cycles) VALUES (1, 1, 2.5, 1000000, 3000000);";
 
 static const char to_v1[] =
     TO_V2 " DROP TABLE device_samples; ALTER TABLE runs DROP COLUMN heartbeat; ALTER TABLE runs DROP COLUMN writer_host;"
@@ -224,6 +235,79 @@ static void test_migrate_v2(void)
     tap_is_int(tu_sql_int(bad, "PRAGMA user_version"), 2, "after it the file is still version 2");
     tap_is_int(tu_sql_int(bad, "SELECT count(*) FROM pragma_table_info('kernels') WHERE name = 'kernelClass'"), 0,
                "and kernels has no class column");
+    free(p);
+    free(old);
+    free(bad);
+}
+
+/* Version 5 -> 6: steps.host_cpu_ns added; the old step keeps its values with host CPU NULL (not measured),
+ * a step recorded after the migration carries it, and the reader tells the two apart. */
+static void test_migrate_v5(void)
+{
+    char *p = tu_path(dir, "new6.db");
+    fp_store_t *s;
+    int rc = fp_store_open(&s, p);
+    if (rc == FP_OK)
+        fp_store_close(s, FP_RUN_FINISHED, NULL);
+    char *old = fresh("v5.db");
+    tu_sql(old, to_v5);
+    tap_ok(tu_sql_int(old, "PRAGMA user_version") == 5 &&
+               tu_sql_int(old, "SELECT count(*) FROM pragma_table_info('steps') WHERE name = 'host_cpu_ns'") == 0,
+           "hand-built file is version 5, steps without host_cpu_ns");
+    fp_reader_t *r;
+    tu_snap_t snap;
+    tu_snap(old, &snap);
+    rc = fp_reader_open(&r, old);
+    fp_reader_close(r);
+    tap_ok(rc == FP_EVERSION && tu_same(old, &snap), "a reader refuses version 5 without migrating it (%s)",
+           fp_error_message());
+    tu_snap_free(&snap);
+    rc = fp_store_open(&s, old);
+    tap_is_int(rc, FP_OK, "the writer migrates version 5 (%s)", rc ? fp_error_message() : "ok");
+    if (rc == FP_OK) {
+        fp_step_rec_t st = {.run = 1, .step = 2, .loss = 2.25, .loss_scale = NAN, .lr = NAN, .start = -1, .end = -1,
+                            .wall_ns = 1100000, .samples_per_s = NAN, .mem_current = -1, .mem_peak = -1,
+                            .energy_j = NAN, .power_w = NAN, .host_cpu_ns = 654321};
+        rc = fp_store_step(s, &st, NULL, 0);
+        int crc = fp_store_close(s, FP_RUN_FINISHED, NULL);
+        rc = rc ? rc : crc;
+    }
+    tap_is_int(rc, FP_OK, "and records a step with its host CPU time into it");
+    tap_is_int(tu_sql_int(old, "PRAGMA user_version"), FP_STORE_SCHEMA_VERSION, "version 5 migrated to the current");
+    char *a = schema_of(p), *b = schema_of(old);
+    tap_ok(strcmp(a, b) == 0, "migrated (from 5) tables and columns equal a new file's");
+    if (strcmp(a, b) != 0)
+        tap_diag("new: %s\nmigrated: %s", a, b);
+    free(a);
+    free(b);
+    tap_is_int(tu_sql_int(old, "SELECT count(*) FROM steps WHERE step = 1 AND loss = 2.5 AND wall_ns = 1000000"
+                               " AND cycles = 3000000 AND host_cpu_ns IS NULL"), 1,
+               "the old step survived, its host CPU time NULL (not measured), never 0");
+    tap_is_int(tu_sql_int(old, "SELECT host_cpu_ns FROM steps WHERE step = 2"), 654321,
+               "the new step's host CPU time is stored");
+    fp_step_row_t *rows = NULL;
+    size_t n = 0;
+    rc = fp_reader_open(&r, old);
+    if (rc == FP_OK) {
+        rc = fp_reader_steps_since(r, 1, INT64_MIN, 0, &rows, &n);
+        fp_reader_close(r);
+    }
+    tap_ok(rc == FP_OK && n == 2 && rows[0].host_cpu_ns == -1 && rows[0].wall_ns == 1000000 &&
+               rows[1].host_cpu_ns == 654321,
+           "the reader shows the old step's host CPU as not measured (-1), the new one's as recorded");
+    free(rows);
+
+    /* A failing 5 -> 6 migration (the column already there) leaves the file at version 5. */
+    char *bad = fresh("v5bad.db");
+    tu_sql(bad, to_v5);
+    tu_sql(bad, "ALTER TABLE steps ADD COLUMN host_cpu_ns TEXT");
+    tu_snap(bad, &snap);
+    rc = fp_store_open(&s, bad);
+    tap_ok(rc != FP_OK && strstr(fp_error_message(), "rolled back"), "a failing 5 -> 6 migration is reported (%s)",
+           fp_error_message());
+    tap_ok(tu_sql_int(bad, "PRAGMA user_version") == 5 && tu_same(bad, &snap),
+           "after it the file is still version 5, unchanged");
+    tu_snap_free(&snap);
     free(p);
     free(old);
     free(bad);
@@ -481,6 +565,7 @@ int main(void)
         tap_skip_all("cannot create a scratch directory");
     test_create_reopen_migrate();
     test_migrate_v2();
+    test_migrate_v5();
     test_refusals();
     test_permissions();
     test_full_disk();

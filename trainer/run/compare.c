@@ -714,8 +714,14 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, int j, double 
     int64_t step_no = fp_arm_iteration(a->arm) + 1;
     const fp_step_plan plan = fp_step_plan_for(&c->cfg, step_no, c->cfg.base.steps);   /* what this step does */
     int rc;
-    if (c->ride && i == c->ref && plan.error)
+    /* probe work riding inside the step (the rounding error's ride, the parameter pass): its time is left out of
+     * the step's (arm.h), which this thread's CPU clock cannot do, so such a step's host CPU is not recorded */
+    int rides = 0;
+    if (c->ride && i == c->ref && plan.error) {
         fp_cmp_ride_arm(c, res, step_no, b->n);
+        for (int k = 0; k < c->narms; k++)
+            rides |= c->arms[k].perr_armed;
+    }
     if (a->perr && !c->ride && c->arms[c->ref].active && plan.error &&   /* untimed */
         (rc = fp_prec_err_compare(a->perr, fp_arm_model(c->arms[c->ref].arm), b->images, b->n, step_no))) {
         char msg[512];
@@ -733,13 +739,16 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, int j, double 
     rc = sampled && !a->steppable && !p0 ? FP_EINTERNAL : FP_OK;
     if (p0)
         fp_probe_copy_params(a->old_params, p0, fp_model_num_params(m));
-    if (!rc && sampled && a->steppable)
+    if (!rc && sampled && a->steppable) {
         rc = fp_arm_set_update_hook(a->arm, fp_cmp_params_while_stepping, a);
+        rides = 1;
+    }
     if (!rc && c->ranks > 1 && plan.error)   /* the 16-bit all-reduce against fp32, at the error steps */
         rc = reduce_check_next(a);
-    int64_t w0 = fp_clock_wall_ns();
+    /* host CPU: this thread's CPU time over the step (issue 22; docs/schema.md says what it holds) */
+    int64_t w0 = fp_clock_wall_ns(), cpu0 = rides ? -1 : fp_clock_thread_cpu_ns();
     rc = rc ? rc : fp_arm_step(a->arm, b, &r);
-    int64_t w1 = fp_clock_wall_ns();
+    int64_t cpu1 = fp_clock_thread_cpu_ns(), w1 = fp_clock_wall_ns();
     if (c->ride && i == c->ref)
         fp_cmp_ride_failures(c, res);
     double lost_all = NAN;   /* the parameter roles and the lost updates, one pass */
@@ -782,7 +791,8 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, int j, double 
     }
     char detail[400];
     fp_record_step_extra x = {NULL, 0, a->rapl ? fp_rapl_step_j(a->rapl) : NAN,
-                             r.skipped ? fp_cmp_skip_detail(a, &r, detail, sizeof detail) : NULL, -1, -1};
+                             r.skipped ? fp_cmp_skip_detail(a, &r, detail, sizeof detail) : NULL, -1, -1,
+                             cpu0 >= 0 && cpu1 > cpu0 ? cpu1 - cpu0 : -1};
     x.ntimes = fp_cpu_timer_rows(a->timer, &x.times);
     fp_perf_step(a->perf, &x.cycles, &x.instructions);
     /* a GPU arm's row waits for the turn's energy; without memory to keep it, it goes now, unmeasured */

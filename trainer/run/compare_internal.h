@@ -23,6 +23,7 @@ typedef struct {
     fp_layer_time_t *times;
     size_t ntimes, cap_times;
     int64_t cycles, instructions;
+    int64_t host_cpu_ns;        /* the training thread's CPU time over the step; <= 0: not measured */
 } pending_step;
 
 typedef struct {

@@ -72,6 +72,7 @@ int fp_cmp_defer_step(arm_state *a, const fp_arm_step_result *r, int64_t w0, int
     snprintf(ps->detail, sizeof ps->detail, "%s", x->skip_detail ? x->skip_detail : "");
     ps->cycles = x->cycles;
     ps->instructions = x->instructions;
+    ps->host_cpu_ns = x->host_cpu_ns;
     a->npend++;
     return FP_OK;
 }
@@ -90,7 +91,7 @@ int fp_cmp_flush_steps(fp_compare *c, arm_state *a)
     for (size_t k = 0; k < a->npend && rc == FP_OK; k++) {
         const pending_step *ps = &a->pend[k];
         fp_record_step_extra x = {ps->times, ps->ntimes, per, ps->has_detail ? ps->detail : NULL, ps->cycles,
-                                 ps->instructions};
+                                 ps->instructions, ps->host_cpu_ns};
         rc = fp_record_step(c->store, a->run, a->arm, &ps->r, ps->w0, ps->w1, &x);
     }
     a->npend = 0;

@@ -79,7 +79,7 @@ const char *fp_record_diverged_message(const fp_arm *arm, const fp_arm_step_resu
 int fp_record_step(fp_store_t *s, int64_t run, fp_arm *arm, const fp_arm_step_result *r, int64_t start_ns,
                    int64_t end_ns, const fp_record_step_extra *x)
 {
-    static const fp_record_step_extra none = {NULL, 0, NAN, NULL, -1, -1};
+    static const fp_record_step_extra none = {NULL, 0, NAN, NULL, -1, -1, -1};
     if (!x)
         x = &none;
     fp_arm_mem mem;
@@ -92,7 +92,7 @@ int fp_record_step(fp_store_t *s, int64_t run, fp_arm *arm, const fp_arm_step_re
                         .samples_per_s = r->total_ns > 0 ? r->n / (r->total_ns * 1e-9) : NAN,
                         .mem_current = (int64_t)mem.current, .mem_peak = (int64_t)mem.peak,
                         .energy_j = x->energy_j, .power_w = NAN, .cycles = x->cycles,
-                        .instructions = x->instructions};
+                        .instructions = x->instructions, .host_cpu_ns = x->host_cpu_ns};
     if (isfinite(x->energy_j) && r->total_ns > 0)
         st.power_w = x->energy_j / (r->total_ns * 1e-9);
     int rc = fp_store_step(s, &st, x->times, x->ntimes);

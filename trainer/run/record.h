@@ -13,14 +13,15 @@
 int fp_record_layers(fp_store_t *s, int64_t run, fp_model *m, int batch);
 
 /* What probes add to a step row: per-layer times (committed with the step), energy (NaN: not measured;
- * power is energy / step time), CPU cycles and instructions, and a detail appended to the skipped-step
- * event (NULL: none). */
+ * power is energy / step time), CPU cycles and instructions, a detail appended to the skipped-step
+ * event (NULL: none), and the host CPU time of the step. */
 typedef struct {
     const fp_layer_time_t *times;
     size_t ntimes;
     double energy_j;
     const char *skip_detail;
     int64_t cycles, instructions;   /* perf_event; <= 0: not measured */
+    int64_t host_cpu_ns;            /* the training thread's CPU time over fp_arm_step; <= 0: not measured */
 } fp_record_step_extra;
 
 /* One step row (loss, scale, skipped, lr, wall clock start / end, compute time, samples/s, the arm's
