@@ -20,6 +20,18 @@ typedef struct {
     double rel_l2, max_abs, cosine;   /* NaN: not measured (the layer did not run) */
 } fp_layer_err_t;
 
+/* fp_layer_error where the tensors lie: ref (fp32) and x (n values of dt: fp32, or fp16 / bf16 bit patterns)
+ * both in the memory of backend instance be of table ops (trainer/backend.h). Host memory (ops NULL or
+ * ops->host_memory): summed on the host, over the kernels' pool. The CUDA backend: summed on the device on
+ * be's stream (trainer/cuda/layer_error_dev.h; work on another stream that writes ref or x must be done), only
+ * the five sums come back. The figures are fp_layer_error's up to the order of the double sums. FP_EINVAL for
+ * a NULL out, another device backend, a CPU-only build given device memory or another dt; the backend's
+ * error (FP_ENOMEM, a CUDA error) otherwise. */
+struct fp_backend_ops;
+struct fp_backend;
+int fp_layer_error_on(const struct fp_backend_ops *ops, struct fp_backend *be, const float *ref, const void *x,
+                      fp_dtype dt, size_t n, fp_layer_err_t *out);
+
 /* ---- per-layer rounding error, isolated from weight drift ----
  * The low-precision forward (a scratch clone of the fp32 model under `policy`) runs with the fp32
  * model's current weights on the same batch, and every layer's output is compared with the fp32

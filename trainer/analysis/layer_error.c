@@ -1,11 +1,18 @@
 /* layer_error.c — analysis.h fp_layer_error and the accumulation behind it (precision_internal.h):
- * relative L2 error, max abs error and cosine of x against a reference. Promises: sums in double, in a
+ * relative L2 error, max abs error and cosine of x against a reference, on the host or, for tensors in a
+ * CUDA backend's memory, from sums made on the device (fp_layer_error_on). Promises: sums in double, in a
  * fixed order for a given n (vectorised lanes, then a fixed tree; pieces of CHUNK values folded in
- * order, whichever thread summed them); a non-finite x shows as Inf / NaN. */
+ * order, whichever thread summed them; on the device blocks, then the blocks in order); one finish for
+ * both; a non-finite x shows as Inf / NaN. */
+#include "config.h"
 #include <math.h>
+#include "error.h"
 #include "trainer/analysis/analysis.h"
 #include "trainer/analysis/precision_internal.h"
 #include "thread_pool.h"
+#include "trainer/backend.h"
+#include "trainer/backend_cuda.h"
+#include "trainer/cuda/layer_error_dev.h"
 #include "trainer/precision.h"
 
 /* SUM_LANES independent partial sums (lane = index mod SUM_LANES, then a fixed tree), so the loop
@@ -134,4 +141,41 @@ void fp_layer_error(const float *ref, const float *x, size_t n, double *rel_l2, 
     fp_err_acc a = {0};
     fp_err_acc_add(&a, ref, x, n);
     fp_err_acc_finish(&a, rel_l2, max_abs, cosine);
+}
+
+/* The device's sums as the host's accumulator: finished by the one fp_err_acc_finish. */
+static int device_sums(const fp_backend_ops *ops, fp_backend *be, const float *ref, const void *x, fp_dtype dt,
+                       size_t n, fp_err_acc *a)
+{
+#ifdef HAVE_CUDA
+    if (ops != fp_backend_cuda() || !be)
+        return fp_fail(FP_EINVAL, "layer error: tensors in the memory of backend %s, which cannot sum them", ops->name);
+    fp_cuda_err_sums s;
+    int rc = fp_backend_cuda_layer_error_sums(be, ref, x, dt, n, &s);
+    if (!rc)
+        *a = (fp_err_acc){s.dd, s.rr, s.xx, s.xr, s.maxabs, !isfinite(s.rr) || !isfinite(s.xx)};
+    return rc;
+#else
+    (void)be, (void)ref, (void)x, (void)dt, (void)n, (void)a;
+    return fp_fail(FP_EINVAL, "layer error: tensors in the memory of backend %s (built without CUDA)", ops->name);
+#endif
+}
+
+int fp_layer_error_on(const fp_backend_ops *ops, fp_backend *be, const float *ref, const void *x, fp_dtype dt,
+                      size_t n, fp_layer_err_t *out)
+{
+    if (!out || (n > 0 && (!ref || !x)))
+        return fp_fail(FP_EINVAL, "layer error: %s is NULL", !out ? "the result" : "a tensor");
+    if (dt != FP_DT_F32 && dt != FP_DT_F16 && dt != FP_DT_BF16)
+        return fp_fail(FP_EINVAL, "layer error: x of storage type %s", fp_dtype_name(dt));
+    fp_err_acc a = {0};
+    if (!ops || ops->host_memory)
+        fp_err_acc_add_pieces(&a, ref, x, dt, n);
+    else {
+        int rc = device_sums(ops, be, ref, x, dt, n, &a);
+        if (rc)
+            return rc;
+    }
+    fp_err_acc_finish(&a, &out->rel_l2, &out->max_abs, &out->cosine);
+    return FP_OK;
 }

@@ -38,13 +38,12 @@ void fp_pe_rows_end(fp_prec_err *pe, int64_t step)
     }
 }
 
-/* Row `layer` from n reference values (fp32) and n low-precision ones (fp32 or 16-bit as stored). */
+/* Row `layer` from n reference values (fp32) and n low-precision ones (fp32 or 16-bit as stored), both in host
+ * memory (the probes hand over host copies). */
 void fp_pe_layer_row(fp_prec_err *pe, int layer, const float *ref, const void *lo, fp_dtype lo_dt, size_t n)
 {
-    fp_err_acc a = {0};
-    fp_err_acc_add_pieces(&a, ref, lo, lo_dt, n);
-    fp_layer_err_t *r = &pe->rows[layer];
-    fp_err_acc_finish(&a, &r->rel_l2, &r->max_abs, &r->cosine);
+    if (fp_layer_error_on(NULL, NULL, ref, lo, lo_dt, n, &pe->rows[layer]))
+        pe->rows[layer] = (fp_layer_err_t){NAN, NAN, NAN};   /* not measured (only a bad dtype gets here) */
 }
 
 /* The scratch reads ref's weights: in place when its master is fp32 (the forward only reads them), a

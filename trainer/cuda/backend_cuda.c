@@ -2,7 +2,7 @@
  * memory with accounting, staging, uploads through pinned double-buffered staging and a copy stream, the
  * 16-bit weight copy the optimizer writes (conv / linear read it instead of casting), casts,
  * relu, residual add / accumulate, softmax cross-entropy, the fused unscale + check, device histograms for
- * the probes, and the ops table. Promises: backend.h's semantics (accumulate flags, dtypes,
+ * the probes, the per-layer error's sums for the analysis (layer_error_dev.h), and the ops table. Promises: backend.h's semantics (accumulate flags, dtypes,
  * compute formats: fp32 never TF32); every op checks dims and dtypes first; all work on one stream (large
  * uploads' host-to-device copies on a copy stream, ordered with it by events). */
 #include <cuda_runtime_api.h>
@@ -15,6 +15,7 @@
 #include "trainer/cuda/backend_cuda_internal.h"
 #include "trainer/cuda/backend_kernels.h"
 #include "trainer/cuda/kernels.h"
+#include "trainer/cuda/layer_error_dev.h"
 
 #define TRY(expr) do { int rc_ = (expr); if (rc_) return rc_; } while (0)
 
@@ -30,7 +31,7 @@ static int cuda_err(cudaError_t e, const char *what)
 
 static size_t staging_bytes(const fp_backend *be)
 {
-    size_t s = be->scratch_cap + be->hist_work_cap;
+    size_t s = be->scratch_cap + be->hist_work_cap + be->err_work_cap;
     for (int i = 0; i < FP_BCU_SLOTS; i++)
         s += be->st_cap[i];
     for (int i = 0; i < FP_BCU_UP_SLOTS; i++)
@@ -737,6 +738,20 @@ static int cuda_hist(fp_backend *be, fp_hist_t *h, const void *x, fp_dtype dt, s
         return FP_ENOMEM;
     be->host_waits++;   /* the counts come back: the stream is synchronised */
     return fp_cuda_hist_add(h, x, n, dt, work, be->stream);
+}
+
+/* The per-layer error's sums (layer_error_dev.h) on the instance's stream: its own workspace, not the
+ * scratch (an arm may hold that across the step). */
+int fp_backend_cuda_layer_error_sums(fp_backend *be, const float *ref, const void *x, fp_dtype dt, size_t n,
+                                     fp_cuda_err_sums *out)
+{
+    if (!be)
+        return fp_fail(FP_EINVAL, "layer error: no backend instance");
+    void *work = grow_slot(be, &be->err_work, &be->err_work_cap, fp_cuda_layer_error_work_bytes(), "(layer error sums)");
+    if (!work)
+        return FP_ENOMEM;
+    be->host_waits += n > 0;   /* the five sums come back: the stream is synchronised */
+    return fp_cuda_layer_error_sums(ref, x, dt, n, out, work, be->stream);
 }
 
 /* ---------------------------------------------------------------- the table */

@@ -48,6 +48,8 @@ struct fp_backend {
     size_t scratch_cap;
     void *hist_work;                /* the hist op's device counters (kernels.h fp_cuda_hist_work_bytes) */
     size_t hist_work_cap;
+    void *err_work;                 /* the layer error's partial sums (layer_error_dev.h) */
+    size_t err_work_cap;
     void *xent_out;                 /* fp_cuda_xent_result */
     int *found;                     /* unscale_check's device flag */
     int defer_loss;                 /* fp_backend_cuda_defer_loss: softmax_xent leaves its result on the device */

@@ -9,7 +9,10 @@ FP_CUDA_KERNEL_DEPS = trainer/cuda/kernels.h lib/error.h lib/hist.h lib/hist_cou
 trainer/cuda/xent.$(OBJEXT) trainer/cuda/amp.$(OBJEXT) trainer/cuda/sgd.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
 trainer/cuda/adam.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
 trainer/cuda/hist.$(OBJEXT) trainer/cuda/layer_error.$(OBJEXT) trainer/cuda/step.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
+trainer/cuda/layer_error.$(OBJEXT): trainer/cuda/layer_error_dev.h lib/dtype.h
 endif
+# The layer error's sums on the device for the analysis (every build includes the header: trainer/analysis).
+EXTRA_DIST += trainer/cuda/layer_error_dev.h
 
 # The backend table's CUDA implementation (trainer/backend_cuda.h) over cuDNN / cuBLASLt, the kernels
 # above and its own element-wise / pooling kernels.
@@ -83,6 +86,12 @@ tests_gpu_test_cuda_adam_LDADD = $(TEST_LDADD)
 check_PROGRAMS += tests/gpu/test_cuda_hist_probe
 TESTS += tests/gpu/test_cuda_hist_probe
 tests_gpu_test_cuda_hist_probe_LDADD = $(TEST_LDADD)
+
+# The per-layer rounding error summed on the device (the kernel, and analysis.h fp_layer_error_on on a backend
+# instance) against fp_layer_error: fp32 / fp16 / bf16, odd sizes, zeros, Inf / NaN; one host wait per call.
+check_PROGRAMS += tests/gpu/test_cuda_layer_error
+TESTS += tests/gpu/test_cuda_layer_error
+tests_gpu_test_cuda_layer_error_LDADD = $(TEST_LDADD)
 
 # Kernel-name classification (every build: the store and the report use it without CUDA too).
 lib_libfp_a_SOURCES += probe/kernel_class.c probe/kernel_class.h
