@@ -15,8 +15,8 @@
 static const fp_policy policies[] = {
     {"fp32", "fp32 everywhere, allow_tf32=False", FP_DT_F32, FP_DT_F32, FP_DT_F32, FP_DT_F32, FP_DT_F32,
      FP_SCALE_NONE},
-    {"tf32", "allow_tf32=True: conv/linear inputs rounded to TF32, fp32 accumulate", FP_DT_TF32, FP_DT_F32,
-     FP_DT_F32, FP_DT_F32, FP_DT_F32, FP_SCALE_NONE},
+    {"tf32", "allow_tf32=True: conv/linear on TF32 tensor cores (CPU: inputs rounded to TF32), fp32 accumulate",
+     FP_DT_TF32, FP_DT_F32, FP_DT_F32, FP_DT_F32, FP_DT_F32, FP_SCALE_NONE},
     {"fp16", "autocast(float16) + GradScaler()", FP_DT_F16, FP_DT_F16, FP_DT_F16, FP_DT_F32, FP_DT_F32,
      FP_SCALE_DYNAMIC},
     {"fp16-noscale", "autocast(float16) without a scaler", FP_DT_F16, FP_DT_F16, FP_DT_F16, FP_DT_F32, FP_DT_F32,
