@@ -31,8 +31,8 @@ for run, pol in q(on, "SELECT id, policy FROM runs ORDER BY id"):
     for name, n, ns in top:
         print(f"   top kernel[{pol}]: {ns / 1e6:.1f} ms in {n} launches: {name[:100]}")
 # Host CPU per step (issue 22): the training thread's CPU time, median over the unskipped steps after warm-up that
-# recorded it, and its median share of the step's wall time; on a GPU arm the host's work per step (with the
-# step-end wait where CUDA spins in it: docs/schema.md). The goal: the GPU, not the host, sets the pace.
+# recorded it, and its median share of the step's wall time; on a GPU arm the host's own work per step (the wait
+# for the device sleeps on a blocking-sync event: docs/schema.md). The goal: the GPU, not the host, sets the pace.
 for run, pol in q(on, "SELECT id, policy FROM runs ORDER BY id"):
     rows = q(on, "SELECT host_cpu_ns, wall_ns FROM steps WHERE run = ? AND step > ? AND skipped = 0 AND "
                  "host_cpu_ns > 0 AND wall_ns > 0", run, warm) if has_host_cpu else []

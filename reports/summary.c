@@ -551,7 +551,7 @@ char *fp_summary_fmt_host_cpu(char *buf, const fp_arm_t *a)
 const char *fp_summary_host_cpu_note(const fp_arm_t *a)
 {
     return a->emulated ? "CPU backend: includes the training thread's own compute"
-                       : "GPU: the host's work, the step-end wait included where CUDA spins";
+                       : "GPU: the host's own work, the wait for the device left out (it sleeps)";
 }
 
 static const char *const role_names[FP_SUMMARY_ROLES] = {"activations", "activation gradients", "weights",

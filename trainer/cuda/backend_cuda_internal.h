@@ -54,6 +54,7 @@ struct fp_backend {
     int *found;                     /* unscale_check's device flag */
     int defer_loss;                 /* fp_backend_cuda_defer_loss: softmax_xent leaves its result on the device */
     long long host_waits;           /* fp_backend_cuda_host_waits */
+    void *sync_event;               /* cudaEvent_t with cudaEventBlockingSync: cuda_sync sleeps, not spins */
     void *copy_stream;              /* cudaStream_t of the large uploads (created on first use) */
     fp_bcu_upload_slot up[FP_BCU_UP_SLOTS], up_small[FP_BCU_UP_SMALL];
     unsigned up_next, up_small_next;
