@@ -125,6 +125,7 @@ typedef struct {
     float next_scale[K];
     int64_t comm_ns[K], bytes[K];
     int buckets[K];
+    double rel16;                /* step 1's recorded all-reduce rounding (checked: fp_arm_check_reduce_next) */
 } trace_t;
 
 static void run_arm(trace_t *t, const float *x, const int *lab)
@@ -153,8 +154,12 @@ static void run_arm(trace_t *t, const float *x, const int *lab)
         b.images = (float *)x + (size_t)s * N * per;
         b.labels = (int32_t *)lab + s * N;
         fp_arm_step_result r;
+        if (s == 0)
+            fp_arm_check_reduce_next(a, NULL);   /* the first step measures the wire's rounding (16-bit wires) */
         if ((rc = fp_arm_step(a, &b, &r)))
             break;
+        if (s == 0)
+            t->rel16 = r.reduce_rel_l2;
         t->skipped[s] = r.skipped;
         t->next_scale[s] = r.next_scale;
         t->comm_ns[s] = r.comm_ns;
@@ -257,8 +262,11 @@ static void arms(fp_dist *d)
     double w16 = ran ? tu_rel_l2(c16.w, r1.w, np) : NAN;
     tap_ok(ran && w16 > 0 && w16 < 1e-3, "--allreduce fp16: weights after %d steps rel. L2 %.3g from alone (> 0, < 1e-3)",
            K, w16);
-    tap_diag("the fp16 all-reduce's rounding (not recorded by a device arm: reduce_rel_l2 is the host path's): "
-             "gradients %.3g, weights %.3g", e16, w16);
+    /* the arm's own record of it (a checked step: the same gradients reduced in fp32 too, compared on the host) */
+    double rec = c16.rel16;
+    tap_ok(ran && rec > 0 && rec < 1e-3 && (!repro || fabs(rec - e16) <= 1e-6 * e16),
+           "--allreduce fp16, step 1 checked: the arm records the all-reduce's rounding, rel. L2 %.3g (> 0, < 1e-3%s; "
+           "measured here %.3g)", rec, repro ? ", = the measured within 1e-6" : "", e16);
     if (ran) {
         /* as TAP diagnostics, so that tests/gpu/check's log shows them */
         tap_diag("bench: name=nccl_one_rank_allreduce_fp32 value=%.4f unit=ms/step (tinynet, %zu parameters, steps "
@@ -307,7 +315,7 @@ int main(void)
 #if !defined(HAVE_CUDA) || !defined(HAVE_NCCL)
     tap_skip_all("built without NCCL (configure finds it with MPI and the CUDA backend)");
 #else
-    tap_plan(1 + 5 + 8);
+    tap_plan(1 + 5 + 9);
     fp_dist *d = NULL;
     int rc = fp_dist_init_local(&d);
     tap_ok(rc == FP_OK && fp_dist_rank(d) == 0 && fp_dist_size(d) == 1 && fp_dist_built() == 2,

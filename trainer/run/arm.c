@@ -331,7 +331,7 @@ static int backward_scaled(fp_arm *a, int n, float scale)
 
 /* The 16-bit all-reduce against the fp32 one of the same gradients (g: the 16-bit result, ref: fp32): rel. L2
  * over all and per layer, and the summed values that overflowed or flushed to zero in the format. */
-static void reduce_error(fp_arm *a, const float *g, const float *ref, fp_arm_step_result *r)
+void fp_arm_reduce_error(fp_arm *a, const float *g, const float *ref, fp_arm_step_result *r)
 {
     double num = 0, den = 0;
     int nl = fp_model_layer_count(a->model);
@@ -377,8 +377,7 @@ int fp_arm_allreduce_grads(fp_arm *a, fp_arm_step_result *r)
     int rc;
 #ifdef HAVE_CUDA
     if (a->dev) {
-        rc = fp_arm_device_allreduce(a, &st);
-        check = 0;
+        rc = check ? fp_arm_device_allreduce_checked(a, &st, r) : fp_arm_device_allreduce(a, &st);
         goto done;
     }
 #endif
@@ -400,7 +399,7 @@ int fp_arm_allreduce_grads(fp_arm *a, fp_arm_step_result *r)
     }
     rc = fp_dist_allreduce_mean(a->cfg.dist, g, n, a->wire, a->cfg.bucket_bytes, &st);
     if (!rc && check)
-        reduce_error(a, g, a->ref_grads, r);
+        fp_arm_reduce_error(a, g, a->ref_grads, r);
 done:
     r->comm_ns = st.reduce_ns;
     r->comm_exposed_ns = st.exposed_ns;

@@ -124,6 +124,9 @@ void fp_arm_device_free(fp_arm *a)
             ops->free(be, a->dopt[j], np * (size_t)fp_dtype_bytes(a->dopt_dtype));
     if (a->dstage)
         ops->free(be, a->dstage, np * 2);
+    if (a->dref)
+        ops->free(be, a->dref, np * sizeof(float));
+    free(a->check_grads);
     if (a->dstate)
         ops->free(be, a->dstate, sizeof(fp_cuda_step_state));
     fp_cuda_host_free(a->hstate);
@@ -211,6 +214,43 @@ int fp_arm_device_allreduce(fp_arm *a, fp_dist_stats *st)
     return rc;
 #else
     (void)st;
+    return fp_fail(FP_EUNAVAIL, "arm %s: data-parallel training on the GPU needs the NCCL build", a->policy_name);
+#endif
+}
+
+int fp_arm_device_allreduce_checked(fp_arm *a, fp_dist_stats *st, fp_arm_step_result *r)
+{
+#ifdef HAVE_NCCL
+    fp_model *m = a->model;
+    const fp_backend_ops *ops = fp_model_backend_ops(m);
+    fp_backend *be = fp_model_backend(m);
+    size_t n = fp_model_num_params(m);
+    float *g = fp_model_backend_grads(m);
+    if (!g || n == 0)
+        return g ? FP_OK : FP_EINTERNAL;
+    if (!a->dref && ops->alloc(be, &a->dref, n * sizeof(float)))
+        return fp_fail(FP_ENOMEM, "arm %s: out of device memory for the fp32 reference all-reduce", a->policy_name);
+    float *ref = realloc(a->ref_grads, n * sizeof *ref), *got = ref ? realloc(a->check_grads, n * sizeof *got) : NULL;
+    if (ref)
+        a->ref_grads = ref;
+    if (got)
+        a->check_grads = got;
+    if (!ref || !got)
+        return fp_fail(FP_ENOMEM, "arm %s: out of memory for the all-reduce check", a->policy_name);
+    /* the same gradients in fp32 (a copy), then the arm's own all-reduce in its format */
+    int rc = ops->copy(be, a->dref, g, n * sizeof(float));
+    rc = rc ? rc : fp_dist_nccl_allreduce_mean(a->cfg.dist, a->dref, n, FP_DT_F32, a->cfg.bucket_bytes,
+                                               fp_backend_cuda_stream(be), NULL);
+    rc = rc ? rc : fp_arm_device_allreduce(a, st);
+    rc = rc ? rc : ops->download(be, ref, a->dref, n * sizeof(float));
+    rc = rc ? rc : ops->download(be, got, g, n * sizeof(float));
+    rc = rc ? rc : ops->sync(be);
+    if (!rc)
+        fp_arm_reduce_error(a, got, ref, r);
+    return rc;
+#else
+    (void)st;
+    (void)r;
     return fp_fail(FP_EUNAVAIL, "arm %s: data-parallel training on the GPU needs the NCCL build", a->policy_name);
 #endif
 }

@@ -38,6 +38,8 @@ struct fp_arm {
     float *ref_grads;           /* the fp32-reduced copy of the gradients at a checked step */
     int overlap;                /* this step's buckets are posted from the gradient-ready hook (grad_ready) */
     void *dstage;               /* device arm, 16-bit all-reduce: the gradients in the wire format */
+    void *dref;                 /* device arm, checked step: the gradients reduced in fp32 (n floats) */
+    float *check_grads;         /* device arm, checked step: the wire-format result, downloaded */
     /* device arm: the step's results stay on the device until its end (fp_arm_device_step) */
     void *dstate;               /* kernels.h fp_cuda_step_state in the backend's memory: loss, flags, scaler */
     void *hstate;               /* its pinned host copy, read back once per step */
@@ -54,6 +56,9 @@ void fp_arm_step_begin(fp_arm *a, const fp_batch *b, fp_arm_step_result *r);
 int fp_arm_reduce_begin(fp_arm *a);
 /* 3b. Data parallel: the gradients averaged over the ranks (the rest posted, all waited for); r's comm figures. */
 int fp_arm_allreduce_grads(fp_arm *a, fp_arm_step_result *r);
+/* A checked step: the 16-bit all-reduce's result g against the fp32 one of the same gradients, ref (both host
+ * memory): r's rel. L2 and overflow / underflow counts, and the per-layer rel. L2 when asked. */
+void fp_arm_reduce_error(fp_arm *a, const float *g, const float *ref, fp_arm_step_result *r);
 
 #ifdef HAVE_CUDA
 /* ---- arm_device.c: the device arm ---- */
@@ -72,6 +77,10 @@ int fp_arm_device_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r);
 int fp_arm_device_reduce_begin(fp_arm *a);
 int fp_arm_device_grad_ready(fp_arm *a, size_t off, size_t count);
 int fp_arm_device_allreduce(fp_arm *a, fp_dist_stats *st);
+/* A checked step of a device arm (not overlapped): the same gradients reduced in fp32 too, then both downloaded and
+ * compared on the host (fp_arm_reduce_error): two more host waits, at the sampled steps only; that step's
+ * all-reduce time (events) includes the reference reduction. */
+int fp_arm_device_allreduce_checked(fp_arm *a, fp_dist_stats *st, fp_arm_step_result *r);
 #endif
 
 #endif
