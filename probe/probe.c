@@ -3,7 +3,7 @@
  * step are ignored; a tensor reaches only the backends that asked for its role this step; a 16-bit
  * tensor is widened at most once per call, and only for backends that cannot take it as stored; a ready
  * histogram reaches only backends with a hist hook, and is refused for a role some other backend needs
- * as values. */
+ * as values; an in-place backend gets tensors only where they lie (fp_probe_tensor_in_place). */
 #include <stdlib.h>
 #include "error.h"
 #include "probe/probe.h"
@@ -14,6 +14,7 @@ typedef struct {
     void *self;
     fp_probe_tensor16_fn tensor16;   /* fp_probe_add16; NULL otherwise */
     fp_probe_hist_fn hist;           /* fp_probe_add_hist; NULL otherwise */
+    fp_probe_in_place_fn in_place;   /* fp_probe_add_in_place; NULL otherwise (then no other tensor hook) */
     unsigned wants;   /* roles asked for at this step */
 } backend_t;
 
@@ -27,7 +28,9 @@ struct fp_probe {
     int64_t step;
     float loss_scale;
     unsigned wants;
-    unsigned wants_values;   /* roles wanted by backends without a hist hook */
+    unsigned wants_values;   /* roles wanted by backends without a hist hook (in-place ones left out) */
+    unsigned wants_in_place; /* roles wanted by in-place backends */
+    unsigned wants_copies;   /* roles wanted by the others */
     unsigned caller_roles;   /* fp_probe_caller_roles: delivered by the caller, not the model */
     int pool_held;    /* this step samples tensors: the kernels' pool is held until step_end */
     float *wide;      /* fp_probe_tensor_dt: 16-bit tensors widened for backends without tensor16 */
@@ -80,12 +83,23 @@ int fp_probe_add_hist(fp_probe *p, const fp_probe_ops *ops, fp_probe_tensor16_fn
     b->self = self;
     b->tensor16 = tensor16;
     b->hist = hist;
+    b->in_place = NULL;
     b->wants = 0;
     if (ops->layer_begin)
         p->lb[p->nlb++] = b;
     if (ops->layer_end)
         p->le[p->nle++] = b;
     return FP_OK;
+}
+
+int fp_probe_add_in_place(fp_probe *p, const fp_probe_ops *ops, fp_probe_in_place_fn in_place, void *self)
+{
+    if (!in_place)
+        return fp_fail(FP_EINVAL, "probe: in-place backend without its hook");
+    int rc = fp_probe_add_hist(p, ops, NULL, NULL, self);
+    if (!rc)
+        p->b[p->nb - 1].in_place = in_place;
+    return rc;
 }
 
 int fp_probe_backend_count(const fp_probe *p) { return p ? p->nb : 0; }
@@ -100,13 +114,18 @@ void fp_probe_step_begin(fp_probe *p, int64_t step, float loss_scale)
     p->in_step = 1;
     p->step = step;
     p->loss_scale = loss_scale;
-    p->wants = p->wants_values = 0;
+    p->wants = p->wants_values = p->wants_in_place = p->wants_copies = 0;
     for (int i = 0; i < p->nb; i++) {
         backend_t *b = &p->b[i];
         b->wants = b->ops->step_begin ? b->ops->step_begin(b->self, step, loss_scale) & FP_PROBE_ALL_ROLES : 0;
-        if (!b->ops->tensor && !b->tensor16)
+        if (!b->ops->tensor && !b->tensor16 && !b->in_place)
             b->wants = 0;
         p->wants |= b->wants;
+        if (b->in_place) {
+            p->wants_in_place |= b->wants;
+            continue;
+        }
+        p->wants_copies |= b->wants;
         if (!b->hist)
             p->wants_values |= b->wants;
     }
@@ -124,7 +143,7 @@ void fp_probe_step_end(fp_probe *p)
         if (p->b[i].ops->step_end)
             p->b[i].ops->step_end(p->b[i].self, p->step);
     p->in_step = 0;
-    p->wants = p->wants_values = 0;
+    p->wants = p->wants_values = p->wants_in_place = p->wants_copies = 0;
     p->step = -1;
     release_pool(p);
 }
@@ -157,6 +176,26 @@ void fp_probe_layer_end(fp_probe *p, int layer, fp_phase phase)
 unsigned fp_probe_wants(const fp_probe *p) { return p && p->in_step ? p->wants & ~p->caller_roles : 0; }
 unsigned fp_probe_wants_all(const fp_probe *p) { return p && p->in_step ? p->wants : 0; }
 
+unsigned fp_probe_wants_in_place(const fp_probe *p)
+{
+    return p && p->in_step ? p->wants_in_place & ~p->caller_roles : 0;
+}
+
+unsigned fp_probe_wants_copies(const fp_probe *p)
+{
+    return p && p->in_step ? p->wants_copies & ~p->caller_roles : 0;
+}
+
+void fp_probe_tensor_in_place(fp_probe *p, int layer, fp_tensor_role role, const void *x, fp_dtype dt, size_t n,
+                              const fp_probe_mem *mem)
+{
+    if (!p || !p->in_step || (unsigned)role >= FP_ROLE_COUNT || !(p->wants_in_place & FP_PROBE_ROLE_BIT(role)))
+        return;
+    for (int i = 0; i < p->nb; i++)
+        if ((p->b[i].wants & FP_PROBE_ROLE_BIT(role)) && p->b[i].in_place)
+            p->b[i].in_place(p->b[i].self, layer, role, x, dt, n, p->loss_scale, mem);
+}
+
 void fp_probe_caller_roles(fp_probe *p, unsigned roles)
 {
     if (p)
@@ -168,7 +207,7 @@ void fp_probe_tensor(fp_probe *p, int layer, fp_tensor_role role, const float *x
     if (!p || !p->in_step || (unsigned)role >= FP_ROLE_COUNT || !(p->wants & FP_PROBE_ROLE_BIT(role)))
         return;
     for (int i = 0; i < p->nb; i++)
-        if ((p->b[i].wants & FP_PROBE_ROLE_BIT(role)) && p->b[i].ops->tensor)
+        if ((p->b[i].wants & FP_PROBE_ROLE_BIT(role)) && p->b[i].ops->tensor && !p->b[i].in_place)
             p->b[i].ops->tensor(p->b[i].self, layer, role, x, n, p->loss_scale);
 }
 
@@ -186,7 +225,7 @@ int fp_probe_tensor_dt(fp_probe *p, int layer, fp_tensor_role role, const void *
     int widened = 0, rc = FP_OK;
     for (int i = 0; i < p->nb; i++) {
         backend_t *b = &p->b[i];
-        if (!(b->wants & bit))
+        if (!(b->wants & bit) || b->in_place)
             continue;
         if (b->tensor16) {
             b->tensor16(b->self, layer, role, x, dt, n, p->loss_scale);

@@ -118,6 +118,32 @@ unsigned fp_probe_wants_values(const fp_probe *p);
  * the role is one fp_probe_wants_values reports (hand the values instead) or h is NULL. */
 int fp_probe_tensor_hist(fp_probe *p, int layer, fp_tensor_role role, const fp_hist_t *h);
 
+/* ---- tensors where they lie (a device: no download) ----
+ * A backend added with fp_probe_add_in_place takes the tensors it wants where the model keeps them: the
+ * in_place hook gets x in the memory of the model's backend (mem: that backend's table and instance,
+ * trainer/backend.h fp_backend_ops / fp_backend, opaque here; host 1 when the host may read x, i.e. the
+ * table's host_memory), in its storage format dt (FP_DT_F32, or FP_DT_F16 / FP_DT_BF16 bit patterns), valid
+ * only during the call; on a device, work the backend queued that writes x may still be running on its
+ * stream (read it on that stream). Such a backend never gets tensors through tensor / tensor16 / hist (those
+ * hooks are not called), and its wants do not count in fp_probe_wants_values. The model hands each tensor
+ * whose role some in-place backend wants to fp_probe_tensor_in_place first, then, when fp_probe_wants_copies
+ * says another backend wants the role, as before (values or a histogram). */
+typedef struct {
+    const void *ops;   /* const fp_backend_ops * */
+    void *instance;    /* fp_backend * */
+    int host;          /* 1: host-readable memory */
+} fp_probe_mem;
+typedef void (*fp_probe_in_place_fn)(void *self, int layer, fp_tensor_role role, const void *x, fp_dtype dt,
+                                     size_t n, float loss_scale, const fp_probe_mem *mem);
+int fp_probe_add_in_place(fp_probe *p, const fp_probe_ops *ops, fp_probe_in_place_fn in_place, void *self);
+/* Roles some in-place backend wants now (outside a step: 0; the caller's roles left out, as fp_probe_wants). */
+unsigned fp_probe_wants_in_place(const fp_probe *p);
+/* Roles some other backend wants now (the ones fp_probe_tensor / _dt / _hist serve). */
+unsigned fp_probe_wants_copies(const fp_probe *p);
+/* Hands x (where it lies, see above) to every in-place backend that wants role this step. */
+void fp_probe_tensor_in_place(fp_probe *p, int layer, fp_tensor_role role, const void *x, fp_dtype dt, size_t n,
+                              const fp_probe_mem *mem);
+
 /* 1 when step is a sampling step of period `every` (every <= 0: never; step 0 always samples). */
 int fp_probe_every(int64_t step, int every);
 

@@ -1,7 +1,7 @@
 /* test_probe_analysis.c — precision analysis: layer error metrics on hand-made vectors, lost-update
  * fractions on a hand-made case, the skipped-step text naming the first non-finite layer, and the
  * per-layer rounding error of tinynet under fp16 vs fp32 (both ways: one call, and riding on the
- * fp32 model's own step) with rows in a store. */
+ * fp32 model's own step) with rows in a store; asking for the GPU with a host reference changes nothing. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,6 +221,19 @@ int main(void)
         ok &= rows[l].rel_l2 == 0 && rows[l].max_abs == 0;
     tap_ok(ok, "fp32 clone vs fp32: zero error on every layer");
     fp_prec_err_free(pe32);
+    /* asking for the GPU with a reference in host memory: the host path, the same rows bit for bit, no clones */
+    fp_prec_err *ped = NULL;
+    fp_prec_err_create(&ped, m, fp_policy_find("fp16"));
+    fp_prec_err_use_device(ped, 1);
+    int drc = fp_prec_err_compare(ped, m, x, NB, 7);
+    const fp_layer_err_t *drows = fp_prec_err_rows(ped, &nrows), *hrows = fp_prec_err_rows(pe, NULL);
+    ok = drc == FP_OK && nrows == L && drows && hrows;
+    for (int l = 0; ok && l < L; l++)
+        ok &= memcmp(&drows[l], &hrows[l], sizeof drows[l]) == 0;
+    size_t dpeak = 1, dws = 1;
+    tap_ok(ok && fp_prec_err_device_memory(ped, &dpeak, &dws) == 0 && dpeak == 0 && dws == 0,
+           "use_device with a host reference: the host path's rows bit for bit, no device memory");
+    fp_prec_err_free(ped);
     /* riding on the fp32 model's own training step: the whole batch, so the corrected statistics are
      * the low-precision forward's own and the rows are those of the one call up to float rounding */
     double rel_once[16];

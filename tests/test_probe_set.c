@@ -1,7 +1,7 @@
 /* test_probe_set.c — the probe set and the model's hooks on tinynet: fan-out to every backend in
  * order, per-layer / per-phase CPU times and kernel counts, the tensor hook at sampling steps only,
  * every layer's tensors with 16-bit activations widened exactly, nothing outside a step; the kernels'
- * pool held exactly through the steps that sample tensors. */
+ * pool held exactly through the steps that sample tensors; in-place backends (tensors where they lie). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +183,68 @@ static void test_pool_hold(void)
     int again = fp_pool_held() == h0 + 1;
     fp_probe_free(p);
     tap_ok(again && fp_pool_held() == h0, "a step begun again holds once; a set freed mid-step lets go");
+}
+
+/* An in-place backend (fp_probe_add_in_place) gets tensors where the model keeps them, never through its other
+ * hooks; the masks tell the model which roles still go as copies. */
+typedef struct {
+    int calls, host, dt_ok, n_ok, copies;
+    const fp_model *m;
+} inplace_t;
+static void ip_tensor(void *self, int layer, fp_tensor_role role, const float *x, size_t n, float ls)
+{
+    (void)layer, (void)role, (void)x, (void)n, (void)ls;
+    ((inplace_t *)self)->copies++;   /* must never happen */
+}
+static void ip_in_place(void *self, int layer, fp_tensor_role role, const void *x, fp_dtype dt, size_t n, float ls,
+                        const fp_probe_mem *mem)
+{
+    (void)ls;
+    inplace_t *t = self;
+    if (role != FP_ROLE_ACTIVATION || !x)
+        return;
+    t->calls++;
+    t->host += mem && mem->host == 1 && mem->ops && mem->instance;
+    t->dt_ok += dt == fp_model_layer_dtype(t->m, layer);
+    const fp_layer_info *li = fp_model_layer(t->m, layer);
+    t->n_ok += li && n == (size_t)li->out.h * li->out.w * li->out.c * NB;
+}
+static const fp_probe_ops ip_ops = {"in_place", w_step_begin, NULL, NULL, NULL, ip_tensor};
+
+static void test_in_place(fp_model *h, const float *x, const int *labels)
+{
+    int L = fp_model_layer_count(h);
+    fp_probe *p = NULL;
+    fp_probe_create(&p);
+    inplace_t t = {0, 0, 0, 0, 0, h};
+    tap_ok(fp_probe_add_in_place(p, &ip_ops, NULL, &t) == FP_EINVAL, "an in-place backend needs its hook");
+    fp_probe_add_in_place(p, &ip_ops, ip_in_place, &t);
+    want_mask = FP_PROBE_ROLE_BIT(FP_ROLE_ACTIVATION);
+    fp_probe_step_begin(p, 0, 1.0f);
+    tap_ok(fp_probe_wants_in_place(p) == want_mask && fp_probe_wants_copies(p) == 0 && fp_probe_wants_values(p) == 0 &&
+               fp_probe_wants(p) == want_mask, "in place only: wanted in place, no copies, no values");
+    float v[4] = {1, 2, 3, 4};
+    fp_probe_tensor(p, 0, FP_ROLE_ACTIVATION, v, 4);
+    tap_ok(fp_probe_tensor_dt(p, 0, FP_ROLE_ACTIVATION, v, FP_DT_F32, 4) == FP_OK && t.copies == 0 && t.calls == 0,
+           "fp_probe_tensor / _dt do not reach an in-place backend");
+    fp_probe_step_end(p);
+    tap_ok(fp_probe_wants_in_place(p) == 0 && fp_probe_wants_copies(p) == 0, "no wants outside a step");
+    act_t a = {h, 0, 0};
+    fp_probe_add(p, &act_ops, &a);
+    fp_model_set_probe(h, p);
+    float loss;
+    fp_probe_step_begin(p, 0, 1.0f);
+    int masks = fp_probe_wants_in_place(p) == want_mask && fp_probe_wants_copies(p) == want_mask;
+    fp_model_train_step(h, &loss, NULL, NULL, x, labels, NB);
+    fp_probe_step_end(p);
+    tap_ok(masks, "with a copying backend beside it: wanted both ways");
+    tap_ok(t.calls == L && t.host == L && t.dt_ok == L && t.n_ok == L && t.copies == 0,
+           "a host model hands every activation in place (host memory, as stored, batch counted): %d, %d, %d, %d of "
+           "%d; through the other hooks %d", t.calls, t.host, t.dt_ok, t.n_ok, L, t.copies);
+    tap_ok(a.seen == L && a.ok_widen == L, "the copying backend still gets every activation widened exactly (%d, %d)",
+           a.seen, a.ok_widen);
+    fp_model_set_probe(h, NULL);
+    fp_probe_free(p);
 }
 
 int main(void)
@@ -371,6 +433,7 @@ int main(void)
     tap_is_int(a.seen, 0, "fp16: none at a non-sampling step");
     tap_ok(fp_probe_every(0, 10) && fp_probe_every(20, 10) && !fp_probe_every(5, 10) && !fp_probe_every(0, 0),
            "fp_probe_every");
+    test_in_place(h, x, labels);
 
     fp_probe_free(ph);
     fp_model_free(h);

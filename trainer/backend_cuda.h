@@ -72,6 +72,12 @@ void fp_backend_cuda_defer_loss(fp_backend *be, int on);
 const void *fp_backend_cuda_loss_result(fp_backend *be);
 long long fp_backend_cuda_host_waits(const fp_backend *be);
 
+/* The table's downloads (device -> host copies through fp_backend_ops.download) of every instance since the
+ * process started: how many (of at least one byte) and their bytes (either may be NULL). Other copies to the
+ * host (a histogram's counts, the layer error's sums, the step's pinned read-back) are not counted. A debug
+ * counter for the tests. */
+void fp_backend_cuda_downloads(long long *count, long long *bytes);
+
 /* Device scratch for kernels.h helpers (at least bytes, 256-byte aligned, from the arena; valid until the
  * next call); NULL with the arena's message on failure. */
 void *fp_backend_cuda_scratch(fp_backend *be, size_t bytes);

@@ -273,6 +273,28 @@ fp_dtype fp_model_layer_dtype(const fp_model *m, int layer);
 /* A new model of the same architecture (nodes, names), with a copy of the parameters and running
  * statistics, policy fp32, no probe. FP_ENOMEM. */
 int fp_model_clone(fp_model **out, const fp_model *m);
+/* A clone of m (as fp_model_clone) under `policy` (NULL: fp32) on backend instance be of table ops (be NULL: a new
+ * instance from ops->create; be is taken over: destroyed with the clone, or at once on failure). When m lies on
+ * a device of the same table, its parameters and running statistics are copied device to device
+ * (fp_model_mirror_params), m's host mirrors untouched; otherwise through m's host values. For scratch models
+ * of the analysis on an arm's GPU (trainer/analysis). FP_EINVAL, FP_ENOMEM, the backend's errors. */
+struct fp_backend_ops;
+struct fp_backend;
+int fp_model_clone_to(fp_model **out, fp_model *m, const fp_policy *policy, const struct fp_backend_ops *ops,
+                      struct fp_backend *be);
+/* dst and src of one architecture, both on device backends of one table (FP_EINVAL otherwise): dst's parameters
+ * and running statistics become src's, copied device to device on dst's instance after src's instance finished
+ * its queued work (one wait for src's stream; nothing comes to the host), rounded to dst's master format when
+ * that is 16-bit (`half`, as fp_model_set_policy rounds). dst's host mirrors are then behind (downloaded when
+ * read). */
+int fp_model_mirror_params(fp_model *dst, fp_model *src);
+/* fp_model_forward without the logits: on a device backend the work stays queued on its stream (no download,
+ * no wait); the probe hooks run as in fp_model_forward. */
+int fp_model_forward_queued(fp_model *m, const float *x, int n, fp_mode mode);
+/* An upper bound of the backend memory (bytes) a copy of m on a device backend holds to run TRAIN forwards of n
+ * images under its current policy (parameters, gradient buffer, statistics, weight copy, activations, staging),
+ * for sizing a device arena; 0 for n < 1. */
+size_t fp_model_device_bytes(const fp_model *m, int n);
 /* Copies m's parameters (and running statistics) into dst, a model of the same architecture
  * (FP_EINVAL otherwise). */
 int fp_model_copy_params(fp_model *dst, const fp_model *m, int with_buffers);

@@ -1,10 +1,13 @@
-/* model_clone.c — a new model of the same architecture (fp_model_clone), parameter copies between
- * models of one architecture (fp_model_copy_params) and read-only sharing (fp_model_share_params).
- * Promises: the clone has the same nodes, names and values; policy fp32, no probe, on the CPU backend;
- * device mirrors are synchronised first (sharing with a device model copies). */
+/* model_clone.c — a new model of the same architecture (fp_model_clone; fp_model_clone_to: on a backend of the
+ * caller's), parameter copies between models of one architecture (fp_model_copy_params) and read-only sharing
+ * (fp_model_share_params). Promises: the clone has the same nodes, names and values; policy fp32, no probe, on
+ * the CPU backend (clone_to: on the given one, with a device source's values copied device to device); device
+ * mirrors are synchronised first (sharing with a device model copies). */
 #include "trainer/model_internal.h"
 
-int fp_model_clone(fp_model **out, const fp_model *m)
+/* A model with m's nodes (names, shapes), finished, on the CPU backend, policy fp32; its parameters as the
+ * build leaves them. */
+static int build_like(fp_model **out, const fp_model *m)
 {
     *out = NULL;
     if (!m || !m->finished)
@@ -38,7 +41,40 @@ int fp_model_clone(fp_model **out, const fp_model *m)
         return rc;
     }
     fp_model_set_threads(c, m->threads);
-    fp_model_copy_params(c, m, 1);
+    *out = c;
+    return FP_OK;
+}
+
+int fp_model_clone(fp_model **out, const fp_model *m)
+{
+    int rc = build_like(out, m);
+    if (!rc)
+        fp_model_copy_params(*out, m, 1);
+    return rc;
+}
+
+int fp_model_clone_to(fp_model **out, fp_model *m, const fp_policy *policy, const fp_backend_ops *ops, fp_backend *be)
+{
+    *out = NULL;
+    fp_model *c = NULL;
+    int rc = ops ? build_like(&c, m) : fp_fail(FP_EINVAL, "model: clone onto no backend");
+    if (rc) {
+        if (ops && be)
+            ops->destroy(be);
+        return rc;
+    }
+    int d2d = m->ops == ops && devmem(m);   /* else through m's host mirrors, as fp_model_clone */
+    rc = d2d ? FP_OK : fp_model_copy_params(c, m, 1);
+    rc = rc ? rc : fp_model_set_policy(c, policy);
+    if (!rc)
+        rc = fp_model_set_backend(c, ops, be);   /* takes be over, also when it fails */
+    else if (be)
+        ops->destroy(be);
+    rc = rc ? rc : d2d ? fp_model_mirror_params(c, m) : FP_OK;
+    if (rc) {
+        fp_model_free(c);
+        return rc;
+    }
     *out = c;
     return FP_OK;
 }

@@ -4,8 +4,9 @@
  * device changed and mark what the host may write), and explicit fp_model_sync_to_host / _to_device.
  * Promises: on a host backend nothing is copied and every pointer is the host buffer itself; at a sampling
  * step a device tensor that the probes take as a histogram is counted on the device (only the counts come
- * back), any other is downloaded; handing the device parameters out for writing (fp_model_backend_params)
- * registers the CUDA backend's 16-bit weight copy for the optimizer to write, and marks it stale. */
+ * back), one an in-place probe backend takes is handed over where it lies, any other is downloaded; handing the
+ * device parameters out for writing (fp_model_backend_params) registers the CUDA backend's 16-bit weight copy
+ * for the optimizer to write, and marks it stale; fp_model_mirror_params copies device to device. */
 #include "config.h"
 #include "trainer/model_internal.h"
 #ifdef HAVE_CUDA
@@ -297,6 +298,13 @@ void fp_model_zero_grad(fp_model *m)
 void fp_mi_probe_value(fp_model *m, const void *p, fp_dtype d, size_t cnt, int layer, fp_tensor_role role)
 {
     fp_dtype sd = is16(d) ? d : FP_DT_F32;
+    const unsigned bit = FP_PROBE_ROLE_BIT(role);
+    if (fp_probe_wants_in_place(m->probe) & bit) {   /* where it lies: nothing comes over for these */
+        fp_probe_mem mem = {m->ops, m->be, m->ops->host_memory};
+        fp_probe_tensor_in_place(m->probe, layer, role, p, sd, cnt, &mem);
+        if (!(fp_probe_wants_copies(m->probe) & bit))
+            return;
+    }
     if (devmem(m) && m->ops->hist && !(fp_probe_wants_values(m->probe) & FP_PROBE_ROLE_BIT(role))) {
         fp_hist_t h;   /* every probe that wants it takes counts: histogrammed where it lies */
         fp_hist_init(&h);
@@ -320,4 +328,64 @@ void fp_mi_probe_value(fp_model *m, const void *p, fp_dtype d, size_t cnt, int l
         p = m->probe_host;
     }
     fp_probe_tensor_dt(m->probe, layer, role, p, sd, cnt);
+}
+
+/* ---------------------------------------------------------------- device to device (model.h) */
+
+int fp_model_forward_queued(fp_model *m, const float *x, int n, fp_mode mode)
+{
+    return fp_mi_forward(m, NULL, x, n, mode);
+}
+
+int fp_model_mirror_params(fp_model *dst, fp_model *src)
+{
+    if (!dst || !src || dst->nparams != src->nparams || dst->nbuffers != src->nbuffers || dst->nnodes != src->nnodes)
+        return fp_fail(FP_EINVAL, "model: mirror_params between different architectures");
+    if (!devmem(dst) || !devmem(src) || dst->ops != src->ops)
+        return fp_fail(FP_EINVAL, "model %s: mirror_params needs both models on devices of one backend", dst->name);
+    const fp_backend_ops *o = dst->ops;
+    int rc = fp_mi_to_device(src);   /* what the host wrote into src's mirrors */
+    rc = rc ? rc : src->ops->sync(src->be);   /* src's stream has written them (another stream reads now) */
+    rc = rc ? rc : o->copy(dst->be, dst->dparams, src->dparams, dst->nparams * sizeof(float));
+    rc = rc ? rc : o->copy(dst->be, dst->dbuffers, src->dbuffers, dst->nbuffers * sizeof(float));
+    if (!rc && dst->pol.master != FP_DT_F32 && dst->nparams)   /* `half`: the parameters are fp16 values */
+        rc = o->round(dst->be, flat32(dst->dparams, dst->nparams), flat32(dst->dparams, dst->nparams), dst->pol.master);
+    if (!rc && dst->pol.master != FP_DT_F32 && dst->nbuffers)
+        rc = o->round(dst->be, flat32(dst->dbuffers, dst->nbuffers), flat32(dst->dbuffers, dst->nbuffers),
+                      dst->pol.master);
+    if (rc)
+        return rc;
+    dst->stale = (dst->stale & ~(unsigned)(FP_MI_DEV_P | FP_MI_DEV_B)) | FP_MI_HOST_P | FP_MI_HOST_B;
+    return FP_OK;
+}
+
+/* Bytes of backend memory a copy of m on a device backend holds for TRAIN forwards of n images under its
+ * policy (parameters, gradient buffer, running statistics, the weight copy, the TRAIN plan with every storage
+ * apart, its aux area, the staging of 16-bit tensors and the fp32 logits), half as much again for alignment,
+ * staging slots not counted here and the backend's own small buffers, plus 32 MiB; an upper bound. */
+size_t fp_model_device_bytes(const fp_model *m, int n)
+{
+    if (!m || n < 1)
+        return 0;
+    size_t b = m->nparams * sizeof(float) * (m->pol.compute != FP_DT_F32 ? 3 : 2) + m->nbuffers * sizeof(float);
+    size_t maxf = 0, wmax = 0;
+    for (int s = 0; s < m->nstorages; s++) {
+        size_t f = m->storages[s].floats * (size_t)n;
+        b += (f * (size_t)m->storages[s].bytes + 255) / 256 * 256;
+        if (f > maxf)
+            maxf = f;
+    }
+    for (int i = 0; i < m->nnodes; i++) {
+        const node_t *nd = &m->nodes[i];
+        if (nd->info.type == FP_LAYER_BN)
+            b += 2 * (size_t)nd->info.in.c * sizeof(float);
+        else if (nd->info.type == FP_LAYER_MAXPOOL)
+            b += dims_floats(nd->info.out) * (size_t)n * sizeof(int);
+        if (nd->info.params > wmax)
+            wmax = nd->info.params;
+    }
+    if (m->lowp || m->pol.compute != FP_DT_F32)
+        b += 3 * maxf * sizeof(float) + wmax * sizeof(float);
+    b += (size_t)n * (size_t)(m->num_classes > 0 ? m->num_classes : 1) * sizeof(float);
+    return b + b / 2 + ((size_t)32 << 20);
 }

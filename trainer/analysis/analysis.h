@@ -79,6 +79,23 @@ int fp_prec_err_ride(fp_prec_err *pe, fp_model *ref, const float *x, int n);
 int fp_prec_err_compare(fp_prec_err *pe, fp_model *ref, const float *x, int n, int64_t step);
 void fp_prec_err_set_subbatch(fp_prec_err *pe, int k);   /* k <= 0: the whole batch */
 int fp_prec_err_subbatch(const fp_prec_err *pe, int n);  /* images either way uses of a batch of n */
+/* On the GPU (precision_device.c): with on != 0, fp_prec_err_compare given a reference on the CUDA backend runs
+ * both forwards on the GPU instead of on the host: a clone of the reference under the policy and one under the
+ * reference's own policy, each on a CUDA instance of its own on the same device (made at the first comparison,
+ * again only for a larger sub-batch; arenas sized by fp_model_device_bytes for k images plus the capture), read
+ * the reference's parameters and running statistics copied device to device (fp_model_mirror_params: a wait
+ * for the reference's stream, no download); the low-precision outputs are captured as stored in device memory
+ * (in-place probes, probe.h) and each layer's output of the reference clone is compared with them on the
+ * device (fp_layer_error_on: one wait per layer, five sums back). Both clones normalise with the statistics of
+ * the same k images (the whole batch too: ref's own plan is left alone). The reference is then cuDNN's /
+ * cuBLASLt's fp32 (no TF32: the fp32 policy asks for FMA math), so a figure is the rounding of the policy on
+ * the GPU against the GPU's fp32, not against the CPU backend's; the figures are fp_layer_error's of those
+ * tensors up to the order of the double sums. A reference elsewhere, and off (the default), take the host path
+ * above, unchanged. The clones' memory is held until fp_prec_err_free: fp_prec_err_device_memory gives their
+ * arenas' bytes (0 before the first device comparison), *peak the most they had in use (allocations and
+ * staging) and *workspace cuDNN's workspaces beside the arenas (either may be NULL). */
+void fp_prec_err_use_device(fp_prec_err *pe, int on);
+size_t fp_prec_err_device_memory(const fp_prec_err *pe, size_t *peak, size_t *workspace);
 /* Per-layer rows of the last comparison (count = layers), NULL before one. */
 const fp_layer_err_t *fp_prec_err_rows(const fp_prec_err *pe, int *count);
 int64_t fp_prec_err_last_step(const fp_prec_err *pe);   /* -1 before one */

@@ -2,7 +2,8 @@
 # arm and the precision ride, the parameter pass (histograms of weights / updates, lost updates) riding on
 # the optimizer, skipped-step attribution. Above the engine, below the runs.
 lib_libfp_a_SOURCES += trainer/analysis/analysis.h trainer/analysis/precision_internal.h \
-	trainer/analysis/precision_analysis.c trainer/analysis/precision_ride.c trainer/analysis/layer_error.c \
+	trainer/analysis/precision_analysis.c trainer/analysis/precision_ride.c trainer/analysis/precision_device.c \
+	trainer/analysis/layer_error.c \
 	trainer/analysis/skipped_step.c trainer/analysis/param_pass.c
 
 check_PROGRAMS += tests/test_probe_analysis tests/test_param_pass

@@ -4,7 +4,7 @@
  * Promises: the fp32 model is left as it was (running statistics restored by fp_prec_err_compare);
  * the captures are sized once per batch size; the scratch clones are made once and reused and read
  * the reference's fp32 parameters in place (fp_model_share_params; `half` gets a rounded copy); 16-bit
- * outputs are captured as stored; errors are summed in double. */
+ * outputs are captured as stored; errors are summed in double. On the GPU: precision_device.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,6 +203,7 @@ void fp_prec_err_free(fp_prec_err *pe)
 {
     if (!pe)
         return;
+    fp_pe_device_free(pe);
     fp_model_free(pe->scratch);
     fp_model_free(pe->ref_scratch);
     fp_probe_free(pe->sp);
@@ -230,18 +231,25 @@ void fp_prec_err_set_store(fp_prec_err *pe, fp_store_t *store, int64_t run, int6
     pe->ref_run = ref_run;
 }
 
-static int size_capture(fp_prec_err *pe, int n)
+size_t fp_pe_capture_layout(fp_prec_err *pe, const fp_model *m, int n)
 {
-    if (pe->cap_n == n)
-        return FP_OK;
     size_t total = 0;
     for (int l = 0; l < pe->nlayers; l++) {
-        const fp_layer_info *li = fp_model_layer(pe->scratch, l);
-        pe->dt[l] = fp_model_layer_dtype(pe->scratch, l);
+        const fp_layer_info *li = fp_model_layer(m, l);
+        pe->dt[l] = fp_model_layer_dtype(m, l);
         pe->cnt[l] = (size_t)li->out.h * li->out.w * li->out.c * (size_t)n;
         pe->off[l] = total;
         total += (pe->cnt[l] * (size_t)fp_dtype_bytes(pe->dt[l]) + 63) / 64 * 64;
     }
+    return total;
+}
+
+static int size_capture(fp_prec_err *pe, int n)
+{
+    if (pe->cap_n == n)
+        return FP_OK;
+    pe->dcap_n = 0;   /* the layout is the host capture's now */
+    size_t total = fp_pe_capture_layout(pe, pe->scratch, n);
     unsigned char *p = realloc(pe->cap, total ? total : 1);
     if (!p)
         return fp_fail(FP_ENOMEM, "precision error: out of memory for %zu MiB of captured outputs", total >> 20);
@@ -313,8 +321,11 @@ static int ref_forward_sub(fp_prec_err *pe, fp_model *ref, const float *x, int k
 
 int fp_prec_err_compare(fp_prec_err *pe, fp_model *ref, const float *x, int n, int64_t step)
 {
+    int rc;
+    if (fp_pe_compare_device(pe, ref, x, n, step, &rc))   /* a reference on the GPU, when asked */
+        return rc;
     int k = fp_prec_err_subbatch(pe, n);
-    int rc = run_lowp(pe, ref, x, k);
+    rc = run_lowp(pe, ref, x, k);
     if (rc)
         return rc;
     if (k < n) {

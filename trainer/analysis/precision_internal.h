@@ -57,6 +57,17 @@ struct fp_prec_err {
     fp_store_t *store;
     int64_t run, ref_run;
     int have_rows;
+    /* the comparison on the reference's GPU (fp_prec_err_use_device; precision_device.c) */
+    int on_device;         /* asked for */
+    fp_model *dscratch;    /* the low-precision clone on a CUDA instance of its own */
+    fp_model *dref;        /* the reference's clone (its policy) on another instance */
+    fp_probe *dsp, *drp;   /* in-place probes: the capture on dscratch, the comparison on dref */
+    void *dcap;            /* the low-precision outputs as stored (dscratch's memory), laid out as cap */
+    size_t dcap_bytes;
+    int dcap_n;            /* batch dcap is laid out for */
+    int dk;                /* images the clones' arenas are sized for (0: no clones) */
+    size_t darena[2];      /* their arenas' bytes: dscratch, dref */
+    int dfail;             /* an error during a device forward's hooks (FP_OK: none) */
 };
 
 /* precision_analysis.c: the rows of a comparison (begin: all "not measured"; end: kept and stored),
@@ -66,6 +77,13 @@ void fp_pe_rows_begin(fp_prec_err *pe, int64_t step);
 void fp_pe_rows_end(fp_prec_err *pe, int64_t step);
 void fp_pe_layer_row(fp_prec_err *pe, int layer, const float *ref, const void *lo, fp_dtype lo_dt, size_t n);
 int fp_pe_scratch_weights(fp_prec_err *pe, fp_model *ref);
+/* precision_device.c: fp_prec_err_compare on the reference's GPU (when pe->on_device and ref lies on the CUDA
+ * backend: returns 1 with *rc set; 0: not for the device, the host path runs); the clones' teardown. */
+int fp_pe_compare_device(fp_prec_err *pe, fp_model *ref, const float *x, int n, int64_t step, int *rc);
+void fp_pe_device_free(fp_prec_err *pe);
+/* precision_analysis.c: the layout of the captured low-precision outputs of n images (off, cnt, dt; returns the
+ * bytes) after model m's layers. */
+size_t fp_pe_capture_layout(fp_prec_err *pe, const fp_model *m, int n);
 /* precision_ride.c: the riding backends' ops (the capture on the reference, the comparison on the scratch). */
 extern const fp_probe_ops fp_pe_refcap_ops, fp_pe_ride_ops;
 void fp_pe_refcap_tensor16(void *self, int layer, fp_tensor_role role, const uint16_t *x, fp_dtype dt, size_t n,

@@ -560,9 +560,22 @@ static int cuda_upload(fp_backend *be, void *dst, const void *src, size_t bytes)
     return xfer(be, dst, src, bytes, cudaMemcpyHostToDevice, "upload");
 }
 
+/* Every instance's table downloads (fp_backend_cuda_downloads): a debug counter for the tests. */
+static _Atomic long long downloads_n, downloads_bytes;
+
+void fp_backend_cuda_downloads(long long *count, long long *bytes)
+{
+    if (count)
+        *count = downloads_n;
+    if (bytes)
+        *bytes = downloads_bytes;
+}
+
 static int cuda_download(fp_backend *be, void *dst, const void *src, size_t bytes)
 {
     be->host_waits += bytes > 0;   /* into pageable memory: cudaMemcpyAsync returns once the copy is done */
+    downloads_n += bytes > 0;
+    downloads_bytes += (long long)bytes;
     return xfer(be, dst, src, bytes, cudaMemcpyDeviceToHost, "download");
 }
 

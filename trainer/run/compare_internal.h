@@ -50,6 +50,7 @@ typedef struct {
     fp_prec_err *perr;          /* low-precision arms, when the reference is fp32 and --error-every */
     int perr_armed;             /* riding on the reference's current step */
     char perr_fail[512];        /* the ride failed for this arm: why, "" if not (it fails after the reference's step) */
+    int perr_mem_told;          /* the info event on its GPU clones' memory is written */
     float *old_params;          /* the parameters before a sampled step (updates, lost updates), unless steppable */
     int steppable;              /* the parameter pass rides on the optimizer step (fp_arm_set_update_hook) */
     double lost_all;            /* the lost-update fraction of the pass riding on the last step */

@@ -1,5 +1,6 @@
 /* compare_probes.c — the comparison's probes (compare_internal.h): each arm's probe set, the precision
- * error riding on the fp32 arm's step and the parameter pass riding on each arm's optimizer step,
+ * error riding on the fp32 arm's step (a GPU pair: compared on the GPU, its clones' memory in an info event)
+ * and the parameter pass riding on each arm's optimizer step,
  * skipped-step details and lost-update events, the GPU probes (NVML energy per turn, the CUPTI tracer
  * re-targeted per turn, NVTX) and a GPU arm's step rows held until its turn's energy is known.
  * Promises: a probe that cannot be had is recorded as unavailable, never as 0; an arm whose probes
@@ -212,6 +213,8 @@ int fp_cmp_attach_probes(fp_compare *c, int i)
         rc = fp_prec_err_create(&a->perr, fp_arm_model(ref->arm), fp_arm_policy(a->arm));
         if (!rc)
             fp_prec_err_set_store(a->perr, c->store, a->run, ref->run);
+        if (!rc && a->gpu && ref->gpu)   /* both forwards on clones on the GPU, compared there (analysis.h) */
+            fp_prec_err_use_device(a->perr, 1);
         if (!rc && !ref->gpu) {   /* on the reference's own step (analysis.h); a GPU reference: one call */
             rc = fp_prec_err_attach(a->perr, ref->probe);
             fp_arm_set_forward_hook(c->arms[c->ref].arm, ride_precision, c);
@@ -330,6 +333,19 @@ void fp_cmp_gpu_probes_end(fp_compare *c)
     fp_nvml_stop_sampler(c->nvml);
     if (!c->store)
         return;
+    for (int i = 0; i < c->narms; i++) {   /* the rounding error's GPU clones: memory beside the arms' arenas */
+        arm_state *a = &c->arms[i];
+        size_t peak = 0, ws = 0, arenas = fp_prec_err_device_memory(a->perr, &peak, &ws);
+        if (!arenas || a->perr_mem_told || a->run <= 0)
+            continue;
+        a->perr_mem_told = 1;
+        char text[300];
+        snprintf(text, sizeof text, "rounding error on the GPU: clones of the fp32 arm's model in arenas of %.1f MiB "
+                 "beside the arms' (at most %.1f MiB in use), cuDNN workspaces %.1f MiB; held from the first "
+                 "measured step to the end of the run", (double)arenas / 1048576.0, (double)peak / 1048576.0,
+                 (double)ws / 1048576.0);
+        fp_store_event(c->store, a->run, 0, -1, -1, FP_EVENT_INFO, text);
+    }
     if (fp_cupti_available(c->cupti)) {
         cupti_account(c);
         fp_cupti_set_run(c->cupti, NULL, 0);   /* the store is about to close */
