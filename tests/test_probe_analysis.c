@@ -9,6 +9,7 @@
 #include "error.h"
 #include "trainer/analysis/analysis.h"
 #include "trainer/analysis/precision_internal.h"
+#include "trainer/backend.h"
 #include "store_testutil.h"
 #include "tap.h"
 #include "testutil.h"
@@ -234,6 +235,18 @@ int main(void)
     tap_ok(ok && fp_prec_err_device_memory(ped, &dpeak, &dws) == 0 && dpeak == 0 && dws == 0,
            "use_device with a host reference: the host path's rows bit for bit, no device memory");
     fp_prec_err_free(ped);
+    /* the clone onto a backend of the caller's (here the CPU's): its values, its policy; mirroring needs devices */
+    fp_model *cl = NULL;
+    int crc = fp_model_clone_to(&cl, m, fp_policy_find("fp16"), fp_backend_cpu(), NULL);
+    tap_ok(crc == FP_OK && strcmp(fp_model_policy(cl)->name, "fp16") == 0, "fp_model_clone_to: a clone under fp16 on "
+           "the CPU");
+    tap_ok(cl && memcmp(fp_model_params(cl), fp_model_params(m), fp_model_num_params(m) * sizeof(float)) == 0 &&
+               fp_model_mirror_params(cl, m) == FP_EINVAL,
+           "with the parameters of its source; fp_model_mirror_params between host models: FP_EINVAL");
+    tap_ok(fp_model_device_bytes(cl, NB) > 3 * fp_model_num_params(m) * sizeof(float) &&
+               fp_model_device_bytes(m, NB) > 2 * fp_model_num_params(m) * sizeof(float) && fp_model_device_bytes(m, 0) == 0,
+           "fp_model_device_bytes: parameters, gradients and the weight copy at least; 0 for no images");
+    fp_model_free(cl);
     /* riding on the fp32 model's own training step: the whole batch, so the corrected statistics are
      * the low-precision forward's own and the rows are those of the one call up to float rounding */
     double rel_once[16];
