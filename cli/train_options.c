@@ -86,6 +86,8 @@ int fp_train_options_parse(fp_train_options *o, int argc, char **argv, int *i)
 #define INT(flag, name, lo, hi, dst) RET((o->flag = 1, m > 0 && fp_cli_parse_int(c, name, v, lo, hi, dst)))
 #define I64(flag, name, lo, hi, dst) RET((o->flag = 1, m > 0 && fp_cli_parse_i64(c, name, v, lo, hi, dst)))
 #define NUM(flag, name, dst) RET((o->flag = 1, m > 0 && parse_double(c, name, v, dst)))
+    if (strcmp(argv[*i], "--cuda-graph") == 0)   /* a flag: no value */
+        return (o->cuda_graph = 1);
     if (OPT("--model"))
         RET((o->model = v, 0));
     if (OPT("--precision"))
@@ -192,6 +194,7 @@ int fp_train_options_apply(const fp_train_options *o, fp_compare_config *cfg)
         a->weights = o->weights;
     if (o->allreduce)
         a->allreduce = o->allreduce;
+    a->cuda_graph = o->cuda_graph;
     if (o->data)
         c->data = o->data;
     if (o->set_augment)
@@ -247,6 +250,8 @@ void fp_train_options_device_note(const fp_train_options *o)
 {
     if (o->device_note[0])
         fprintf(stderr, "%s\n", o->device_note);
+    if (o->cuda_graph && !o->gpu)
+        fprintf(stderr, "fp16probe: %s: --cuda-graph: no effect: the arms train on the CPU\n", o->cmd);
 }
 
 void fp_cli_fmt_time(char *buf, size_t size, double s)

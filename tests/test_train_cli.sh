@@ -19,7 +19,7 @@ one_line_error() {
 }
 # nothing_recorded DB: no database file was made (no session, no run: issues 19 and 21)
 nothing_recorded() { ! test -e "$1"; }
-echo "1..53"
+echo "1..55"
 check "train --help lists the options" sh -c "'$bin' train --help | grep -q -- '--eval-every'"
 check "a 6-step fp32 run finishes (exit 0) with a summary line" \
     sh -c "$T --precision fp32 --steps 6 --db ok.db >run.txt && grep -q '^finished 6 steps' run.txt"
@@ -151,8 +151,15 @@ printf 2 | dd of=v2.safetensors bs=1 seek=$((${off:-0} + 11)) conv=notrunc 2>/de
 check "resume from a version-2 checkpoint: exit 1, one line naming the file and version '2'" one_line_error 1 \
     "v2.safetensors: checkpoint version '2' is not supported" env MALLOC_PERTURB_=165 "$bin" train --resume v2.safetensors \
     --data synthetic:100 --batch 8 --optimizer adam --steps 15 --db v2.db
-# (on a machine whose GPU is usable from a CUDA build these two train there instead: they then check only the
-# device column)
+# --cuda-graph (issue 22): a GPU arm's step replayed as a CUDA graph; on the CPU it does nothing, and says so once
+check "--cuda-graph on the CPU: accepted, one line saying it has no effect there, the same losses as without it" sh -c "
+    $T --precision fp16 --steps 3 --device cpu --db g0.db >g0.txt 2>/dev/null &&
+    $T --precision fp16 --steps 3 --device cpu --cuda-graph --db g1.db >g1.txt 2>gerr.txt && test \$(wc -l <gerr.txt) -eq 1 &&
+    grep -q '^fp16probe: train: --cuda-graph: no effect: the arms train on the CPU\$' gerr.txt &&
+    grep -Eo '^step [0-9]+/3  loss [0-9.]+' g0.txt >l0.txt && grep -Eo '^step [0-9]+/3  loss [0-9.]+' g1.txt >l1.txt &&
+    test \$(wc -l <l1.txt) -eq 3 && cmp -s l0.txt l1.txt && ! '$bin' export --db g1.db --run 1 --table events | grep -q 'cuda graph'"
+# (on a machine whose GPU is usable from a CUDA build these train there instead: they then check only the
+# device column, and the CUDA graph's event)
 if "$bin" devices 2>/dev/null | grep -q '^gpu: unavailable'; then
 check "--device cuda without a usable GPU: one line 'gpu: unavailable: ...; training on the CPU', then trains on the CPU" sh -c "
     $T --precision fp32 --steps 1 --device cuda --db dev.db >out.txt 2>err.txt && test \$(wc -l <err.txt) -eq 1 &&
@@ -161,6 +168,10 @@ check "--device cuda without a usable GPU: one line 'gpu: unavailable: ...; trai
 check "--device auto without a usable GPU: the same line, the CPU path" sh -c "
     $T --precision fp16 --steps 1 --device auto --db dev2.db >out2.txt 2>err2.txt && test \$(wc -l <err2.txt) -eq 1 &&
     grep -Eq '^fp16probe: train: gpu: unavailable: .+; training on the CPU\$' err2.txt && grep -q '^finished 1 steps' out2.txt"
+check "--device cuda --cuda-graph without a usable GPU: the gpu line and the no-effect line, trains on the CPU" sh -c "
+    $T --precision fp32 --steps 1 --device cuda --cuda-graph --db dev3.db >out3.txt 2>err3.txt && test \$(wc -l <err3.txt) -eq 2 &&
+    grep -q 'training on the CPU\$' err3.txt && grep -q '^fp16probe: train: --cuda-graph: no effect' err3.txt &&
+    grep -q '^finished 1 steps' out3.txt"
 else
 check "--device cuda with a usable GPU: the run's device column names it" sh -c "
     $T --precision fp32 --steps 1 --device cuda --db dev.db >/dev/null 2>err.txt &&
@@ -168,6 +179,9 @@ check "--device cuda with a usable GPU: the run's device column names it" sh -c 
 check "--device auto with a usable GPU: nothing on stderr, trains there" sh -c "
     $T --precision fp16 --steps 1 --device auto --db dev2.db >/dev/null 2>err2.txt && test ! -s err2.txt &&
     '$bin' export --db dev2.db --run 1 --table runs | grep -q ',cuda: '"
+check "--device cuda --cuda-graph with a usable GPU: the run's events say whether its step ran as a CUDA graph" sh -c "
+    $T --precision fp16 --steps 6 --device cuda --cuda-graph --hist-every 0 --error-every 0 --trace-every 0 --db dev3.db >/dev/null 2>err3.txt &&
+    '$bin' export --db dev3.db --run 1 --table events | grep -Eq 'cuda graph: (on, captured at step|off \\()'"
 fi
 # learning: tinynet on synthetic data, 200 steps of 16 (about a second): the loss falls and validation
 # top-1 climbs well above chance (10%); measured 79% with these settings

@@ -78,6 +78,28 @@ long long fp_backend_cuda_host_waits(const fp_backend *be);
  * counter for the tests. */
 void fp_backend_cuda_downloads(long long *count, long long *bytes);
 
+/* ---- a CUDA graph of the device step (issue 22, point 1: trainer/run/arm_device.c) ----
+ * fixed_uploads on: the uploads from now on go, in order, through fixed pinned slots 0, 1, ... (the count restarts
+ * at every on): the host data copied into slot k's pinned buffer (kept across steps; fixed_reserve sizes it
+ * beforehand, so that no pinned allocation happens while a graph is captured), then one cudaMemcpyAsync from it to
+ * the destination on the stream, no copy stream, no rotation; off: the staged uploads above again. So a captured
+ * step's copies read slot k at every replay: before a replay the caller puts upload k's new data there
+ * (fixed_refill: FP_EINVAL unless slot k's last fixed upload had exactly bytes), once the stream no longer reads it
+ * (the previous step's end synchronisation). fixed_count / fixed_bytes: the uploads since the last
+ * fixed_uploads(on) and the size of the k-th (0 outside), kept after off. FP_ENOMEM without pinned memory. */
+void fp_backend_cuda_fixed_uploads(fp_backend *be, int on);
+int fp_backend_cuda_fixed_reserve(fp_backend *be, int k, size_t bytes);
+int fp_backend_cuda_fixed_count(const fp_backend *be);
+size_t fp_backend_cuda_fixed_bytes(const fp_backend *be, int k);
+int fp_backend_cuda_fixed_refill(fp_backend *be, int k, const void *src, size_t bytes);
+/* d_scale (device memory) not NULL: softmax_xent scales the loss gradient by *d_scale read on the device when the
+ * kernel runs (kernels.h fp_cuda_scale_by), whatever loss_scale the table's call carries; NULL: by that value. */
+void fp_backend_cuda_set_loss_scale(fp_backend *be, const float *d_scale);
+/* Moves whenever device memory the instance handed out may have been given back or moved (an arena block released:
+ * a buffer grown or freed, a plan remade; a cuDNN workspace reallocated): a captured graph that read the old
+ * addresses must not be replayed once it moved. */
+unsigned long long fp_backend_cuda_layout_gen(const fp_backend *be);
+
 /* Device scratch for kernels.h helpers (at least bytes, 256-byte aligned, from the arena; valid until the
  * next call); NULL with the arena's message on failure. */
 void *fp_backend_cuda_scratch(fp_backend *be, size_t bytes);

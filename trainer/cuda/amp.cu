@@ -30,9 +30,12 @@ struct seg_group_at {
     int at[FP_SEG_GROUP];
 };
 
-/* unscale_kernel, also the smallest position of a segment holding Inf / NaN into *first (atomicMin). */
-__global__ void unscale_first_kernel(seg_group_at ga, float inv_scale, int *found, int *first)
+/* unscale_kernel, also the smallest position of a segment holding Inf / NaN into *first (atomicMin). The factor is
+ * inv_scale, or with d_scale 1 / *d_scale (rounded to fp32 as the host's 1.0f / scale: __fdiv_rn). */
+__global__ void unscale_first_kernel(seg_group_at ga, float inv_scale, const float *d_scale, int *found, int *first)
 {
+    if (d_scale)
+        inv_scale = __fdiv_rn(1.0f, *d_scale);
     int any = 0;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (int k = 0; k < ga.g.count; k++) {
@@ -60,8 +63,8 @@ __global__ void unscale_first_clear_kernel(int *found, int *first)
 
 } // namespace
 
-extern "C" int fp_cuda_unscale_and_check_first(const fp_cuda_segment *segs, size_t nseg, float inv_scale, int *d_found,
-                                               int *d_first, void *stream)
+static int unscale_first(const fp_cuda_segment *segs, size_t nseg, float inv_scale, const float *d_scale, int *d_found,
+                         int *d_first, void *stream)
 {
     if (!d_found || !d_first || (!segs && nseg))
         return fp_fail(FP_EINVAL, "fp_cuda_unscale_and_check_first: NULL argument");
@@ -88,10 +91,25 @@ extern "C" int fp_cuda_unscale_and_check_first(const fp_cuda_segment *segs, size
         }
         if (!ga.g.count)
             break;
-        unscale_first_kernel<<<fp_cuda_grid(most, 1024), FP_CUDA_THREADS, 0, st>>>(ga, inv_scale, d_found, d_first);
+        unscale_first_kernel<<<fp_cuda_grid(most, 1024), FP_CUDA_THREADS, 0, st>>>(ga, inv_scale, d_scale, d_found,
+                                                                                    d_first);
         rc = fp_cuda_check_launch("unscale and check");
     }
     return rc;
+}
+
+extern "C" int fp_cuda_unscale_and_check_first(const fp_cuda_segment *segs, size_t nseg, float inv_scale, int *d_found,
+                                               int *d_first, void *stream)
+{
+    return unscale_first(segs, nseg, inv_scale, NULL, d_found, d_first, stream);
+}
+
+extern "C" int fp_cuda_unscale_and_check_first_by(const fp_cuda_segment *segs, size_t nseg, const float *d_scale,
+                                                  int *d_found, int *d_first, void *stream)
+{
+    if (!d_scale)
+        return fp_fail(FP_EINVAL, "fp_cuda_unscale_and_check_first_by: NULL scale");
+    return unscale_first(segs, nseg, 1.0f, d_scale, d_found, d_first, stream);
 }
 
 extern "C" int fp_cuda_unscale_and_check(const fp_cuda_segment *segs, size_t nseg, float inv_scale, int *d_found,

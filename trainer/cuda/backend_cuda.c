@@ -1,10 +1,11 @@
 /* backend_cuda.c — the CUDA backend of backend.h: instance (arena, cuDNN contexts on one stream), device
- * memory with accounting, staging, uploads through pinned double-buffered staging and a copy stream, the
- * 16-bit weight copy the optimizer writes (conv / linear read it instead of casting), casts,
- * relu, residual add / accumulate, softmax cross-entropy, the fused unscale + check, device histograms for
- * the probes, the per-layer error's sums for the analysis (layer_error_dev.h), and the ops table. Promises: backend.h's semantics (accumulate flags, dtypes,
- * compute formats: fp32 never TF32); every op checks dims and dtypes first; all work on one stream (large
- * uploads' host-to-device copies on a copy stream, ordered with it by events). */
+ * memory with accounting, staging, uploads through pinned double-buffered staging and a copy stream (for a CUDA
+ * graph's step through fixed pinned slots instead), the 16-bit weight copy the optimizer writes (conv / linear read
+ * it instead of casting), casts, relu, residual add / accumulate, softmax cross-entropy, the fused unscale + check,
+ * device histograms for the probes, the per-layer error's sums for the analysis (layer_error_dev.h), and the ops
+ * table. Promises: backend.h's semantics (accumulate flags, dtypes, compute formats: fp32 never TF32); every op
+ * checks dims and dtypes first; all work on one stream (large uploads' host-to-device copies on a copy stream,
+ * ordered with it by events). */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,6 +46,7 @@ static void *grow_slot(fp_backend *be, void **buf, size_t *cap, size_t bytes, co
 {
     if (bytes <= *cap && *buf)
         return *buf;
+    be->released += *buf != NULL;
     fp_arena_release(be->arena, *buf);
     *buf = NULL;
     *cap = 0;
@@ -150,8 +152,10 @@ static void slot_free(fp_backend *be, fp_bcu_upload_slot *u)
 {
     if (u->host)
         cudaFreeHost(u->host);
-    if (u->dev)
+    if (u->dev) {
+        be->released++;
         fp_arena_release(be->arena, u->dev);
+    }
     if (u->copied)
         cudaEventDestroy((cudaEvent_t)u->copied);
     if (u->consumed)
@@ -168,6 +172,10 @@ static void upload_free(fp_backend *be)
         slot_free(be, &be->up[i]);
     for (int i = 0; i < FP_BCU_UP_SMALL; i++)
         slot_free(be, &be->up_small[i]);
+    for (int i = 0; i < FP_BCU_FIXED; i++)
+        if (be->fixed[i].host)
+            cudaFreeHost(be->fixed[i].host);
+    memset(be->fixed, 0, sizeof be->fixed);
     if (be->copy_stream)
         cudaStreamDestroy((cudaStream_t)be->copy_stream);
     be->copy_stream = NULL;
@@ -268,6 +276,86 @@ static int upload_staged(fp_backend *be, void *dst, const void *src, size_t byte
     rc = rc ? rc : cuda_err(cudaEventRecord((cudaEvent_t)u->consumed, st), "upload (event)");
     u->used = 1;
     return rc;
+}
+
+/* ---------------------------------------------------------------- a CUDA graph's uploads (backend_cuda.h) */
+
+void fp_backend_cuda_fixed_uploads(fp_backend *be, int on)
+{
+    be->fixed_on = on != 0;
+    if (on)
+        be->fixed_count = 0;
+}
+
+/* Slot k's pinned buffer holds at least bytes (its contents not kept when it grows). */
+static int fixed_host(fp_backend *be, int k, size_t bytes)
+{
+    fp_bcu_fixed_slot *f = &be->fixed[k];
+    if (f->host && f->cap >= bytes)
+        return FP_OK;
+    if (f->host)
+        cudaFreeHost(f->host);
+    f->host = NULL;
+    f->cap = 0;
+    if (cudaHostAlloc(&f->host, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
+        f->host = NULL;
+        gave_up();
+        return fp_fail(FP_ENOMEM, "%s: out of pinned host memory for a graph's upload of %zu bytes", be->name, bytes);
+    }
+    f->cap = bytes ? bytes : 1;
+    return FP_OK;
+}
+
+int fp_backend_cuda_fixed_reserve(fp_backend *be, int k, size_t bytes)
+{
+    if (k < 0 || k >= FP_BCU_FIXED)
+        return fp_fail(FP_EINVAL, "%s: graph upload slot %d of %d", be->name, k, FP_BCU_FIXED);
+    return fixed_host(be, k, bytes);
+}
+
+/* An upload while fixed uploads are on: into the next slot's pinned buffer, then one copy on the stream. */
+static int upload_fixed(fp_backend *be, void *dst, const void *src, size_t bytes)
+{
+    int k = be->fixed_count;
+    if (k >= FP_BCU_FIXED)
+        return fp_fail(FP_EINVAL, "%s: more than %d uploads in a graph's step", be->name, FP_BCU_FIXED);
+    TRY(fixed_host(be, k, bytes));
+    fp_bcu_fixed_slot *f = &be->fixed[k];
+    memcpy(f->host, src, bytes);
+    f->dst = dst;
+    f->bytes = bytes;
+    be->fixed_count = k + 1;
+    return cuda_err(cudaMemcpyAsync(dst, f->host, bytes, cudaMemcpyHostToDevice, (cudaStream_t)be->stream), "upload");
+}
+
+int fp_backend_cuda_fixed_count(const fp_backend *be) { return be->fixed_count; }
+
+size_t fp_backend_cuda_fixed_bytes(const fp_backend *be, int k)
+{
+    return k >= 0 && k < be->fixed_count ? be->fixed[k].bytes : 0;
+}
+
+int fp_backend_cuda_fixed_refill(fp_backend *be, int k, const void *src, size_t bytes)
+{
+    if (k < 0 || k >= be->fixed_count || be->fixed[k].bytes != bytes || !src)
+        return fp_fail(FP_EINVAL, "%s: graph upload %d of %d does not hold %zu bytes", be->name, k, be->fixed_count,
+                       bytes);
+    memcpy(be->fixed[k].host, src, bytes);
+    return FP_OK;
+}
+
+void fp_backend_cuda_set_loss_scale(fp_backend *be, const float *d_scale) { be->loss_scale = d_scale; }
+
+unsigned long long fp_backend_cuda_layout_gen(const fp_backend *be)
+{
+    unsigned long long g = be->released;
+    for (int i = 0; i < 2; i++)
+        if (be->ctx[i]) {
+            fp_cudnn_stats st;
+            fp_cudnn_get_stats(be->ctx[i], &st);
+            g += (unsigned long long)st.allocations + 1;
+        }
+    return g;
 }
 
 static void cuda_destroy(fp_backend *be)
@@ -389,6 +477,7 @@ static void cuda_free(fp_backend *be, void *p, size_t bytes)
         return;
     if (be->wc.copy && wc_hit(be, p, bytes ? bytes : 1))   /* its weights go: the copy with them */
         wc_drop(be);
+    be->released++;
     fp_arena_release(be->arena, p);
     be->allocated -= bytes <= be->allocated ? bytes : be->allocated;
 }
@@ -551,6 +640,8 @@ static int xfer(fp_backend *be, void *dst, const void *src, size_t bytes, enum c
 static int cuda_upload(fp_backend *be, void *dst, const void *src, size_t bytes)
 {
     fp_bcu_wc_touch(be, dst, bytes);
+    if (bytes && dst && src && be->fixed_on)
+        return upload_fixed(be, dst, src, bytes);
     if (bytes && dst && src && !be->up_off && bytes <= FP_BCU_UP_LARGE_BYTES) {
         int rc = upload_staged(be, dst, src, bytes);
         if (rc != 1 && rc != 2)
@@ -728,13 +819,13 @@ static int cuda_softmax_xent(fp_backend *be, float *loss, fp_tensor dlogits, int
     int n = logits.d.n, classes = logits.d.c;
     if (be->defer_loss) {   /* the loss stays on the device (fp_backend_cuda_loss_result) */
         TRY(fp_cuda_softmax_xent(be->xent_out, dlogits.p, logits.p, labels, n, classes, be->stream));
-        if (dlogits.p && dscale != 1.0f)
-            TRY(fp_cbk_scale(dlogits.p, fp_tensor_count(&dlogits), dscale, be->stream));
-        return FP_OK;
+    } else {
+        be->host_waits++;
+        TRY(fp_cuda_softmax_xent_sync(loss, correct1, correct5, dlogits.p, logits.p, labels, n, classes, be->xent_out,
+                                      be->stream));
     }
-    be->host_waits++;
-    TRY(fp_cuda_softmax_xent_sync(loss, correct1, correct5, dlogits.p, logits.p, labels, n, classes, be->xent_out,
-                                  be->stream));
+    if (dlogits.p && be->loss_scale)   /* the factor read on the device: a graph's replays scale by theirs */
+        return fp_cuda_scale_by(dlogits.p, fp_tensor_count(&dlogits), be->loss_scale, be->stream);
     if (dlogits.p && dscale != 1.0f)
         TRY(fp_cbk_scale(dlogits.p, fp_tensor_count(&dlogits), dscale, be->stream));
     return FP_OK;

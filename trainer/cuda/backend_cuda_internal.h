@@ -33,6 +33,16 @@ typedef struct {
     int used;            /* the events have been recorded */
 } fp_bcu_upload_slot;
 
+/* A CUDA graph's uploads (backend_cuda.h fp_backend_cuda_fixed_uploads): one pinned buffer per upload of the step,
+ * in order, kept across steps; what the last fixed upload into it was. */
+enum { FP_BCU_FIXED = 4 };
+typedef struct {
+    void *host;          /* pinned, cap bytes */
+    size_t cap;
+    void *dst;           /* the upload's destination and size */
+    size_t bytes;
+} fp_bcu_fixed_slot;
+
 struct fp_backend {
     fp_arena *arena;
     fp_cudnn *ctx[2];               /* [0]: fp32 math (FMA, no TF32; 16-bit tensors on tensor cores),
@@ -60,6 +70,10 @@ struct fp_backend {
     unsigned up_next, up_small_next;
     int up_off;                     /* 1: plain cudaMemcpyAsync from the caller's memory (staging off, or
                                      * pinned memory / events / the copy stream could not be had) */
+    int fixed_on, fixed_count;      /* fp_backend_cuda_fixed_uploads: on, and the uploads since */
+    fp_bcu_fixed_slot fixed[FP_BCU_FIXED];
+    const float *loss_scale;        /* fp_backend_cuda_set_loss_scale: softmax_xent's factor on the device */
+    unsigned long long released;    /* arena blocks given back (fp_backend_cuda_layout_gen) */
     struct {                        /* the 16-bit weight copy (backend_cuda.h fp_backend_cuda_weight_copy) */
         const float *w, *master;    /* n fp32 values each; NULL: none */
         size_t n;

@@ -74,6 +74,13 @@ TESTS += tests/gpu/test_cuda_step_scaler tests/gpu/test_cuda_arm_step
 tests_gpu_test_cuda_step_scaler_LDADD = $(TEST_LDADD)
 tests_gpu_test_cuda_arm_step_LDADD = $(TEST_LDADD)
 
+# The device step as a CUDA graph (--cuda-graph, issue 22 point 1): captured once, replayed, against the eager step
+# on the same batches (tinynet / resnet18, fp16 with skips and scale changes / fp32, SGD / Adam): bit for bit; a
+# failed capture trains on eagerly.
+check_PROGRAMS += tests/gpu/test_cuda_graph
+TESTS += tests/gpu/test_cuda_graph
+tests_gpu_test_cuda_graph_LDADD = $(TEST_LDADD)
+
 # Adam / AdamW on the device (issue 22): the kernel against fp_optim_step over several steps (fp32 / fp16 / bf16
 # moments, a skipped step, the 16-bit copy; bit for bit on an FMA host), device arms without host mirrors, the
 # moments read back and uploaded again (a checkpoint) without changing the run.

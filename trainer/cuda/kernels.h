@@ -68,6 +68,27 @@ int fp_cuda_unscale_and_check(const fp_cuda_segment *segs, size_t nseg, float in
 int fp_cuda_sgd_step(const fp_cuda_segment *segs, size_t nseg, double lr, double momentum,
                      double weight_decay, int nesterov, int first, fp_dtype lowp_dtype, void *stream);
 
+/* The optimizer kernels' per-step scalars (issue 22, point 1: a CUDA graph replays the step, so nothing that
+ * changes from step to step may be a kernel argument): filled on the host (fp_cuda_sgd_scalars /
+ * fp_cuda_adam_scalars: the double arithmetic of the by-value launches, rounded to fp32 as optim.c does), moved
+ * into device memory with one cudaMemcpyAsync from pinned memory (fp_cuda_optim_scalars_upload) before the
+ * launch, read there by the _dev launches (a captured launch reads each replay's values). The by-value launches
+ * fill the same struct, so both run the same arithmetic. FP_EINVAL for a bad lr or step (nothing filled). */
+typedef struct {
+    float sgd_alpha;            /* SGD: (float)-lr */
+    int sgd_first;              /* SGD: the optimizer's first step (optim.c's counter was 0) */
+    float adam_neg_step_size;   /* Adam: (float)-(lr / (1 - beta1^t)) */
+    float adam_bc2_sqrt;        /* Adam: (float)sqrt(1 - beta2^t) */
+    float adam_decay;           /* AdamW: (float)(1 - lr * wd) */
+    int pad[3];
+} fp_cuda_optim_scalars;
+int fp_cuda_sgd_scalars(fp_cuda_optim_scalars *v, double lr, int first);
+int fp_cuda_adam_scalars(fp_cuda_optim_scalars *v, const fp_optim_config *cfg, double lr, int64_t step);
+/* h_scalars (pinned: fp_cuda_host_alloc) -> d_scalars on the stream; h_scalars must stay unchanged until the
+ * stream has run the copy (the step's end synchronisation). */
+int fp_cuda_optim_scalars_upload(fp_cuda_optim_scalars *d_scalars, const fp_cuda_optim_scalars *h_scalars,
+                                 void *stream);
+
 /* The same with a skip flag (issue 22: the host off the step): when d_skip is not NULL and *d_skip is non-zero
  * on the device when the kernel runs, no parameter and no momentum buffer changes; a segment's lowp copy is
  * still written, as the cast of its unchanged fp32 weights (so the copy equals the cast of the weights after
@@ -75,6 +96,10 @@ int fp_cuda_sgd_step(const fp_cuda_segment *segs, size_t nseg, double lr, double
 int fp_cuda_sgd_step_unless(const fp_cuda_segment *segs, size_t nseg, double lr, double momentum,
                             double weight_decay, int nesterov, int first, fp_dtype lowp_dtype, const int *d_skip,
                             void *stream);
+
+/* fp_cuda_sgd_step_unless with lr and first read from d_scalars (device memory) when the kernel runs. */
+int fp_cuda_sgd_step_dev(const fp_cuda_segment *segs, size_t nseg, double momentum, double weight_decay, int nesterov,
+                         fp_dtype lowp_dtype, const int *d_skip, const fp_cuda_optim_scalars *d_scalars, void *stream);
 
 /* ---- Adam / AdamW (adam.cu) ----
  * One segment per parameter tensor: the fp32 master weights (updated in place), the fp32 gradient (read), the
@@ -101,11 +126,22 @@ typedef struct {
 int fp_cuda_adam_step_unless(const fp_cuda_adam_segment *segs, size_t nseg, const fp_optim_config *cfg, double lr,
                              int64_t step, fp_dtype state_dtype, fp_dtype lowp_dtype, const int *d_skip, void *stream);
 
+/* fp_cuda_adam_step_unless with the step's scalars (lr, step) read from d_scalars (fp_cuda_adam_scalars's, device
+ * memory) when the kernel runs. */
+int fp_cuda_adam_step_dev(const fp_cuda_adam_segment *segs, size_t nseg, const fp_optim_config *cfg,
+                          fp_dtype state_dtype, fp_dtype lowp_dtype, const int *d_skip,
+                          const fp_cuda_optim_scalars *d_scalars, void *stream);
+
 /* fp_cuda_unscale_and_check, also recording in *d_first (one device int, set to INT_MAX first) the smallest
  * position in segs[] of a segment that held an Inf or NaN (INT_MAX: none), so that the caller can name the
  * first non-finite tensor in its own order without looking at the gradients on the host. */
 int fp_cuda_unscale_and_check_first(const fp_cuda_segment *segs, size_t nseg, float inv_scale, int *d_found,
                                     int *d_first, void *stream);
+
+/* The same with the factor 1 / *d_scale (one device float, read when the kernels run; the quotient rounded to fp32
+ * as the host's 1.0f / scale): the step state's loss scale, so that a captured step unscales by each replay's. */
+int fp_cuda_unscale_and_check_first_by(const fp_cuda_segment *segs, size_t nseg, const float *d_scale, int *d_found,
+                                       int *d_first, void *stream);
 
 /* ---- the device side of one arm step (step.cu; trainer/run/arm.c's device step) ----
  * The loss, the non-finite flags and GradScaler's state stay on the device during a step; the host reads
@@ -143,6 +179,10 @@ int fp_cuda_step_update(fp_cuda_step_state *d_state, int mode, float growth_fact
  * synchronised. */
 int fp_cuda_step_readback(fp_cuda_step_state *h_state, const fp_cuda_step_state *d_state, void *stream);
 
+/* x[i] = x[i] * *d_scale (fp32, __fmul_rn: the backend's scale op with the factor read on the device), n floats:
+ * the loss gradient scaled by the step state's loss scale (&d_state->scale). */
+int fp_cuda_scale_by(float *d_x, size_t n, const float *d_scale, void *stream);
+
 /* Pinned host memory (cudaHostAlloc / cudaFreeHost); FP_ENOMEM. */
 int fp_cuda_host_alloc(void **p, size_t bytes);
 void fp_cuda_host_free(void *p);
@@ -152,6 +192,20 @@ int fp_cuda_event_create(void **ev);
 void fp_cuda_event_destroy(void *ev);
 int fp_cuda_event_record(void *ev, void *stream);
 int fp_cuda_event_elapsed_ns(void *from, void *to, int64_t *ns);
+
+/* ---- CUDA graphs (step.cu): one device step captured once, replayed (issue 22, point 1) ----
+ * begin: the stream's work from now on is captured (cudaStreamBeginCapture, cudaStreamCaptureModeThreadLocal),
+ * not run; while capturing, fp_cuda_event_record_captured records a timing event as an external event node
+ * (cudaEventRecordExternal: elapsed times read after a replay as after an eager step). end: the capture ends
+ * (always, also after a failure inside it: the stream is usable again) and is instantiated into *exec
+ * (cudaGraphExec_t as void*); FP_EINTERNAL naming the CUDA error, nothing instantiated. launch: one replay on
+ * the stream. The test hook makes the next end fail ("test hook") after ending the capture. */
+int fp_cuda_graph_begin(void *stream);
+int fp_cuda_graph_end(void *stream, void **exec);
+int fp_cuda_graph_launch(void *exec, void *stream);
+void fp_cuda_graph_destroy(void *exec);
+int fp_cuda_event_record_captured(void *ev, void *stream);
+void fp_cuda_graph_fail_next_for_test(void);
 
 /* ---- exponent histogram (lib/hist.h) ----
  * n values of dtype (FP_DT_F32 float, FP_DT_F16 / FP_DT_BF16 16-bit patterns) at d_x are counted on

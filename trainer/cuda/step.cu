@@ -1,6 +1,8 @@
 /* step.cu — the device side of one arm step (kernels.h fp_cuda_step_*): the loss and the non-finite flags kept
  * on the device, GradScaler.update as a one-thread kernel (torch._amp_update_scale_ with trainer/precision.c's
- * semantics, bit for bit), one readback per step into pinned memory; pinned memory and timing events. */
+ * semantics, bit for bit), one readback per step into pinned memory; the loss gradient scaled and the optimizer's
+ * per-step scalars uploaded so that a captured step reads each replay's values; pinned memory, timing events and the
+ * step's CUDA graph (capture, instantiate, replay). */
 #include <limits.h>
 #include <math.h>
 #include "kernels.h"
@@ -55,7 +57,35 @@ __global__ void update_kernel(fp_cuda_step_state *s, int mode, float growth, flo
     }
 }
 
+__global__ void scale_by_kernel(float *x, size_t n, const float *scale)
+{
+    const float s = *scale;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += stride)
+        x[i] = __fmul_rn(x[i], s);
+}
+
 } // namespace
+
+extern "C" int fp_cuda_scale_by(float *d_x, size_t n, const float *d_scale, void *stream)
+{
+    if ((!d_x && n) || !d_scale)
+        return fp_fail(FP_EINVAL, "fp_cuda_scale_by: NULL argument");
+    if (!n)
+        return FP_OK;
+    scale_by_kernel<<<fp_cuda_grid(n, 1024), FP_CUDA_THREADS, 0, (cudaStream_t)stream>>>(d_x, n, d_scale);
+    return fp_cuda_check_launch("step: scaling the loss gradient");
+}
+
+extern "C" int fp_cuda_optim_scalars_upload(fp_cuda_optim_scalars *d_scalars, const fp_cuda_optim_scalars *h_scalars,
+                                            void *stream)
+{
+    if (!d_scalars || !h_scalars)
+        return fp_fail(FP_EINVAL, "fp_cuda_optim_scalars_upload: NULL argument");
+    return fp_cuda_check(cudaMemcpyAsync(d_scalars, h_scalars, sizeof *h_scalars, cudaMemcpyHostToDevice,
+                                         (cudaStream_t)stream),
+                         "step: the optimizer's scalars");
+}
 
 extern "C" int fp_cuda_step_set_scaler(fp_cuda_step_state *d_state, float scale, int growth_tracker, void *stream)
 {
@@ -143,4 +173,63 @@ extern "C" int fp_cuda_event_elapsed_ns(void *from, void *to, int64_t *ns)
     int rc = fp_cuda_check(cudaEventElapsedTime(&ms, (cudaEvent_t)from, (cudaEvent_t)to), "reading a timing event");
     *ns = rc ? 0 : (int64_t)((double)ms * 1e6);
     return rc;
+}
+
+/* ---- CUDA graphs: the step captured (thread-local mode: only this thread's capture-unsafe calls, a cudaMalloc say,
+ * break it; cuDNN's plans and cuBLASLt's workspace are made before, at the eager warm-up step), instantiated once,
+ * replayed; a failed capture always ends it, so the stream runs eagerly again ---- */
+
+static int fail_next;   /* fp_cuda_graph_fail_next_for_test */
+
+static int graph_err(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return FP_OK;
+    (void)cudaGetLastError();   /* not left for the next launch check to find */
+    return fp_fail(FP_EINTERNAL, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+extern "C" void fp_cuda_graph_fail_next_for_test(void) { fail_next = 1; }
+
+extern "C" int fp_cuda_graph_begin(void *stream)
+{
+    return graph_err(cudaStreamBeginCapture((cudaStream_t)stream, cudaStreamCaptureModeThreadLocal), "capture");
+}
+
+extern "C" int fp_cuda_graph_end(void *stream, void **exec)
+{
+    *exec = NULL;
+    cudaGraph_t g = NULL;
+    int rc = graph_err(cudaStreamEndCapture((cudaStream_t)stream, &g), "capture");
+    if (!rc && !g)
+        rc = fp_fail(FP_EINTERNAL, "capture: no graph");
+    if (!rc && fail_next)
+        rc = fp_fail(FP_EINTERNAL, "test hook");
+    fail_next = 0;
+    cudaGraphExec_t x = NULL;
+    if (!rc)
+        rc = graph_err(cudaGraphInstantiateWithFlags(&x, g, 0), "instantiate");
+    if (g)
+        cudaGraphDestroy(g);
+    *exec = rc ? NULL : (void *)x;
+    return rc;
+}
+
+extern "C" int fp_cuda_graph_launch(void *exec, void *stream)
+{
+    if (!exec)
+        return fp_fail(FP_EINVAL, "launch: no graph");
+    return graph_err(cudaGraphLaunch((cudaGraphExec_t)exec, (cudaStream_t)stream), "launch");
+}
+
+extern "C" void fp_cuda_graph_destroy(void *exec)
+{
+    if (exec)
+        cudaGraphExecDestroy((cudaGraphExec_t)exec);
+}
+
+extern "C" int fp_cuda_event_record_captured(void *ev, void *stream)
+{
+    return graph_err(cudaEventRecordWithFlags((cudaEvent_t)ev, (cudaStream_t)stream, cudaEventRecordExternal),
+                     "recording a timing event in the graph");
 }

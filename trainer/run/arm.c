@@ -216,7 +216,25 @@ const fp_policy *fp_arm_policy(const fp_arm *a) { return a->policy; }
 fp_grad_scaler *fp_arm_scaler(fp_arm *a) { return &a->scaler; }
 const fp_arm_config *fp_arm_get_config(const fp_arm *a) { return &a->cfg; }
 int64_t fp_arm_iteration(const fp_arm *a) { return a->iteration; }
-void fp_arm_set_iteration(fp_arm *a, int64_t t) { a->iteration = t < 0 ? 0 : t; }
+void fp_arm_set_iteration(fp_arm *a, int64_t t)
+{
+    a->iteration = t < 0 ? 0 : t;
+    a->graph_eager = 1;   /* a restore: the step after it runs eagerly */
+}
+
+void fp_arm_eager_next(fp_arm *a) { a->graph_eager = 1; }
+
+int fp_arm_cuda_graph_line(const fp_arm *a, char *buf, size_t size)
+{
+    if (size)
+        buf[0] = 0;
+    if (!a->cfg.cuda_graph || !a->dev)
+        return 0;
+#ifdef HAVE_CUDA
+    fp_arm_device_graph_line(a, buf, size);
+#endif
+    return 1;
+}
 
 /* ---------------------------------------------------------------- the step, part by part */
 

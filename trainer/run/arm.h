@@ -42,6 +42,9 @@ typedef struct {
     fp_dist *dist;
     const char *allreduce;
     size_t bucket_bytes;
+    /* A device arm (the CUDA one) captures its step in a CUDA graph once the buffers are fixed and replays it
+     * (issue 22, point 1; arm_device.c says which steps still run eagerly); no effect on a host arm. */
+    int cuda_graph;
 } fp_arm_config;
 
 /* {"resnet18", 10 classes, 32 px, width 64, seed 0, "fp32", SGD lr 0.1 momentum 0.9 weight decay 5e-4,
@@ -136,6 +139,13 @@ void fp_arm_set_forward_hook(fp_arm *a, fp_arm_forward_hook fn, void *ctx);
  * not fp32 (`half` rounds them after the optimizer); the caller then does its work after the step. */
 typedef int (*fp_arm_update_hook)(void *ctx, fp_arm *a, fp_optim *opt);
 int fp_arm_set_update_hook(fp_arm *a, fp_arm_update_hook fn, void *ctx);
+
+/* The next step runs eagerly, not as the CUDA graph's replay (cfg.cuda_graph): it samples probes, evaluates or
+ * checkpoints (the loop's step plan says so). Nothing on a host arm or without the graph. */
+void fp_arm_eager_next(fp_arm *a);
+/* The run's line about the CUDA graph, "cuda graph: on, captured at step S, replayed at N of M steps" or
+ * "cuda graph: off (REASON)": 1 with it in buf; 0 (buf "") when the arm was not asked for one or is a host arm. */
+int fp_arm_cuda_graph_line(const fp_arm *a, char *buf, size_t size);
 
 /* ---- evaluation ---- */
 typedef struct {

@@ -1,6 +1,8 @@
 /* arm_device.c — the arm on a device backend (CUDA builds): its step, fp_arm_step's parts in the same order queued on
- * the model's stream without the host waiting, and the device state behind it (optimizer state, step state,
- * events). Promise: the step reports what the host path reports for the same arithmetic (arm.h's contract). */
+ * the model's stream without the host waiting (or captured once in a CUDA graph and replayed), and the device state
+ * behind it (optimizer state, step state, per-step scalars, events). Promise: the step reports what the host path
+ * reports for the same arithmetic (arm.h's contract); a replay reads this step's batch and scalars, never stale
+ * ones. */
 #include "config.h"
 #include <limits.h>
 #include <math.h>
@@ -8,6 +10,7 @@
 #include <stdlib.h>
 #include "clock.h"
 #include "error.h"
+#include "probe/probe.h"
 #include "trainer/backend.h"
 #include "trainer/backend_cuda.h"
 #include "trainer/cuda/kernels.h"
@@ -59,7 +62,8 @@ static int opt_transfer(fp_arm *a, int down)
     return rc;
 }
 
-/* The device step's state (in the backend's memory), its pinned host copy and the timing events. */
+/* The device step's state and the optimizer's per-step scalars (in the backend's memory), their pinned host copies
+ * and the timing events. */
 static int device_step_state(fp_arm *a)
 {
     const fp_backend_ops *ops = fp_model_backend_ops(a->model);
@@ -70,6 +74,12 @@ static int device_step_state(fp_arm *a)
     if (ops->set_label)
         ops->set_label(be, NULL);
     rc = rc ? rc : fp_cuda_host_alloc(&a->hstate, sizeof(fp_cuda_step_state));
+    if (!rc && ops->set_label)
+        ops->set_label(be, "optimizer scalars");
+    rc = rc ? rc : ops->alloc(be, &a->dscal, sizeof(fp_cuda_optim_scalars));
+    if (ops->set_label)
+        ops->set_label(be, NULL);
+    rc = rc ? rc : fp_cuda_host_alloc(&a->hscal, sizeof(fp_cuda_optim_scalars));
     for (int i = 0; !rc && i < 5; i++)
         rc = fp_cuda_event_create(&a->ev[i]);
     return rc;
@@ -130,6 +140,10 @@ void fp_arm_device_free(fp_arm *a)
     if (a->dstate)
         ops->free(be, a->dstate, sizeof(fp_cuda_step_state));
     fp_cuda_host_free(a->hstate);
+    if (a->dscal)
+        ops->free(be, a->dscal, sizeof(fp_cuda_optim_scalars));
+    fp_cuda_host_free(a->hscal);
+    fp_cuda_graph_destroy(a->graph);
     for (int i = 0; i < 5; i++)
         fp_cuda_event_destroy(a->ev[i]);
 }
@@ -144,9 +158,10 @@ void fp_arm_device_optim_to_host(fp_arm *a)
 
 /* ---------------------------------------------------------------- the device parts of steps 3b, 4 and 6 */
 
-/* 4. unscale_ + the inf/NaN check on the device: one launch over every parameter gradient in backward order,
- * the flag and the first non-finite segment left in the step state (the host names its tensor at the end). */
-static int device_unscale(fp_arm *a, float inv)
+/* 4. unscale_ + the inf/NaN check on the device: one launch over every parameter gradient in backward order, by
+ * 1 / the step state's scale (read on the device: a graph's replay unscales by its own), the flag and the first
+ * non-finite segment left in the step state (the host names its tensor at the end). */
+static int device_unscale(fp_arm *a)
 {
     fp_model *m = a->model;
     fp_backend *be = fp_model_backend(m);
@@ -160,8 +175,8 @@ static int device_unscale(fp_arm *a, float inv)
         if (t->is_param)
             segs[ns++] = (fp_cuda_segment){.grad = g + t->offset, .n = t->numel};
     }
-    rc = rc ? rc : fp_cuda_unscale_and_check_first(segs, ns, inv, &ds->found, &ds->first_nonfinite,
-                                                   fp_backend_cuda_stream(be));
+    rc = rc ? rc : fp_cuda_unscale_and_check_first_by(segs, ns, &ds->scale, &ds->found, &ds->first_nonfinite,
+                                                      fp_backend_cuda_stream(be));
     free(segs);
     return rc;
 }
@@ -298,25 +313,29 @@ int fp_arm_device_grad_ready(fp_arm *a, size_t off, size_t count)
 #endif
 }
 
+/* The optimizer's per-step scalars (kernels.h fp_cuda_optim_scalars: lr, SGD's first step, Adam's bias corrections
+ * for count step + 1) into the pinned host copy, before the step is queued or replayed; step: the optimizer's count
+ * before it (it moves at the step's end, once the skip is known). */
+static int step_scalars(fp_arm *a, double lr, int64_t step)
+{
+    if (!isfinite(lr) || lr < 0)
+        return fp_fail(FP_EINVAL, "optimizer: learning rate %g is not finite and >= 0", lr);
+    return a->cfg.optim.kind != FP_OPTIM_SGD ? fp_cuda_adam_scalars(a->hscal, &a->cfg.optim, lr, step + 1)
+                                             : fp_cuda_sgd_scalars(a->hscal, lr, step == 0);
+}
+
 /* 6. The optimizer step of a device arm (optim.c's update, kernels.h: SGD, or Adam / AdamW with the moments in their
- * storage dtype), launched to do nothing when the step state's skip flag is set on the device; then the policy's
- * rounding of master weights and of state kept in fp32 (`half`; idempotent when the step was skipped). step: the
- * optimizer's count before it; it moves at the step's end, once the skip is known. */
-static int device_optim(fp_arm *a, double lr, int64_t step)
+ * storage dtype), its per-step scalars copied from the pinned host copy (step_scalars) to the device first and read
+ * there, launched to do nothing when the step state's skip flag is set on the device; then the policy's rounding of
+ * master weights and of state kept in fp32 (`half`; idempotent when the step was skipped). */
+static int device_optim(fp_arm *a)
 {
     fp_model *m = a->model;
     const fp_backend_ops *ops = fp_model_backend_ops(m);
     fp_backend *be = fp_model_backend(m);
     const fp_optim_config *oc = &a->cfg.optim;
     const int adam = oc->kind != FP_OPTIM_SGD;
-    if (!isfinite(lr) || lr < 0)
-        return fp_fail(FP_EINVAL, "optimizer: learning rate %g is not finite and >= 0", lr);
     int rc = FP_OK;
-    if (a->nopt && a->opt_host_newer) {   /* a restore: the host's state goes over (and waits, once) */
-        if ((rc = opt_transfer(a, 0)))
-            return rc;
-        a->opt_host_newer = 0;
-    }
     size_t nt = fp_model_tensor_count(m), ns = 0, es = (size_t)fp_dtype_bytes(a->dopt_dtype);
     fp_cuda_segment *segs = adam ? NULL : calloc(nt ? nt : 1, sizeof *segs);
     fp_cuda_adam_segment *asegs = adam ? calloc(nt ? nt : 1, sizeof *asegs) : NULL;
@@ -344,10 +363,12 @@ static int device_optim(fp_arm *a, double lr, int64_t step)
     }
     fp_cuda_step_state *ds = a->dstate;
     void *stream = fp_backend_cuda_stream(be);
-    rc = adam ? fp_cuda_adam_step_unless(asegs, ns, oc, lr, step + 1, a->dopt_dtype, low ? low_dt : FP_DT_F32,
-                                         &ds->skip, stream)
-              : fp_cuda_sgd_step_unless(segs, ns, lr, oc->momentum, oc->weight_decay, oc->nesterov, step == 0,
-                                        low ? low_dt : FP_DT_F32, &ds->skip, stream);
+    rc = fp_cuda_optim_scalars_upload(a->dscal, a->hscal, stream);
+    if (!rc)
+        rc = adam ? fp_cuda_adam_step_dev(asegs, ns, oc, a->dopt_dtype, low ? low_dt : FP_DT_F32, &ds->skip, a->dscal,
+                                          stream)
+                  : fp_cuda_sgd_step_dev(segs, ns, oc->momentum, oc->weight_decay, oc->nesterov,
+                                         low ? low_dt : FP_DT_F32, &ds->skip, a->dscal, stream);
     if (!rc && low)   /* skipped or not, the kernel wrote the cast of the weights it leaves */
         fp_backend_cuda_weight_copy_written(be);   /* before the master rounding below, which keeps or drops it */
     free(segs);
@@ -384,13 +405,237 @@ static int64_t event_ns(fp_arm *a, int from, int to)
     return fp_cuda_event_elapsed_ns(a->ev[from], a->ev[to], &ns) == FP_OK ? ns : 0;
 }
 
+/* Timing event i on the stream; inside a capture an external event node (recorded at every replay). */
+static int mark(fp_arm *a, int i, void *stream, int captured)
+{
+    return captured ? fp_cuda_event_record_captured(a->ev[i], stream) : fp_cuda_event_record(a->ev[i], stream);
+}
+
+/* The step's device work, from the first timing event to the last (steps 1 to 6), queued on the stream: run
+ * eagerly, or captured into the graph (captured: nothing runs; the same calls, the same arithmetic). Nothing in it
+ * takes a host branch on per-step data: the loss scale, the skip and the optimizer's scalars are read on the device
+ * (the step state, step_scalars), the batch is uploaded through the backend (fixed slots while captured). */
+static int step_queue(fp_arm *a, const fp_batch *b, fp_arm_step_result *r, int captured)
+{
+    fp_model *m = a->model;
+    fp_backend *be = fp_model_backend(m);
+    void *stream = fp_backend_cuda_stream(be);
+    fp_cuda_step_state *ds = a->dstate;
+    int rc = mark(a, 0, stream, captured);
+    /* 1. forward + loss, fused; dlogits scaled by the state's scale; the loss result copied into the step state */
+    if (!rc) {
+        float loss;
+        int c1, c5;
+        fp_model_zero_grad(m);
+        fp_backend_cuda_defer_loss(be, 1);
+        fp_backend_cuda_set_loss_scale(be, a->policy->scaling != FP_SCALE_NONE ? &ds->scale : NULL);
+        rc = fp_model_forward_loss(m, &loss, &c1, &c5, b->images, (const int *)b->labels, b->n, a->scaler.scale);
+        fp_backend_cuda_set_loss_scale(be, NULL);
+        fp_backend_cuda_defer_loss(be, 0);
+    }
+    rc = rc ? rc : fp_cuda_step_loss(ds, fp_backend_cuda_loss_result(be), b->n, stream);
+    rc = rc ? rc : mark(a, 1, stream, captured);
+    /* (2. the forward hook: host arms only) 3. backward of the scaled loss, the buckets posted during it */
+    rc = rc ? rc : fp_arm_reduce_begin(a);
+    rc = rc ? rc : fp_model_backward_loss(m);
+    rc = rc ? rc : mark(a, 2, stream, captured);
+    /* 3b. data parallel (never captured): the all-reduce's end */
+    rc = rc ? rc : fp_arm_allreduce_grads(a, r);
+    rc = rc ? rc : mark(a, 3, stream, captured);
+    /* 4. unscale_ + inf/NaN check (with ranks: found on any, skipped on all), 5. the scaler update */
+    rc = rc ? rc : device_unscale(a);
+    rc = rc ? rc : fp_cuda_step_flags(ds, stream);
+    if (!rc && fp_dist_size(a->cfg.dist) > 1)
+        rc = device_reduce_flags(a);
+    rc = rc ? rc : fp_cuda_step_update(ds, (int)a->policy->scaling, a->scaler.growth_factor, a->scaler.backoff_factor,
+                                       a->scaler.growth_interval, stream);
+    /* 6. the optimizer (SGD, Adam / AdamW), doing nothing on the device's skip */
+    rc = rc ? rc : device_optim(a);
+    rc = rc ? rc : mark(a, 4, stream, captured);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the step as a CUDA graph (cfg.cuda_graph) */
+
+enum { STEP_EAGER, STEP_CAPTURE, STEP_REPLAY };
+#define GRAPH_MAX_CAPTURES 8   /* recaptures after the buffers moved, before the graph is given up */
+
+/* The graph is given up for the run: one line on stderr, said once, and in the run's events. */
+static void graph_off(fp_arm *a, const char *why)
+{
+    fp_cuda_graph_destroy(a->graph);
+    a->graph = NULL;
+    if (a->graph_off)
+        return;
+    a->graph_off = 1;
+    snprintf(a->graph_why, sizeof a->graph_why, "%s", why);
+    fprintf(stderr, "cuda graph: off (%s arm: %s)\n", a->policy_name, a->graph_why);
+}
+
+/* The graph read buffers that moved, or was captured for another batch size: dropped; an eager step on the buffers
+ * as they are now, then a new capture. */
+static void graph_drop(fp_arm *a)
+{
+    fp_cuda_graph_destroy(a->graph);
+    a->graph = NULL;
+    a->graph_warm = 0;
+}
+
+/* The bytes of the batch's two uploads (model_backward.c's forward_loss: the images, then the labels). */
+static size_t image_bytes(const fp_arm *a, const fp_batch *b)
+{
+    fp_dims d = fp_model_input_dims(a->model);
+    return (size_t)b->n * (size_t)d.h * (size_t)d.w * (size_t)d.c * sizeof(float);
+}
+
+/* What this step does: eagerly (not asked; data parallel; the first step and the first after the buffers moved;
+ * a step that samples probes, evaluates or checkpoints (fp_arm_eager_next); after a restore), capture, or replay. */
+static int graph_mode(fp_arm *a, const fp_batch *b)
+{
+    const int asked_eager = a->graph_eager;
+    a->graph_eager = 0;
+    if (!a->cfg.cuda_graph || a->graph_off)
+        return STEP_EAGER;
+    if (a->cfg.dist) {
+        graph_off(a, "data-parallel steps run eagerly");
+        return STEP_EAGER;
+    }
+    fp_backend *be = fp_model_backend(a->model);
+    if (a->graph && (b->n != a->graph_n || fp_backend_cuda_layout_gen(be) != a->graph_gen))
+        graph_drop(a);
+    /* the graph's convolutions read the 16-bit weight copy, or cast, as they did when it was captured: a step
+     * after a host write into the weights (the copy invalid) runs eagerly, and its optimizer rewrites the copy */
+    const int wc_moved = a->graph && fp_backend_cuda_weight_copy_valid(be) != a->graph_wc_before;
+    if (asked_eager || !a->graph_warm || wc_moved || a->opt_host_newer || a->check_reduce || a->hook ||
+        fp_probe_wants_all(fp_model_probe(a->model)))
+        return STEP_EAGER;
+    if (!a->graph && a->graph_captures >= GRAPH_MAX_CAPTURES && a->graph_steps < 4 * (int64_t)a->graph_captures) {
+        graph_off(a, "the step's buffers kept moving (a new capture every few steps)");
+        return STEP_EAGER;
+    }
+    return a->graph ? STEP_REPLAY : STEP_CAPTURE;
+}
+
+/* Captures the step into a graph and runs it (one launch); FP_OK with *ran set when it ran. Anything that fails
+ * (the capture, an operation not allowed in it, the instantiation, a step whose uploads are not exactly the batch's
+ * images and labels) leaves *ran 0 with the stream out of capture: the caller runs the step eagerly. */
+static int graph_capture(fp_arm *a, const fp_batch *b, fp_arm_step_result *r, int *ran)
+{
+    fp_model *m = a->model;
+    fp_backend *be = fp_model_backend(m);
+    void *stream = fp_backend_cuda_stream(be);
+    const size_t ib = image_bytes(a, b), lb = (size_t)b->n * sizeof(int);
+    *ran = 0;
+    int rc = fp_backend_cuda_fixed_reserve(be, 0, ib);   /* no pinned allocation while capturing */
+    rc = rc ? rc : fp_backend_cuda_fixed_reserve(be, 1, lb);
+    if (rc) {
+        graph_off(a, fp_error_message());
+        return FP_OK;
+    }
+    const unsigned long long gen = fp_backend_cuda_layout_gen(be);
+    const int wc = fp_backend_cuda_weight_copy_valid(be);
+    void *exec = NULL;
+    char why[200] = "";
+    fp_backend_cuda_fixed_uploads(be, 1);
+    rc = fp_cuda_graph_begin(stream);
+    if (!rc) {
+        int qrc = step_queue(a, b, r, 1);
+        if (qrc)
+            snprintf(why, sizeof why, "capture: %s", fp_error_message());
+        rc = fp_cuda_graph_end(stream, &exec);   /* ends the capture in any case */
+        if (!rc && qrc) {
+            fp_cuda_graph_destroy(exec);
+            exec = NULL;
+            rc = qrc;
+        }
+    }
+    fp_backend_cuda_fixed_uploads(be, 0);
+    if (rc && !why[0])
+        snprintf(why, sizeof why, "%s", fp_error_message());
+    if (!rc && (fp_backend_cuda_fixed_count(be) != 2 || fp_backend_cuda_fixed_bytes(be, 0) != ib ||
+                fp_backend_cuda_fixed_bytes(be, 1) != lb)) {
+        snprintf(why, sizeof why, "the step uploads %d buffers, not the batch's images and labels",
+                 fp_backend_cuda_fixed_count(be));
+        rc = FP_EINTERNAL;
+    }
+    const int moved = !rc && fp_backend_cuda_layout_gen(be) != gen;   /* while captured: try again later */
+    if (rc || moved) {   /* nothing ran: the device is as before; the host's view of the weight copy too */
+        fp_cuda_graph_destroy(exec);
+        if (!wc)
+            fp_backend_cuda_weight_copy_invalidate(be);
+        if (moved) {
+            a->graph_captures++;
+            graph_drop(a);
+        } else {
+            graph_off(a, why);
+        }
+        return FP_OK;
+    }
+    if ((rc = fp_cuda_graph_launch(exec, stream))) {
+        fp_cuda_graph_destroy(exec);
+        if (!wc)
+            fp_backend_cuda_weight_copy_invalidate(be);
+        graph_off(a, fp_error_message());
+        return FP_OK;
+    }
+    a->graph = exec;
+    a->graph_n = b->n;
+    a->graph_gen = gen;
+    a->graph_wc_before = wc;
+    a->graph_wc_after = fp_backend_cuda_weight_copy_valid(be);
+    a->graph_captures++;
+    *ran = 1;
+    return FP_OK;
+}
+
+/* One replay: this step's batch into the fixed upload slots (the previous step's end synchronisation says the
+ * graph no longer reads them), one launch; then the host's view of the model and of the weight copy as the eager
+ * step leaves it (the parameters, gradients and running statistics moved on the device). *ran 0: the launch
+ * failed, the graph is given up and the caller runs the step eagerly. */
+static int graph_replay(fp_arm *a, const fp_batch *b, int *ran)
+{
+    fp_model *m = a->model;
+    fp_backend *be = fp_model_backend(m);
+    *ran = 0;
+    int rc = fp_backend_cuda_fixed_refill(be, 0, b->images, image_bytes(a, b));
+    rc = rc ? rc : fp_backend_cuda_fixed_refill(be, 1, b->labels, (size_t)b->n * sizeof(int));
+    rc = rc ? rc : fp_cuda_graph_launch(a->graph, fp_backend_cuda_stream(be));
+    if (rc) {
+        graph_off(a, fp_error_message());
+        return FP_OK;
+    }
+    rc = !fp_model_backend_params(m) || !fp_model_backend_grads(m) || !fp_model_backend_buffers(m) ? FP_EINTERNAL
+                                                                                                 : FP_OK;
+    if (a->graph_wc_after)
+        fp_backend_cuda_weight_copy_written(be);
+    else
+        fp_backend_cuda_weight_copy_invalidate(be);
+    *ran = 1;
+    return rc;
+}
+
+void fp_arm_device_graph_line(const fp_arm *a, char *buf, size_t size)
+{
+    if (a->graph_off)
+        snprintf(buf, size, "cuda graph: off (%s)%s", a->graph_why,
+                 a->graph_steps ? "; it had run steps before" : "");
+    else if (a->graph_steps)
+        snprintf(buf, size, "cuda graph: on, captured at step %lld, ran %lld of %lld steps (%d capture%s)",
+                 (long long)a->graph_first, (long long)a->graph_steps, (long long)a->iteration, a->graph_captures,
+                 a->graph_captures == 1 ? "" : "s");
+    else
+        snprintf(buf, size, "cuda graph: on, never captured (every step ran eagerly)");
+}
+
 /* ONE TRAINING STEP ON A DEVICE: fp_arm_step's parts in its order, queued on the model's stream without the host
  * waiting (issue 22); the loss, the non-finite flags, the skip decision and GradScaler's state stay on the
  * device (kernels.h fp_cuda_step_state), read back once at the end (one copy into pinned memory, one stream
  * synchronisation), after which the result and the host's GradScaler are set from it: the same figures as
  * the host path. Only a restore's optimizer-state upload and a sampling step's probes make the host wait
- * otherwise. Times are the device's, from events on the stream: forward (+ loss), backward, all-reduce (data
- * parallel: its exposed part), optimizer (unscale, scaler, update); total: the host's, to the end of the wait. */
+ * otherwise. With cfg.cuda_graph the queued part (step_queue) is captured once in a CUDA graph and replayed
+ * (graph_mode says when). Times are the device's, from events on the stream: forward (+ loss), backward,
+ * all-reduce (data parallel: its exposed part), optimizer (unscale, scaler, update); total: the host's, to the
+ * end of the wait. */
 int fp_arm_device_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
 {
     fp_model *m = a->model;
@@ -400,48 +645,41 @@ int fp_arm_device_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
     fp_cuda_step_state *ds = a->dstate, *hs = a->hstate;
     /* 0. begin */
     fp_arm_step_begin(a, b, r);
-    const float scale = a->scaler.scale;
     const int classes = fp_model_num_classes(m);
     const int64_t step = fp_optim_get_step(a->optim), t0 = fp_clock_mono_ns();
     int rc = FP_OK;
+    if (a->nopt && a->opt_host_newer) {   /* a restore: the host's state goes over (and waits, once) */
+        if ((rc = opt_transfer(a, 0)))
+            return rc;
+        a->opt_host_newer = 0;
+        a->graph_eager = 1;
+    }
     if (!a->dev_scaler_set || a->dev_scale != a->scaler.scale || a->dev_tracker != a->scaler.clean_steps)
         rc = fp_cuda_step_set_scaler(ds, a->scaler.scale, a->scaler.clean_steps, stream);   /* first, or restored */
-    rc = rc ? rc : fp_cuda_event_record(a->ev[0], stream);
-
-    /* 1. forward + loss, fused; dlogits scaled; the loss result copied into the step state */
-    if (!rc) {
-        float loss;
-        int c1, c5;
-        fp_model_zero_grad(m);
-        fp_backend_cuda_defer_loss(be, 1);
-        rc = fp_model_forward_loss(m, &loss, &c1, &c5, b->images, (const int *)b->labels, b->n, scale);
-        fp_backend_cuda_defer_loss(be, 0);
-    }
-    rc = rc ? rc : fp_cuda_step_loss(ds, fp_backend_cuda_loss_result(be), b->n, stream);
-    rc = rc ? rc : fp_cuda_event_record(a->ev[1], stream);
-    /* (2. the forward hook: host arms only) 3. backward of the scaled loss, the buckets posted during it */
-    rc = rc ? rc : fp_arm_reduce_begin(a);
-    rc = rc ? rc : fp_model_backward_loss(m);
-    rc = rc ? rc : fp_cuda_event_record(a->ev[2], stream);
-    /* 3b. data parallel: the all-reduce's end */
-    rc = rc ? rc : fp_arm_allreduce_grads(a, r);
-    rc = rc ? rc : fp_cuda_event_record(a->ev[3], stream);
-    /* 4. unscale_ + inf/NaN check (with ranks: found on any, skipped on all), 5. the scaler update */
-    rc = rc ? rc : device_unscale(a, 1.0f / scale);
-    rc = rc ? rc : fp_cuda_step_flags(ds, stream);
-    if (!rc && fp_dist_size(a->cfg.dist) > 1)
-        rc = device_reduce_flags(a);
-    rc = rc ? rc : fp_cuda_step_update(ds, (int)a->policy->scaling, a->scaler.growth_factor, a->scaler.backoff_factor,
-                                       a->scaler.growth_interval, stream);
-    /* 6. the optimizer (SGD, Adam / AdamW), doing nothing on the device's skip */
-    rc = rc ? rc : device_optim(a, r->lr, step);
-    rc = rc ? rc : fp_cuda_event_record(a->ev[4], stream);
+    rc = rc ? rc : step_scalars(a, r->lr, step);
+    /* what the host wrote into the model goes over now, outside the step (a replay would not upload it) */
+    rc = rc ? rc : fp_model_sync_to_device(m);
+    int mode = rc ? STEP_EAGER : graph_mode(a, b), ran = 0;
+    if (!rc && mode == STEP_REPLAY)
+        rc = graph_replay(a, b, &ran);
+    else if (!rc && mode == STEP_CAPTURE)
+        rc = graph_capture(a, b, r, &ran);
+    if (!rc && !ran)
+        rc = step_queue(a, b, r, 0);
     /* the one readback and wait */
     rc = rc ? rc : fp_cuda_step_readback(hs, ds, stream);
     rc = rc ? rc : ops->sync(be);
     a->dev_scaler_set = 0;   /* until read back */
     if (rc)
         return rc;
+    if (ran) {
+        r->reduce_rel_l2 = NAN;   /* what step 3b says alone (a replay runs none of the step's host code) */
+        a->graph_steps++;
+        if (!a->graph_first)
+            a->graph_first = a->iteration + 1;
+    } else if (a->cfg.cuda_graph && !a->graph_off) {
+        a->graph_warm = 1;   /* the buffers are as this step left them: the next may capture */
+    }
 
     /* the step's results */
     a->dev_scaler_set = 1;

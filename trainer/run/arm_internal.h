@@ -47,6 +47,18 @@ struct fp_arm {
     float dev_scale;            /* the scaler state the device holds (set or read back): the host's scaler */
     int dev_tracker;            /* is pushed to the device only when it moved (first step, a restore) */
     int dev_scaler_set;
+    void *dscal, *hscal;        /* kernels.h fp_cuda_optim_scalars of the step: device memory, its pinned host copy */
+    /* device arm, cfg.cuda_graph (arm_device.c): the step captured in a CUDA graph once, then replayed */
+    void *graph;                /* the instantiated graph (cudaGraphExec_t); NULL: none (yet, or dropped) */
+    int graph_n;                /* the batch it was captured for */
+    unsigned long long graph_gen;   /* fp_backend_cuda_layout_gen at its capture */
+    int graph_wc_before, graph_wc_after;   /* the weight copy's validity before and after the captured step */
+    int graph_warm;             /* an eager step ran on the buffers as they are: a capture may follow */
+    int graph_eager;            /* fp_arm_eager_next, a restore: the next step runs eagerly */
+    int graph_off;              /* turned off for the run (graph_why; the line was printed) */
+    int graph_captures;         /* captures kept (a recapture after the buffers moved) */
+    int64_t graph_steps, graph_first;   /* steps the graph ran; the first of them (1-based), 0: none */
+    char graph_why[200];
 };
 
 /* ---- arm.c: parts of the step that the device step runs too ---- */
@@ -72,6 +84,8 @@ void fp_arm_device_free(fp_arm *a);   /* what fp_arm_device_init and the steps a
 void fp_arm_device_optim_to_host(fp_arm *a);
 /* ONE TRAINING STEP ON A DEVICE (fp_arm_step's parts, queued on the model's stream; arm_device.c). */
 int fp_arm_device_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r);
+/* The CUDA graph's state in one line for the run's events (arm.h fp_arm_cuda_graph_line). */
+void fp_arm_device_graph_line(const fp_arm *a, char *buf, size_t size);
 /* The device side of 3. and 3b. (NCCL): the overlapped all-reduce begins, a layer's gradients are final
  * (the gradient-ready hook), the rest is posted and the model's stream waits for it. */
 int fp_arm_device_reduce_begin(fp_arm *a);

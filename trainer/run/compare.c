@@ -745,6 +745,8 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, int j, double 
     }
     if (!rc && c->ranks > 1 && plan.error)   /* the 16-bit all-reduce against fp32, at the error steps */
         rc = reduce_check_next(a);
+    if (plan.hist || plan.error || plan.trace || plan.eval || plan.checkpoint)   /* --cuda-graph: not replayed */
+        fp_arm_eager_next(a->arm);
     /* host CPU: this thread's CPU time over the step (issue 22; docs/schema.md says what it holds) */
     int64_t w0 = fp_clock_wall_ns(), cpu0 = rides ? -1 : fp_clock_thread_cpu_ns();
     rc = rc ? rc : fp_arm_step(a->arm, b, &r);
@@ -985,6 +987,9 @@ int fp_compare_run(fp_compare *c, fp_compare_result *res)
             ar->comm_share = a->compute_ns > 0 ? a->exposed_ns / a->compute_ns : NAN;
             dist_summary_event(c, res, i);
         }
+        char graph[300];   /* --cuda-graph: whether the arm's step ran as a CUDA graph, one event */
+        if (c->store && c->rank == 0 && a->arm && fp_arm_cuda_graph_line(a->arm, graph, sizeof graph))
+            fp_store_event(c->store, a->run, 0, ar->steps_done, -1, FP_EVENT_INFO, graph);
     }
     res->status = rc ? FP_RUN_FAILED : interrupted ? FP_RUN_INTERRUPTED
                                                    : res->nfailed == c->narms ? FP_RUN_FAILED : FP_RUN_FINISHED;
