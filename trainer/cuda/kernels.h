@@ -1,5 +1,6 @@
 /* kernels.h — the CUDA backend's own kernels (not cuDNN / cuBLAS): loss, AMP unscale + check, fused
- * SGD and Adam / AdamW, exponent histogram, per-layer error. Each mirrors a CPU reference function and promises its
+ * SGD and Adam / AdamW, the device step's state and scalars, exponent histogram, per-layer error; pinned memory,
+ * events and the step's CUDA graph. Each mirrors a CPU reference function and promises its
  * semantics (named below). Pointers marked d_ are device pointers; stream is a cudaStream_t passed as
  * void* (NULL: the default stream). Every function returns FP_OK or a negative FP_E* code with
  * fp_error_message() naming the CUDA error; FP_EINVAL for bad arguments (checked before any launch). */
