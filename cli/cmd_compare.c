@@ -57,6 +57,8 @@ static void usage(FILE *to)
             "  --threads N            BLAS and kernel threads (default: online CPUs)\n"
             "  --device cpu|cuda|auto where to train (default auto: the GPU when one is usable, else one\n"
             "                         line saying why and the CPU; the same for cuda)\n"
+            "  --cuda-graph           GPU arms: replay each step as one CUDA graph after the first (sampled,\n"
+            "                         evaluated, checkpointed and data-parallel steps run eagerly; no effect on the CPU)\n"
             "  --db FILE              database (default %s; '' records into a temporary file)\n"
             "  --allreduce FMT        under mpirun: what the gradient all-reduce carries, fp32, fp16 or bf16\n"
             "                         (default: each arm's gradient format); --batch is per rank\n"
