@@ -48,7 +48,7 @@ const char *fp_rh_layer_label(char *buf, int l, const fp_layer_row_t *L)
 
 void fp_rh_xy_free(fp_rh_xy_t *v, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; v && i < n; i++) {
         free(v[i].x);
         free(v[i].y);
     }
