@@ -33,7 +33,7 @@ typedef struct {
 } fp_rh_xy_t;
 /* n series with room for len points each (at least one); NULL when out of memory. */
 fp_rh_xy_t *fp_rh_xy_alloc(size_t n, size_t len);
-/* Frees v and each of its n series (v: NULL only with n == 0). */
+/* Frees v and each of its n series (v may be NULL: nothing to free). */
 void fp_rh_xy_free(fp_rh_xy_t *v, size_t n);
 
 /* ---------------------------------------------------------------- the sections, in the page's order */
