@@ -1,8 +1,10 @@
 # trainer/run/compare.mk — the training loop in the core library: the lockstep comparison (issue 5; `train` is
 # a comparison of one arm), its step plan, its probes and one arm's checkpoints; `fp16probe compare` /
 # `fp16probe <model>` with its summary table, their tests and the timing of the embedded default. Appends to fp16probe_SOURCES and uses reports/ (summary): included after both.
-lib_libfp_a_SOURCES += trainer/run/compare.h trainer/run/compare_internal.h trainer/run/compare.c trainer/run/compare_probes.c \
-	trainer/run/compare_checkpoint.c trainer/run/step_plan.h trainer/run/step_plan.c
+lib_libfp_a_SOURCES += trainer/run/compare.h trainer/run/compare_internal.h trainer/run/compare.c \
+	trainer/run/compare_config.c trainer/run/compare_open.c trainer/run/compare_probes.c \
+	trainer/run/compare_checkpoint.c trainer/run/compare_eval.c trainer/run/compare_progress.c \
+	trainer/run/compare_dist.c trainer/run/compare_end.c trainer/run/step_plan.h trainer/run/step_plan.c
 fp16probe_SOURCES += cli/cmd_compare.c
 
 check_PROGRAMS += tests/test_compare tests/test_step_plan

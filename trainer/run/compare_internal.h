@@ -1,6 +1,9 @@
-/* compare_internal.h — private to the training loop (compare.c: opening, the turns, the steps, the
- * results; compare_probes.c: the probes of each arm, the riding precision error and parameter pass,
- * GPU energy per turn and the deferred step rows; compare_checkpoint.c: one arm's resume, checkpoints).
+/* compare_internal.h — private to the training loop, shared by its files: compare.c (the turns and the
+ * steps, an arm marked failed), compare_config.c (the defaults, the policy list), compare_open.c (opening:
+ * the arms, the loader, the session and its runs; closing), compare_probes.c (the probes of each arm, the
+ * riding precision error and parameter pass, GPU energy per turn and the deferred step rows),
+ * compare_checkpoint.c (one arm's resume, checkpoints), compare_eval.c (evaluations), compare_progress.c (the
+ * progress lines), compare_dist.c (the data-parallel figures) and compare_end.c (the run's end, the result).
  * Promises: nothing here is part of compare.h. */
 #ifndef FP_COMPARE_INTERNAL_H
 #define FP_COMPARE_INTERNAL_H
@@ -136,7 +139,31 @@ int fp_cmp_resume_choices(fp_compare *c);
 int fp_cmp_resume_check(fp_compare *c, int *usage);
 int fp_cmp_resume(fp_compare *c);
 int fp_cmp_checkpoint(fp_compare *c, int i);
-/* compare.c: marks arm i failed with msg (its run closed as failed); the others carry on. */
+/* compare.c: marks arm i failed with msg (its run closed as failed); the others carry on. _failf: the message
+ * formatted first (before the failing arm's rows are flushed). */
 void fp_cmp_arm_fail(fp_compare *c, fp_compare_result *res, int i, const char *msg);
+void fp_cmp_arm_failf(fp_compare *c, fp_compare_result *res, int i, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* compare_eval.c: whether the data set has a validation split (the plan's evaluations need one); arm i
+ * evaluated after step `step` (its deferred rows flushed first), recorded and reported; an error is the arm's. */
+int fp_cmp_has_val(const fp_compare *c);
+int fp_cmp_evaluate(fp_compare *c, fp_compare_result *res, int i, int64_t step, double t0);
+/* compare_progress.c: arm i's progress line after step step_no when progress_interval_s has passed (or it is
+ * the last step; its counters since the last line reset), after an evaluation, after it failed. t0: the loop's
+ * start (fp_clock_mono_s). */
+void fp_cmp_progress_step(fp_compare *c, const fp_compare_result *res, int i, const fp_arm_step_result *r,
+                          int64_t step_no, double t0);
+void fp_cmp_progress_eval(fp_compare *c, const fp_compare_result *res, int i, int64_t step, double t0);
+void fp_cmp_progress_failed(fp_compare *c, const fp_compare_result *res, int i);
+/* compare_dist.c, data parallel: the next step of arm a also checks its 16-bit all-reduce against fp32;
+ * after arm i's step on every rank, the figures gathered to rank 0 and recorded (an error is the arm's); at
+ * the end, rank 0's event summing up arm i's all-reduce (after its result's comm_* are set). */
+int fp_cmp_reduce_check_next(arm_state *a);
+int fp_cmp_dist_step_figures(fp_compare *c, fp_compare_result *res, int i, const fp_arm_step_result *r);
+void fp_cmp_dist_summary_event(fp_compare *c, const fp_compare_result *res, int i);
+/* compare_end.c: after the loop (rc: the store or a rank failed; interrupted: a stop), each arm's end (its
+ * last evaluation, checkpoint and weights, or interrupted / failed), the result's figures and status, the
+ * store closed; returns fp_compare_run's code. */
+int fp_cmp_end(fp_compare *c, fp_compare_result *res, int rc, int interrupted, double t0);
 
 #endif
