@@ -89,7 +89,7 @@ int main(void)
         tap_skip_all("cannot create a temporary directory");
     char *db = tu_path(dir, "gpu.db");
 
-    /* what this machine allows, asked the way compare.c asks (CUPTI is opened by the comparison itself) */
+    /* what this machine allows, asked the way compare_open.c asks (CUPTI is opened by the comparison itself) */
     fp_nvml *nv = NULL;
     fp_nvml_open(&nv, NULL, 0);
     int have_nvml = fp_nvml_available(nv);

@@ -36,7 +36,7 @@ int fp_layer_error_on(const struct fp_backend_ops *ops, struct fp_backend *be, c
  * The low-precision forward (a scratch clone of the fp32 model under `policy`) runs with the fp32
  * model's current weights on the same batch, and every layer's output is compared with the fp32
  * forward's (role activation in precision_error). Two ways:
- *  - riding on the fp32 arm's own training step (trainer/run/compare.c on the CPU; no extra fp32
+ *  - riding on the fp32 arm's own training step (trainer/run/compare_probes.c; no extra fp32
  *    forward): fp_prec_err_attach puts a capture backend on the fp32 model's probe set;
  *    fp_prec_err_arm(pe, n) before that model's sampled step; during its TRAIN forward the first k
  *    images' output of every layer is kept (fp32: read in place after the forward where the model's

@@ -1,5 +1,5 @@
 /* train.c — the settings every arm of a run shares (train.h): defaults, the automatic values, the checks of
- * the choices, opening the data. Promise: each default is written once, here (or in compare.c's
+ * the choices, opening the data. Promise: each default is written once, here (or in compare_config.c's
  * fp_compare_config_default*), and resolving it depends only on the settings themselves. */
 #include "config.h"
 #include <errno.h>

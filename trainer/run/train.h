@@ -1,7 +1,7 @@
 /* train.h — the settings every arm of a run shares (fp_train_config: model, data, sizes, optimizer and
  * schedule, evaluation, store, checkpoints), their defaults, the automatic values resolved once the run's
  * length is known, and the checks of the choices. Promise: every default of `fp16probe train` and
- * `fp16probe compare` is set here or in compare.c's fp_compare_config_default*; nothing here runs or
+ * `fp16probe compare` is set here or in compare_config.c's fp_compare_config_default*; nothing here runs or
  * records anything (`train` is a comparison of one arm: compare.h). */
 #ifndef FP_TRAIN_H
 #define FP_TRAIN_H
