@@ -30,10 +30,45 @@ void *fp_backend_cuda_stream(fp_backend *be);
 
 /* Uploads (the table's upload: batches, labels, parameters) are staged through pinned host memory and,
  * when large, copied on a copy stream of their own while the stream computes (backend_cuda.c), so the host
- * does not wait; the caller may reuse its buffer on return, as before. staged 0 switches to a plain
- * cudaMemcpyAsync from the caller's (pageable) memory, which waits for the stream first; 1 (the default)
- * back. For the tests that compare both. */
+ * does not wait; the caller may reuse its buffer on return, as before (a source registered in place: below).
+ * staged 0 switches to a plain cudaMemcpyAsync from the caller's (pageable) memory, which waits for the stream
+ * first; 1 (the default) back. For the tests that compare both. */
 void fp_backend_cuda_set_upload_staging(fp_backend *be, int staged);
+
+/* ---- host memory page-locked in place (issue 22, point 1: a batch DMA'd from where the loop keeps it) ----
+ * fp_backend_cuda_host_register page-locks [p, p + bytes) (cudaHostRegister, cudaHostRegisterDefault: under unified
+ * addressing mapped and portable, so for every instance of the process) and remembers it. From then on an upload (the
+ * table's) whose whole source lies inside one registered range is one cudaMemcpyAsync straight from it on the
+ * instance's stream (a DMA, no host copy into staging), ordered as every op on the stream: after the work queued before
+ * it, before the work queued after it. The promise differs from a staged upload's: the device reads the caller's memory
+ * while the stream runs, so the caller must not write the source until the instance's next synchronisation (the
+ * table's sync; a device step's end wait) has returned. A CUDA graph's fixed uploads (below) still copy into their
+ * slots. Returns 1 when registered; 0 when not: p NULL, bytes 0, a range that wraps, is larger than the machine's
+ * memory or overlaps one registered, a device that cannot register host memory (cudaDevAttrHostRegisterSupported), or
+ * the driver refused (not enough memory it may lock; memory already pinned, cudaHostAlloc's included): nothing is
+ * printed, uploads from it stay staged, and the refusal is counted. Costly (the driver faults in and pins every page:
+ * milliseconds per 100 MB) and the pages leave the system's paging until unregistered: once per long-lived buffer,
+ * never per step. Thread-safe.
+ * fp_backend_cuda_host_unregister: the range registered at exactly p (anything else: nothing) waits for the whole
+ * device (cudaDeviceSynchronize: no copy out of it still runs), is unlocked and forgotten; uploads from it are staged
+ * again. Before the memory is freed.
+ * fp_backend_cuda_host_registered: the ranges registered now, their bytes, the registrations refused since the
+ * process started (any may be NULL). */
+int fp_backend_cuda_host_register(void *p, size_t bytes);
+void fp_backend_cuda_host_unregister(void *p);
+void fp_backend_cuda_host_registered(int *ranges, size_t *bytes, long long *refused);
+
+/* An instance's table uploads since it was created, by the path they took (a debug counter for the tests and the GPU
+ * check): direct from a registered range; staged (a host copy into pinned staging first); plain (cudaMemcpyAsync from
+ * pageable memory: staging off or not to be had, or over 256 MiB); fixed (into a CUDA graph's slots: captured uploads
+ * and fp_backend_cuda_fixed_refill's copies). Counts of uploads of at least one byte, and their bytes. */
+typedef struct {
+    long long direct, direct_bytes;
+    long long staged, staged_bytes;
+    long long plain, plain_bytes;
+    long long fixed, fixed_bytes;
+} fp_backend_cuda_upload_counts;
+void fp_backend_cuda_upload_counts_of(const fp_backend *be, fp_backend_cuda_upload_counts *out);
 
 /* ---- the 16-bit weight copy: written once per step by the optimizer, not cast on every conv call ----
  * fp_backend_cuda_weight_copy: the model's conv / linear weights as the ops receive them (w: fp32 values

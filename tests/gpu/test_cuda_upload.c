@@ -1,15 +1,22 @@
-/* test_cuda_upload.c — the CUDA backend's staged uploads (backend_cuda.c: pinned double-buffered staging,
- * large uploads on a copy stream ordered with the compute stream by events): every upload lands whole
- * although the caller rewrites its buffer at once, an upload never overtakes the work queued before it
- * that reads its destination, and a model's loss on uploaded batches is the same, bit for bit, with the
- * staging as with plain copies (fp32 and fp16, batches on the small and the large path). Skips with a TAP
- * reason when built without CUDA or when no GPU is usable. */
+/* test_cuda_upload.c — the CUDA backend's uploads (backend_cuda.c): the staged ones (pinned double-buffered staging,
+ * large uploads on a copy stream ordered with the compute stream by events): every upload lands whole although the
+ * caller rewrites its buffer at once, an upload never overtakes the work queued before it that reads its destination,
+ * and a model's loss on uploaded batches is the same, bit for bit, with the staging as with plain copies (fp32 and
+ * fp16, batches on the small and the large path); and those from host memory page-locked in place
+ * (fp_backend_cuda_host_register): they land bit for bit with no host copy (the upload counters: direct, not staged),
+ * in order, interleaved with staged uploads and a CUDA graph's fixed slots (which still take theirs); unregistered,
+ * the same memory is staged again; a registration refused (0 bytes, NULL, a range that wraps, one larger than the
+ * machine, one overlapping, memory the driver already pins) leaves the uploads staged and CUDA without an error; a
+ * model's losses from a registered batch equal the staged ones, the batch's bytes moved from staged to direct (a
+ * diagnostic line says how many per step). Skips with a TAP reason when built without CUDA or when no GPU is usable. */
 #include "config.h"
 #include "gpu/require_gpu.h"
 #include "tap.h"
 #include "testutil.h"
 #ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "error.h"
@@ -102,8 +109,17 @@ static void uploads_ordered(void)
     }
 }
 
-/* One tinynet on the GPU: the training loss of three batches with plain uploads, then with the staging: bit
- * for bit (same parameters: a train step computes gradients, it does not update). */
+static fp_backend_cuda_upload_counts counts(fp_backend *be)
+{
+    fp_backend_cuda_upload_counts c;
+    fp_backend_cuda_upload_counts_of(be, &c);
+    return c;
+}
+
+/* One tinynet on the GPU: the training loss of three batches with plain uploads, then with the staging, then from
+ * the same batches in a registered block (images, then labels, as compare.c's ring): bit for bit (same parameters: a
+ * train step computes gradients, it does not update). The registered pass moves exactly the batches' bytes from
+ * staged to direct. */
 static void model_losses(const char *policy, int n)
 {
     enum { CLASSES = 10, SIZE = 32, BATCHES = 3 };
@@ -112,34 +128,266 @@ static void model_losses(const char *policy, int n)
     int rc = fp_model_create(&m, &mc);
     rc = rc ? rc : fp_model_set_backend(m, fp_backend_cuda(), NULL);
     rc = rc ? rc : fp_model_set_policy(m, fp_policy_find(policy));
-    size_t per = (size_t)SIZE * SIZE * 3;
-    float *x = malloc((size_t)BATCHES * n * per * sizeof(float));
-    int *lab = malloc((size_t)BATCHES * n * sizeof(int));
+    size_t per = (size_t)SIZE * SIZE * 3, xb = (size_t)BATCHES * n * per * sizeof(float);
+    size_t lb = (size_t)BATCHES * n * sizeof(int);
+    void *block = NULL;
+    if (posix_memalign(&block, 4096, xb + lb))
+        block = NULL;
+    float *x = block;
+    int *lab = block ? (int *)((char *)block + xb) : NULL;
+    rc = rc ? rc : block ? FP_OK : FP_ENOMEM;
     uint32_t rng = 0xC0FFEEu;
-    for (size_t i = 0; i < (size_t)BATCHES * n * per; i++)
+    for (size_t i = 0; !rc && i < (size_t)BATCHES * n * per; i++)
         x[i] = tu_uniform32_pm1(&rng);
-    for (int i = 0; i < BATCHES * n; i++)
+    for (int i = 0; !rc && i < BATCHES * n; i++)
         lab[i] = (i * 7 + 3) % CLASSES;
-    float loss[2][BATCHES];
-    for (int staged = 0; !rc && staged < 2; staged++) {
-        fp_backend_cuda_set_upload_staging(fp_model_backend(m), staged);
+    float loss[3][BATCHES];
+    long long moved[3] = {0, 0, 0}, direct = 0;   /* staged + plain bytes of the passes; direct of the last */
+    int reg = 0;
+    for (int pass = 0; !rc && pass < 3; pass++) {
+        fp_backend *be = fp_model_backend(m);
+        fp_backend_cuda_set_upload_staging(be, pass > 0);
+        if (pass == 2)
+            reg = fp_backend_cuda_host_register(block, xb + lb);
+        fp_backend_cuda_upload_counts c0 = counts(be);
         for (int b = 0; !rc && b < BATCHES; b++) {
             fp_model_zero_grad(m);
-            rc = fp_model_train_step(m, &loss[staged][b], NULL, NULL, x + (size_t)b * n * per, lab + b * n, n);
+            rc = fp_model_train_step(m, &loss[pass][b], NULL, NULL, x + (size_t)b * n * per, lab + b * n, n);
         }
+        rc = rc ? rc : G->sync(be);   /* before the registered source goes */
+        fp_backend_cuda_upload_counts c1 = counts(be);
+        moved[pass] = c1.staged_bytes - c0.staged_bytes + c1.plain_bytes - c0.plain_bytes;
+        direct = c1.direct_bytes - c0.direct_bytes;
     }
+    if (reg)
+        fp_backend_cuda_host_unregister(block);
     int same = !rc;
     for (int b = 0; same && b < BATCHES; b++)
-        same = memcmp(&loss[0][b], &loss[1][b], sizeof(float)) == 0 && isfinite(loss[0][b]);
-    tap_ok(same, "tinynet %s, batch %d (%s path): losses of %d batches equal bit for bit with and without staging%s",
-           policy, n, (size_t)n * per * sizeof(float) > 65536 ? "copy stream" : "small", BATCHES,
-           rc ? fp_error_message() : "");
-    if (!rc)
-        tap_diag("losses %.9g %.9g %.9g / %.9g %.9g %.9g", loss[0][0], loss[0][1], loss[0][2], loss[1][0], loss[1][1],
-                 loss[1][2]);
-    free(x);
-    free(lab);
+        same = memcmp(&loss[0][b], &loss[1][b], sizeof(float)) == 0 && isfinite(loss[0][b]) &&
+               memcmp(&loss[0][b], &loss[2][b], sizeof(float)) == 0;
+    tap_ok(same, "tinynet %s, batch %d (%s path): losses of %d batches equal bit for bit with and without staging, and "
+           "from a registered batch%s", policy, n, (size_t)n * per * sizeof(float) > 65536 ? "copy stream" : "small",
+           BATCHES, rc ? fp_error_message() : "");
+    long long batch = (long long)(xb + lb);
+    tap_ok(!rc && reg && direct == batch && moved[1] - moved[2] == batch,
+           "tinynet %s, batch %d: from the registered block the batches' %lld bytes go direct (%lld), none of them "
+           "staged (staged bytes %lld before, %lld now)", policy, n, batch, direct, moved[1], moved[2]);
+    if (!rc) {
+        tap_diag("losses %.9g %.9g %.9g / %.9g %.9g %.9g / %.9g %.9g %.9g", loss[0][0], loss[0][1], loss[0][2],
+                 loss[1][0], loss[1][1], loss[1][2], loss[2][0], loss[2][1], loss[2][2]);
+        tap_diag("per step, batch %d: %lld bytes direct and %lld staged from the registered batch; %lld staged "
+                 "before", n, direct / BATCHES, moved[2] / BATCHES, moved[1] / BATCHES);
+    }
+    free(block);
     fp_model_free(m);
+}
+
+/* ---- host memory registered in place (fp_backend_cuda_host_register) ---- */
+
+/* The device bytes at d equal want's (after a sync). */
+static int landed(void *d, const unsigned char *want, size_t bytes)
+{
+    unsigned char *back = malloc(bytes ? bytes : 1);
+    int ok = back && !G->download(gb, back, d, bytes) && !G->sync(gb) && memcmp(back, want, bytes) == 0;
+    free(back);
+    return ok;
+}
+
+/* A registered block: uploads of several sizes from inside it (small, copy-stream sized, large) land bit for bit,
+ * counted direct with no staged byte; staged uploads from pageable memory between them still staged; with a graph's
+ * fixed uploads on, an upload from the block goes into a fixed slot (not direct) and lands; after them direct again.
+ * Then unregistered: the same memory is staged, and still lands. */
+static void registered_uploads(void)
+{
+    static const size_t sizes[] = {100, 65537, ((size_t)3 << 20) + 5, 12, (size_t)1 << 20};
+    enum { N = sizeof sizes / sizeof *sizes };
+    const size_t total = ((size_t)6 << 20), big = ((size_t)3 << 20) + 5;
+    unsigned char *blk = NULL, *page = malloc(big);
+    if (posix_memalign((void **)&blk, 4096, total))
+        blk = NULL;
+    void *d[N] = {0}, *e[N] = {0}, *f[2] = {0};
+    int rc = blk && page ? FP_OK : FP_ENOMEM;
+    for (int k = 0; !rc && k < N; k++)
+        rc = G->alloc(gb, &d[k], sizes[k]) | G->alloc(gb, &e[k], sizes[k]);
+    rc = rc ? rc : G->alloc(gb, &f[0], sizes[0]) | G->alloc(gb, &f[1], sizes[1]);
+    for (size_t i = 0; !rc && i < total; i++)
+        blk[i] = pat(3, i);
+    int ranges0 = 0, ranges1 = 0;
+    size_t rbytes = 0;
+    fp_backend_cuda_host_registered(&ranges0, NULL, NULL);
+    int reg = !rc && fp_backend_cuda_host_register(blk, total);
+    fp_backend_cuda_host_registered(&ranges1, &rbytes, NULL);
+    tap_ok(reg && ranges1 == ranges0 + 1 && rbytes >= total, "a 6 MiB block registered (%d range(s), %zu bytes)%s",
+           ranges1, rbytes, rc ? fp_error_message() : "");
+    fp_backend_cuda_upload_counts c0 = counts(gb);
+    long long want_direct = 0, want_staged = 0;
+    size_t at[N];
+    for (int k = 0, off = 0; !rc && k < N; k++) {   /* direct, then staged from pageable memory */
+        at[k] = (size_t)off;
+        rc = G->upload(gb, d[k], blk + at[k], sizes[k]);
+        want_direct += (long long)sizes[k];
+        for (size_t i = 0; i < sizes[k]; i++)
+            page[i] = pat(k + 20, i);
+        rc = rc ? rc : G->upload(gb, e[k], page, sizes[k]);
+        memset(page, 0x5A, sizes[k]);   /* a staged source is free on return */
+        want_staged += (long long)sizes[k];
+        off = (int)((at[k] + sizes[k] + 4096 * 7 + 3) % (total - big));   /* various alignments, all inside */
+    }
+    rc = rc ? rc : G->sync(gb);
+    fp_backend_cuda_upload_counts c1 = counts(gb);
+    int ok = !rc;
+    for (int k = 0; ok && k < N; k++) {
+        ok = landed(d[k], blk + at[k], sizes[k]);
+        for (size_t i = 0; ok && i < sizes[k]; i++)
+            page[i] = pat(k + 20, i);
+        ok = ok && landed(e[k], page, sizes[k]);
+    }
+    tap_ok(ok && c1.direct_bytes - c0.direct_bytes == want_direct && c1.direct - c0.direct == N &&
+           c1.staged_bytes - c0.staged_bytes == want_staged && c1.plain == c0.plain,
+           "%d uploads from the registered block land bit for bit, direct (%lld of %lld bytes), no host copy; the %d "
+           "staged ones between them staged (%lld of %lld bytes)%s", N, c1.direct_bytes - c0.direct_bytes, want_direct,
+           N, c1.staged_bytes - c0.staged_bytes, want_staged, rc ? fp_error_message() : "");
+    /* a graph's fixed slots: an upload from the block copies into slot 0 (the captured copy reads the slot) */
+    fp_backend_cuda_fixed_uploads(gb, 1);
+    rc = rc ? rc : G->upload(gb, f[0], blk + 11, sizes[0]);
+    rc = rc ? rc : G->upload(gb, f[1], page, sizes[1]);
+    fp_backend_cuda_fixed_uploads(gb, 0);
+    int nfixed = fp_backend_cuda_fixed_count(gb);
+    rc = rc ? rc : G->upload(gb, d[0], blk + 7, sizes[0]);   /* direct again */
+    rc = rc ? rc : G->sync(gb);
+    fp_backend_cuda_upload_counts c2 = counts(gb);
+    tap_ok(!rc && nfixed == 2 && c2.fixed - c1.fixed == 2 && c2.direct - c1.direct == 1 &&
+           landed(f[0], blk + 11, sizes[0]) && landed(f[1], page, sizes[1]) && landed(d[0], blk + 7, sizes[0]),
+           "fixed uploads on: an upload from the registered block goes into the graph's fixed slot (%lld fixed, %lld "
+           "direct), off: direct again; all land%s", c2.fixed - c1.fixed, c2.direct - c1.direct,
+           rc ? fp_error_message() : "");
+    /* unregistered: the same memory staged again */
+    fp_backend_cuda_host_unregister(blk);
+    int ranges2 = -1;
+    fp_backend_cuda_host_registered(&ranges2, NULL, NULL);
+    rc = rc ? rc : G->upload(gb, d[2], blk + 1, sizes[2]);
+    memset(blk + 1, 0, 16);   /* staged: free on return */
+    rc = rc ? rc : G->sync(gb);
+    fp_backend_cuda_upload_counts c3 = counts(gb);
+    memcpy(page, blk + 1, sizes[2]);
+    for (size_t i = 0; i < 16; i++)
+        page[i] = pat(3, i + 1);
+    tap_ok(!rc && ranges2 == ranges0 && c3.direct == c2.direct && c3.staged == c2.staged + 1 &&
+           landed(d[2], page, sizes[2]), "unregistered: an upload from the same memory is staged (%lld staged, %lld "
+           "direct) and lands%s", c3.staged - c2.staged, c3.direct - c2.direct, rc ? fp_error_message() : "");
+    for (int k = 0; k < N; k++) {
+        G->free(gb, d[k], sizes[k]);
+        G->free(gb, e[k], sizes[k]);
+    }
+    G->free(gb, f[0], sizes[0]);
+    G->free(gb, f[1], sizes[1]);
+    free(blk);
+    free(page);
+}
+
+/* y += x (queued), x uploaded from the next part of a registered block, per round: y ends as the sum of every
+ * upload, so no direct upload overtook the accumulate before it (the block is not rewritten before the sync). */
+static void registered_ordered(void)
+{
+    enum { ROUNDS_O = 12 };
+    const size_t n = (size_t)1 << 20, bytes = n * sizeof(float);
+    float *h = NULL, *y = malloc(bytes);
+    if (posix_memalign((void **)&h, 4096, ROUNDS_O * bytes))
+        h = NULL;
+    void *dx = NULL, *dy = NULL;
+    fp_dims dims = {1, 1, 1, (int)n};
+    int rc = h && y ? FP_OK : FP_ENOMEM;
+    for (int r = 0; !rc && r < ROUNDS_O; r++)
+        for (size_t i = 0; i < n; i++)
+            h[(size_t)r * n + i] = (float)(((r + 1) * 37 + (int)(i % 1000)) % 256);
+    int reg = !rc && fp_backend_cuda_host_register(h, ROUNDS_O * bytes);
+    rc = rc ? rc : G->alloc(gb, &dx, bytes) | G->alloc(gb, &dy, bytes);
+    rc = rc ? rc : G->zero(gb, dy, bytes);
+    fp_backend_cuda_upload_counts c0 = counts(gb);
+    for (int r = 0; !rc && r < ROUNDS_O; r++) {
+        rc = G->upload(gb, dx, h + (size_t)r * n, bytes);
+        rc = rc ? rc : G->accumulate(gb, fp_tensor_of(dy, FP_DT_F32, dims), fp_tensor_of(dx, FP_DT_F32, dims));
+    }
+    rc = rc ? rc : G->download(gb, y, dy, bytes);
+    rc = rc ? rc : G->sync(gb);
+    fp_backend_cuda_upload_counts c1 = counts(gb);
+    size_t bad = n;
+    for (size_t i = 0; !rc && i < n && bad == n; i++) {
+        double want = 0;
+        for (int r = 1; r <= ROUNDS_O; r++)
+            want += (double)((r * 37 + (int)(i % 1000)) % 256);
+        if ((double)y[i] != want)
+            bad = i;
+    }
+    tap_ok(!rc && reg && bad == n && c1.direct - c0.direct == ROUNDS_O && c1.staged == c0.staged,
+           "12 direct 4 MiB uploads into a tensor the queued accumulate reads: summed exactly (%lld direct)%s",
+           c1.direct - c0.direct, rc ? fp_error_message() : "");
+    if (reg)
+        fp_backend_cuda_host_unregister(h);
+    G->free(gb, dx, bytes);
+    G->free(gb, dy, bytes);
+    free(h);
+    free(y);
+}
+
+/* Registrations that cannot be had return 0, are counted, leave no CUDA error behind, and the uploads from that
+ * memory are staged and land. */
+static void refused_registrations(void)
+{
+    const size_t bytes = (size_t)1 << 20;
+    unsigned char *a = malloc(2 * bytes), *pinned = NULL;
+    void *d = NULL;
+    int rc = a ? FP_OK : FP_ENOMEM;
+    if (!rc && cudaHostAlloc((void **)&pinned, bytes, cudaHostAllocDefault) != cudaSuccess) {
+        pinned = NULL;
+        rc = FP_ENOMEM;
+    }
+    rc = rc ? rc : G->alloc(gb, &d, bytes);
+    long long r0 = 0, r1 = 0;
+    int n0 = 0, n1 = 0;
+    fp_backend_cuda_host_registered(&n0, NULL, &r0);
+    int got[7] = {0}, reg = 0;
+    if (!rc) {
+        got[0] = fp_backend_cuda_host_register(a, 0);                          /* 0 bytes */
+        got[1] = fp_backend_cuda_host_register(NULL, bytes);                   /* NULL */
+        got[2] = fp_backend_cuda_host_register(a, SIZE_MAX - 64);              /* wraps */
+        got[3] = fp_backend_cuda_host_register(a, (size_t)1 << 50);            /* larger than any machine here */
+        got[4] = fp_backend_cuda_host_register(pinned, bytes);                 /* the driver already pins it */
+        reg = fp_backend_cuda_host_register(a + bytes, bytes);
+        got[5] = fp_backend_cuda_host_register(a + bytes / 2, bytes);          /* overlaps the one just registered */
+        got[6] = fp_backend_cuda_host_register(a + bytes + 4096, 100);         /* inside it */
+    }
+    cudaError_t last = cudaGetLastError();
+    fp_backend_cuda_host_registered(&n1, NULL, &r1);
+    if (reg)
+        fp_backend_cuda_host_unregister(a + bytes);
+    int none = 1;
+    for (int i = 0; i < 7; i++)
+        none &= got[i] == 0;
+    tap_ok(!rc && none && reg && r1 - r0 == 7 && n1 == n0 + 1 && last == cudaSuccess,
+           "refused registrations (0 bytes, NULL, wrapping, 1 PiB, cudaHostAlloc memory, overlapping, inside) return "
+           "0, counted (%lld), no CUDA error left (%s)%s", r1 - r0, cudaGetErrorName(last),
+           rc ? fp_error_message() : "");
+    fp_backend_cuda_upload_counts c0 = counts(gb);
+    for (size_t i = 0; !rc && i < bytes; i++)
+        a[i] = pat(5, i);
+    rc = rc ? rc : G->upload(gb, d, a, bytes);
+    rc = rc ? rc : G->sync(gb);
+    fp_backend_cuda_upload_counts c1 = counts(gb);
+    int ok = !rc && landed(d, a, bytes);
+    for (size_t i = 0; !rc && i < bytes; i++)
+        pinned[i] = pat(6, i);
+    rc = rc ? rc : G->upload(gb, d, pinned, bytes);
+    rc = rc ? rc : G->sync(gb);
+    fp_backend_cuda_upload_counts c2 = counts(gb);
+    ok = ok && !rc && landed(d, pinned, bytes);
+    tap_ok(ok && c1.staged == c0.staged + 1 && c2.staged == c1.staged + 1 && c2.direct == c0.direct,
+           "uploads from memory whose registration was refused are staged (%lld) and land%s", c2.staged - c0.staged,
+           rc ? fp_error_message() : "");
+    G->free(gb, d, bytes);
+    if (pinned)
+        cudaFreeHost(pinned);
+    free(a);
 }
 #endif
 
@@ -153,9 +401,12 @@ int main(void)
         tap_ok(0, "backend created: %s", fp_error_message());
         return tap_done();
     }
-    tap_plan(1 + 2 + 4);
+    tap_plan(1 + 2 + 4 + 1 + 2 + 8);
     uploads_land();
     uploads_ordered();
+    registered_uploads();
+    registered_ordered();
+    refused_registrations();
     G->destroy(gb);
     model_losses("fp32", 8);
     model_losses("fp32", 2);

@@ -13,7 +13,8 @@
 /* staging slots (device memory from the arena, grown on demand, contents not kept between ops) */
 enum { FP_BCU_A = 0, FP_BCU_B, FP_BCU_W, FP_BCU_B2, FP_BCU_OUT, FP_BCU_OUT2, FP_BCU_SLOTS };
 
-/* Uploads (backend_cuda.c cuda_upload) go through pinned host staging so that the host never waits for
+/* Uploads (backend_cuda.c cuda_upload) from a host range registered in place (fp_backend_cuda_host_register) are one
+ * DMA from it on the stream; the others go through pinned host staging so that the host never waits for
  * the stream: a small one (labels) straight onto the stream from one of FP_BCU_UP_SMALL pinned slots; a
  * large one (a batch) into device staging on the copy stream, from one of FP_BCU_UP_SLOTS double-buffered
  * pinned slots, then a device-to-device copy on the stream once the copy stream's event says it landed. */
@@ -70,6 +71,7 @@ struct fp_backend {
     unsigned up_next, up_small_next;
     int up_off;                     /* 1: plain cudaMemcpyAsync from the caller's memory (staging off, or
                                      * pinned memory / events / the copy stream could not be had) */
+    fp_backend_cuda_upload_counts ups;   /* the uploads by path (fp_backend_cuda_upload_counts_of) */
     int fixed_on, fixed_count;      /* fp_backend_cuda_fixed_uploads: on, and the uploads since */
     fp_bcu_fixed_slot fixed[FP_BCU_FIXED];
     const float *loss_scale;        /* fp_backend_cuda_set_loss_scale: softmax_xent's factor on the device */

@@ -23,6 +23,9 @@
 #include "trainer/run/record.h"
 #include "trainer/run/step_plan.h"
 #include "trainer/model.h"
+#ifdef HAVE_CUDA
+#include "trainer/backend_cuda.h"
+#endif
 
 /* Steps of an arm left out of the progress line's speedup (warm-up: the first plans memory). */
 enum { PROGRESS_WARMUP = 3 };
@@ -65,6 +68,26 @@ void fp_cmp_arm_failf(fp_compare *c, fp_compare_result *res, int i, const char *
     fp_cmp_arm_fail(c, res, i, msg);
 }
 
+/* THE TURN'S BATCHES (c->ring): slot j holds the turn's j-th batch, its labels right after its images in one block.
+ * With the arms on the CUDA backend (c->ring_pinned) each block is page-locked in place once allocated (backend_cuda.h
+ * fp_backend_cuda_host_register): a GPU arm's upload of the batch is then a DMA straight from the ring, no host copy
+ * into staging; a refused registration (no lockable memory, ...) leaves the block pageable and its uploads staged, as
+ * before, silently (the backend counts it). Such a DMA may still read the slot after fp_arm_step returned, until the
+ * arm's stream is synchronised. Rewriting a slot is safe all the same:
+ *  - only next_batch writes a slot, on this thread, for every batch of a turn at the turn's start, so after every
+ *    arm's steps of the turn before; the loader's threads never touch the ring (next_batch copies out of the loader's
+ *    own buffer);
+ *  - every device step ends with its one wait (arm_device.c: the readback into pinned memory, then the backend's
+ *    sync), which returns after all the step queued, the batch's upload first; the precision error's GPU clones
+ *    (precision_device.c), which upload the batch too, wait for their streams after it (the low-precision clone's sync
+ *    after its forward, the reference clone's sums read back layer by layer);
+ *  - a step (or a precision error) that fails before its wait marks its arm failed: the arm never steps again and
+ *    nothing reads its device results, so a late read of a slot being rewritten only feeds work nobody uses; its
+ *    backends are destroyed (their streams synchronised) in fp_compare_close before the ring is unregistered (which
+ *    also waits for the device) and freed;
+ *  - a CUDA graph's replay copies the slot on the host into its fixed upload slots before the launch: no DMA from the
+ *    ring there. */
+
 /* Room for n batches in the turn's ring. */
 static int ring_reserve(fp_compare *c, size_t n)
 {
@@ -78,18 +101,38 @@ static int ring_reserve(fp_compare *c, size_t n)
     if (!pos)
         return fp_fail(FP_ENOMEM, "out of memory for the turn's batches");
     c->ring_pos = pos;
+    const size_t ib = c->batch_floats * sizeof(float), page = 4096;
+    const size_t bytes = (ib + (size_t)c->cfg.base.batch * sizeof(int32_t) + page - 1) / page * page;
     for (; c->ring_cap < n; c->ring_cap++) {
         fp_batch *b = &c->ring[c->ring_cap];
         memset(b, 0, sizeof *b);
-        b->images = malloc(c->batch_floats * sizeof *b->images);
-        b->labels = malloc((size_t)c->cfg.base.batch * sizeof *b->labels);
-        if (!b->images || !b->labels) {
-            free(b->images);
-            free(b->labels);
+        void *block = NULL;
+        if (posix_memalign(&block, page, bytes))   /* whole pages of its own: locked alone, DMA-aligned */
             return fp_fail(FP_ENOMEM, "out of memory for the turn's batches");
-        }
+        b->images = block;
+        b->labels = (int32_t *)((char *)block + ib);
+#ifdef HAVE_CUDA
+        if (c->ring_pinned)   /* 0: refused, staged uploads as before */
+            (void)fp_backend_cuda_host_register(block, bytes);
+#endif
     }
     return FP_OK;
+}
+
+void fp_cmp_ring_free(fp_compare *c)
+{
+    for (size_t i = 0; i < c->ring_cap; i++) {
+#ifdef HAVE_CUDA
+        if (c->ring_pinned)   /* waits for the device; nothing when it was refused */
+            fp_backend_cuda_host_unregister(c->ring[i].images);
+#endif
+        free(c->ring[i].images);   /* the labels with them */
+    }
+    free(c->ring);
+    free(c->ring_pos);
+    c->ring = NULL;
+    c->ring_pos = NULL;
+    c->ring_cap = 0;
 }
 
 /* The next training batch of the loader, copied into dst; pos[0..1] the loader's position after it (where a

@@ -91,11 +91,13 @@ struct fp_compare {
     /* one arm: resume and checkpoints (compare_checkpoint.c) */
     fp_checkpoint *ck;          /* base.resume, open while the run lasts (its metadata may name model and policy) */
     int64_t start_iter, start_epoch, start_batch;   /* where a resumed run continues: step, data position */
-    /* the turn's batches (copies: the loader's buffer is only valid until its next batch) */
+    /* the turn's batches (copies: the loader's buffer is only valid until its next batch); each slot one block,
+     * labels after images, page-locked in place when ring_pinned (compare.c says why rewriting a slot is safe) */
     fp_batch *ring;
     int64_t *ring_pos;          /* [2 * ring_cap]: the loader's position (epoch, batch) after each batch */
     size_t ring_cap;            /* batches allocated */
     size_t batch_floats;
+    int ring_pinned;            /* the arms are on the CUDA backend: its blocks get registered (backend_cuda.h) */
     atomic_int stop;
     int ran;
     /* GPU probes, one each for the session (arms on the CUDA backend only) */
@@ -144,6 +146,8 @@ int fp_cmp_checkpoint(fp_compare *c, int i);
 void fp_cmp_arm_fail(fp_compare *c, fp_compare_result *res, int i, const char *msg);
 void fp_cmp_arm_failf(fp_compare *c, fp_compare_result *res, int i, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* compare.c: the turn's batches freed (each slot unregistered first when ring_pinned); after the arms are freed. */
+void fp_cmp_ring_free(fp_compare *c);
 /* compare_eval.c: whether the data set has a validation split (the plan's evaluations need one); arm i
  * evaluated after step `step` (its deferred rows flushed first), recorded and reported; an error is the arm's. */
 int fp_cmp_has_val(const fp_compare *c);

@@ -161,12 +161,7 @@ void fp_compare_close(fp_compare *c)
     fp_cupti_close(c->cupti);   /* after the arms: their probes name it */
     fp_nvml_close(c->nvml);
     fp_dataset_close(c->ds);
-    for (size_t i = 0; i < c->ring_cap; i++) {
-        free(c->ring[i].images);
-        free(c->ring[i].labels);
-    }
-    free(c->ring);
-    free(c->ring_pos);
+    fp_cmp_ring_free(c);   /* after the arms: their streams no longer read it */
     free(c);
 }
 
@@ -296,6 +291,7 @@ int fp_compare_open(fp_compare **out, const fp_compare_config *cfg, fp_compare_r
     }
     if (c->acfg.backend == fp_backend_cuda() && !c->acfg.arena_bytes)   /* the GPU shared out evenly */
         c->acfg.arena_bytes = fp_backend_cuda_arena_share(c->narms);
+    c->ring_pinned = c->acfg.backend == fp_backend_cuda();   /* the batches DMA'd from the ring (compare.c) */
 #endif
     if (rc == FP_OK) {
         for (int i = 0; i < c->narms; i++) {
