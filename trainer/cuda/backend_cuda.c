@@ -1,19 +1,18 @@
 /* backend_cuda.c — the CUDA backend of backend.h: instance (arena, cuDNN contexts on one stream), device
  * memory with accounting, staging, uploads through pinned double-buffered staging and a copy stream (for a CUDA
- * graph's step through fixed pinned slots instead; from host ranges page-locked in place, a DMA straight from them),
- * the 16-bit weight copy the optimizer writes (conv / linear read it instead of casting), casts, relu, residual add / accumulate, softmax cross-entropy, the fused unscale + check,
- * device histograms for the probes, the per-layer error's sums for the analysis (layer_error_dev.h), and the ops
- * table. Promises: backend.h's semantics (accumulate flags, dtypes, compute formats: fp32 never TF32); every op
- * checks dims and dtypes first; all work on one stream (large staged uploads' host-to-device copies on a copy stream,
- * ordered with it by events); an upload's source is free on return, except one inside a registered range: free once
+ * graph's step through fixed pinned slots instead; from host ranges page-locked in place, host_register.c, a DMA
+ * straight from them), the 16-bit weight copy the optimizer writes (conv / linear read it instead of casting),
+ * casts, relu, residual add / accumulate, softmax cross-entropy, the fused unscale + check, device histograms for
+ * the probes, the per-layer error's sums for the analysis (layer_error_dev.h), and the ops table. Promises:
+ * backend.h's semantics (accumulate flags, dtypes, compute formats: fp32 never TF32); every op checks dims and
+ * dtypes first; all work on one stream (large staged uploads' host-to-device copies on a copy stream, ordered
+ * with it by events); an upload's source is free on return, except one inside a registered range: free once
  * the instance's next synchronisation returns. */
 #include <cuda_runtime_api.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "cuda/convert.h"
 #include "gpu_detect.h"
 #include "trainer/cuda/backend_cuda_internal.h"
@@ -279,118 +278,6 @@ static int upload_staged(fp_backend *be, void *dst, const void *src, size_t byte
     rc = rc ? rc : cuda_err(cudaEventRecord((cudaEvent_t)u->consumed, st), "upload (event)");
     u->used = 1;
     return rc;
-}
-
-/* ---------------------------------------------------------------- host memory page-locked in place (backend_cuda.h) */
-
-/* The ranges fp_backend_cuda_host_register locked, for every instance of the process (the registration is the
- * process's: cudaHostRegisterDefault under unified addressing is portable), looked up by every upload. */
-static struct {
-    pthread_mutex_t lock;
-    struct { uintptr_t base; size_t bytes; } *r;
-    int n, cap;
-    size_t bytes;
-    long long refused;
-} hreg = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0, 0};
-
-/* Index of the registered range that overlaps [x, x + bytes) (-1: none). Under hreg.lock. */
-static int hreg_find(uintptr_t x, size_t bytes)
-{
-    for (int i = 0; i < hreg.n; i++)
-        if (x < hreg.r[i].base + hreg.r[i].bytes && hreg.r[i].base < x + bytes)
-            return i;
-    return -1;
-}
-
-/* [src, src + bytes) lies whole inside one registered range. */
-static int hreg_holds(const void *src, size_t bytes)
-{
-    uintptr_t x = (uintptr_t)src;
-    pthread_mutex_lock(&hreg.lock);
-    int i = hreg.n ? hreg_find(x, bytes) : -1;
-    int in = i >= 0 && x >= hreg.r[i].base && x - hreg.r[i].base + bytes <= hreg.r[i].bytes;
-    pthread_mutex_unlock(&hreg.lock);
-    return in;
-}
-
-/* Physical memory of the machine (0: unknown): no range larger than it can be locked. */
-static size_t phys_bytes(void)
-{
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
-}
-
-/* The current device can page-lock host memory in place (cudaDevAttrHostRegisterSupported). */
-static int can_register(void)
-{
-    int dev = 0, ok = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&ok, cudaDevAttrHostRegisterSupported, dev) !=
-                                                 cudaSuccess)
-        return gave_up();
-    return ok != 0;
-}
-
-int fp_backend_cuda_host_register(void *p, size_t bytes)
-{
-    uintptr_t x = (uintptr_t)p;
-    size_t phys = phys_bytes();
-    pthread_mutex_lock(&hreg.lock);
-    int ok = p && bytes && x + bytes > x && (!phys || bytes <= phys) && hreg_find(x, bytes) < 0;
-    if (ok && hreg.n == hreg.cap) {
-        int cap = hreg.cap ? 2 * hreg.cap : 16;
-        void *r = realloc(hreg.r, (size_t)cap * sizeof *hreg.r);
-        ok = r != NULL;
-        if (ok) {
-            hreg.r = r;
-            hreg.cap = cap;
-        }
-    }
-    /* the driver pins every page now (faulting in those never touched): the cost of a registration */
-    ok = ok && can_register() && (cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess || gave_up());
-    if (ok) {
-        hreg.r[hreg.n].base = x;
-        hreg.r[hreg.n].bytes = bytes;
-        hreg.n++;
-        hreg.bytes += bytes;
-    } else {
-        hreg.refused++;
-    }
-    pthread_mutex_unlock(&hreg.lock);
-    return ok;
-}
-
-void fp_backend_cuda_host_unregister(void *p)
-{
-    pthread_mutex_lock(&hreg.lock);
-    for (int i = 0; p && i < hreg.n; i++) {
-        if (hreg.r[i].base != (uintptr_t)p)
-            continue;
-        if (cudaDeviceSynchronize() != cudaSuccess)   /* no copy out of it still runs (an error: the device is gone) */
-            gave_up();
-        if (cudaHostUnregister(p) != cudaSuccess)
-            gave_up();
-        hreg.bytes -= hreg.r[i].bytes;
-        hreg.r[i] = hreg.r[--hreg.n];
-        break;
-    }
-    if (!hreg.n) {
-        free(hreg.r);
-        hreg.r = NULL;
-        hreg.cap = 0;
-    }
-    pthread_mutex_unlock(&hreg.lock);
-}
-
-void fp_backend_cuda_host_registered(int *ranges, size_t *bytes, long long *refused)
-{
-    pthread_mutex_lock(&hreg.lock);
-    if (ranges)
-        *ranges = hreg.n;
-    if (bytes)
-        *bytes = hreg.bytes;
-    if (refused)
-        *refused = hreg.refused;
-    pthread_mutex_unlock(&hreg.lock);
 }
 
 void fp_backend_cuda_upload_counts_of(const fp_backend *be, fp_backend_cuda_upload_counts *out)
@@ -778,7 +665,7 @@ static int cuda_upload(fp_backend *be, void *dst, const void *src, size_t bytes)
     fp_bcu_wc_touch(be, dst, bytes);
     if (bytes && dst && src && be->fixed_on)
         return upload_fixed(be, dst, src, bytes);
-    if (bytes && dst && src && hreg_holds(src, bytes))
+    if (bytes && dst && src && fp_bcu_host_holds(src, bytes))
         return upload_direct(be, dst, src, bytes);
     if (bytes && dst && src && !be->up_off && bytes <= FP_BCU_UP_LARGE_BYTES) {
         int rc = upload_staged(be, dst, src, bytes);

@@ -117,4 +117,7 @@ static inline fp_dtensor fp_bcu_dt(const fp_tensor *t) { fp_dtensor d = {t->p, t
 FP_BACKEND_LAYER_OPS(FP_BCU_OP)
 #undef FP_BCU_OP
 
+/* host_register.c: [src, src + bytes) lies whole inside one range page-locked by fp_backend_cuda_host_register. */
+int fp_bcu_host_holds(const void *src, size_t bytes);
+
 #endif
