@@ -9,6 +9,7 @@
 #include "error.h"
 #include "trainer/cpu/gemm.h"
 #include "trainer/layers.h"
+#include "trainer/run/environment.h"
 
 #define BATCH 16
 #define REPS 5
@@ -79,6 +80,7 @@ static float *rand_array(size_t n)
 
 int main(void)
 {
+    fp_env_blas_core_restart(NULL);   /* OpenBLAS's kernels for this CPU, as fp16probe gets them */
     const char *thr = getenv("BENCH_THREADS");
     int threads = fp_gemm_use_pool(thr ? atoi(thr) : 2);
     printf("ResNet-50 convs, 64x64 input, batch %d, %d threads (BENCH_THREADS), best of %d\n", BATCH, threads,

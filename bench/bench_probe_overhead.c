@@ -28,6 +28,7 @@
 #include "trainer/cpu/gemm.h"
 #include "trainer/model.h"
 #include "trainer/precision.h"
+#include "trainer/run/environment.h"
 
 #define BATCH 16
 #define SIZE 64
@@ -153,6 +154,7 @@ static double hook_cost(fp_probe *p, const fp_model *m)
 
 int main(void)
 {
+    fp_env_blas_core_restart(NULL);   /* OpenBLAS's kernels for this CPU, as fp16probe gets them */
     bench_t b;
     memset(&b, 0, sizeof b);
     fp_gemm_use_pool(2);   /* as the CLI's --threads 2 (trainer/run/train.h fp_env_set_threads) */

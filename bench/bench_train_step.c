@@ -10,6 +10,7 @@
 #include "error.h"
 #include "trainer/cpu/gemm.h"
 #include "trainer/model.h"
+#include "trainer/run/environment.h"
 
 #define BATCH 16
 #define SIZE 64
@@ -21,6 +22,7 @@ static const char *const policies[NPOL] = {"fp32", "fp16", "bf16"};
 
 int main(void)
 {
+    fp_env_blas_core_restart(NULL);   /* OpenBLAS's kernels for this CPU, as fp16probe gets them */
     size_t nx = (size_t)BATCH * SIZE * SIZE * 3;
     float *x = malloc(nx * sizeof(float));
     int labels[BATCH];

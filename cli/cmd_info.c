@@ -1,12 +1,14 @@
-/* cmd_info.c — `fp16probe devices` (CPU vector features, the conversion path in use, the GPU or
- * why there is none) and `fp16probe formats` (the format table of lib/formats.h). Read-only. */
+/* cmd_info.c — `fp16probe devices` (CPU vector features, the conversion path in use, the BLAS kernels and who
+ * chose them, the GPU or why there is none) and `fp16probe formats` (the format table of lib/formats.h). Read-only. */
 #include "config.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "commands.h"
 #include "formats.h"
 #include "gpu_detect.h"
 #include "numfmt.h"
+#include "trainer/run/environment.h"
 
 static int wants_help(int argc, char **argv, const char *usage_line)
 {
@@ -31,6 +33,14 @@ int cmd_devices(int argc, char **argv)
         if (fp_numfmt_isa_supported((fp_isa)isa))
             printf(" %s", fp_isa_name((fp_isa)isa));
     printf(" (using %s)\n", fp_isa_name(fp_numfmt_isa()));
+    const char *core = fp_env_blas_core(), *chosen = getenv("FP16PROBE_BLAS_CORE");
+    if (core)
+        printf("cpu: BLAS kernels: %s (%s)\n", core,
+               chosen ? "chosen by fp16probe: OpenBLAS's detection fell back to generic kernels on this CPU; "
+                        "OPENBLAS_CORETYPE overrides"
+               : getenv("OPENBLAS_CORETYPE") ? "OPENBLAS_CORETYPE" : "OpenBLAS's detection");
+    else
+        printf("cpu: BLAS: %s\n", fp_env_blas_name());
     fp_gpu_info_t gpu;
     fp_gpu_detect(&gpu);
     if (gpu.available)

@@ -1,5 +1,5 @@
 /* main.c — the fp16probe command: global options (--help, --version), the process-wide signal
- * dispositions, and dispatch to the subcommand table of commands.c. Nothing else lives here. */
+ * dispositions, the BLAS kernels' one restart, and dispatch to the subcommand table of commands.c. */
 #include "config.h"
 #include <signal.h>
 #include <stdarg.h>
@@ -7,6 +7,7 @@
 #include <string.h>
 #include "commands.h"
 #include "trainer/model.h"
+#include "trainer/run/environment.h"
 
 int cli_error(int status, const char *fmt, ...)
 {
@@ -44,6 +45,7 @@ int main(int argc, char **argv)
     /* A write past `ulimit -f` fails with EFBIG (the store and the reports say "file size limit") instead of
      * killing the process silently with runs left `running` and temporary files behind. */
     signal(SIGXFSZ, SIG_IGN);
+    fp_env_blas_core_restart(argv);   /* once, before anything: OpenBLAS's kernels (trainer/run/blas_core.c) */
     if (argc < 2) {
         usage(stderr);
         return 2;
