@@ -48,6 +48,9 @@ endif
 # tests/gpu/test_*.c program, which a program under `if HAVE_NCCL` would break in a CUDA build without MPI.
 check_PROGRAMS += tests/gpu/test_nccl_one_rank
 TESTS += tests/gpu/test_nccl_one_rank
+# What several tests/gpu programs share (not a test_*.c: tests/gpu/check runs every one of those as a program).
+GPU_TEST_UTIL = tests/gpu/gpu_testutil.c tests/gpu/gpu_testutil.h
+tests_gpu_test_nccl_one_rank_SOURCES = tests/gpu/test_nccl_one_rank.c $(GPU_TEST_UTIL)
 tests_gpu_test_nccl_one_rank_LDADD = $(TEST_LDADD)
 
 # Data-parallel tests: the TAP program runs under mpirun from test_dist.sh (which skips without mpirun).

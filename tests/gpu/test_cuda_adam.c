@@ -5,6 +5,7 @@
  * Adam / AdamW: one host wait per step (no host mirrors), the moments read back for a checkpoint and uploaded again
  * without changing the run, the optimizer's count moving only on applied steps. Skips without a GPU. */
 #include "config.h"
+#include "gpu/gpu_testutil.h"
 #include "gpu/require_gpu.h"
 #include "tap.h"
 #ifdef HAVE_CUDA
@@ -24,24 +25,6 @@
 #include "trainer/run/arm.h"
 
 static uint64_t rng = 0xADA11CEull;
-
-static void *dev_alloc(size_t bytes)
-{
-    void *d = NULL;
-    return cudaMalloc(&d, bytes ? bytes : 1) == cudaSuccess ? d : NULL;
-}
-
-/* optim.c's choice (want_fma): the fused path on an x86 CPU with FMA unless FP_OPTIM_FMA=0. */
-static int cpu_uses_fma(void)
-{
-    const char *env = getenv("FP_OPTIM_FMA");
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__)
-    return !(env && strcmp(env, "0") == 0) && __builtin_cpu_supports("fma");
-#else
-    (void)env;
-    return 0;
-#endif
-}
 
 /* got against want: bit for bit (exact), or within ulps units of want's last place at float precision (the
  * allowance of a host without FMA); NaN matches NaN. Returns the mismatches. */
@@ -79,10 +62,10 @@ static void kernel_vs_host(fp_optim_kind kind, double wd, fp_dtype state, fp_dty
     const size_t total = off[NT], sb = (size_t)fp_dtype_bytes(state);
     float *p = malloc(total * 4), *g = malloc(total * 4), *gotp = malloc(total * 4), *gotm = malloc(total * 4);
     uint16_t *low = malloc(total * 2), *m16 = malloc(total * 2);
-    float *d_p = dev_alloc(total * 4), *d_g = dev_alloc(total * 4);
-    char *d_m = dev_alloc(total * sb), *d_v = dev_alloc(total * sb);
-    uint16_t *d_low = dev_alloc(total * 2);
-    int *d_skip = dev_alloc(sizeof(int));
+    float *d_p = gtu_dev_copy(NULL, total * 4), *d_g = gtu_dev_copy(NULL, total * 4);
+    char *d_m = gtu_dev_copy(NULL, total * sb), *d_v = gtu_dev_copy(NULL, total * sb);
+    uint16_t *d_low = gtu_dev_copy(NULL, total * 2);
+    int *d_skip = gtu_dev_copy(NULL, sizeof(int));
     int rc = p && g && gotp && gotm && low && m16 && d_p && d_g && d_m && d_v && d_low && d_skip ? FP_OK : FP_ENOMEM;
     for (size_t i = 0; i < total; i++)
         p[i] = tu_uniform_pm1(&rng);
@@ -102,7 +85,7 @@ static void kernel_vs_host(fp_optim_kind kind, double wd, fp_dtype state, fp_dty
     fp_optim *opt = NULL;
     rc = rc ? rc : fp_optim_new(&opt, &cfg, prm, NT);
     const double lrs[STEPS] = {1e-3, 2e-3, 5e-4, 1e-3, 3e-3, 1e-4};
-    const int exact = cpu_uses_fma();
+    const int exact = gtu_cpu_uses_fma();
     size_t badp = 0, badm = 0, badl = 0;
     for (int s = 0; !rc && s < STEPS; s++) {
         /* gradients over 30 binades (v = (1 - b2) g^2 reaches fp32's subnormals and fp16's underflow), some zero */
@@ -198,31 +181,18 @@ enum { N = 8, CLASSES = 10, SIZE = 32, WIDTH = 16, SEED = 5, K = 6 };
 static int arm_new(fp_arm **a, const char *policy, fp_optim_kind kind)
 {
     fp_arm_config ac;
-    fp_arm_config_default(&ac);
-    ac.model = "tinynet";
-    ac.num_classes = CLASSES;
-    ac.image_size = SIZE;
-    ac.base_width = WIDTH;
-    ac.seed = SEED;
-    ac.policy = policy;
+    gtu_arm_config(&ac, "tinynet", CLASSES, SIZE, WIDTH, SEED, policy, ARENA);
     fp_optim_config_default(&ac.optim, kind);
     fp_lr_schedule_default(&ac.lr, FP_LR_CONSTANT, 1e-3);
-    ac.backend = fp_backend_cuda();
-    ac.arena_bytes = ARENA;
     return fp_arm_create(a, &ac);
 }
 
 /* Steps [from, to) of the shared batches; the host waits of each (max in *waits_max), skipped steps counted. */
 static int arm_steps(fp_arm *a, const float *x, const int *lab, int from, int to, long long *waits_max, int *skipped)
 {
-    size_t per = (size_t)SIZE * SIZE * 3;
     fp_backend *be = fp_model_backend(fp_arm_model(a));
     for (int s = from; s < to; s++) {
-        fp_batch b = {0};
-        b.n = N;
-        b.size = SIZE;
-        b.images = (float *)x + (size_t)s * N * per;
-        b.labels = (int32_t *)lab + s * N;
+        fp_batch b = gtu_batch(x, lab, N, SIZE, s);
         fp_arm_step_result r;
         long long w0 = fp_backend_cuda_host_waits(be);
         int rc = fp_arm_step(a, &b, &r);
@@ -257,11 +227,8 @@ static void arm_case(const char *policy, fp_optim_kind kind, int inf_step)
     rc = rc ? rc : arm_new(&z, policy, kind);
     rc = rc ? rc : arm_new(&x, policy, kind);
     size_t per = (size_t)SIZE * SIZE * 3;
-    float *img = malloc((size_t)K * N * per * sizeof(float));
+    float *img = gtu_images((size_t)K * N * per, 0xADA3u);
     int *lab = malloc((size_t)K * N * sizeof(int));
-    uint32_t r32 = 0xADA3u;
-    for (size_t i = 0; img && i < (size_t)K * N * per; i++)
-        img[i] = tu_uniform32_pm1(&r32);
     for (int i = 0; lab && i < K * N; i++)
         lab[i] = (i * 3 + 1) % CLASSES;
     if (img && inf_step >= 0)

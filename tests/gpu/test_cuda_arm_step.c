@@ -4,6 +4,7 @@
  * optimizer, host GradScaler): loss (1 ulp), hits, skipped, scale, diverged, non-finite layer and the final weights
  * bit for bit over K steps with overflows (a large initial scale, an Inf input); one host wait per step. */
 #include "config.h"
+#include "gpu/gpu_testutil.h"
 #include "gpu/require_gpu.h"
 #include "tap.h"
 #ifdef HAVE_CUDA
@@ -12,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "error.h"
-#include "testutil.h"
 #include "trainer/backend_cuda.h"
 #include "trainer/cuda/kernels.h"
 #include "trainer/model.h"
@@ -39,15 +39,6 @@ typedef struct {
     float loss, scale, next_scale;
     int c1, c5, skipped, diverged, nonfinite_layer;
 } step_out;
-
-/* The loss of two runs: equal, both NaN, or within one float ulp (the device sums the batch's losses in double
- * with atomicAdd, in an order that may change from run to run: the float quotient may round either way). */
-static int same_loss(float a, float b)
-{
-    if (isnan(a) || isnan(b))
-        return isnan(a) && isnan(b);
-    return a == b || fabs((double)a - b) <= 0x1p-23 * fabs((double)b);
-}
 
 static int ref_create(ref_arm *r, const char *policy, float init_scale, int interval)
 {
@@ -146,20 +137,12 @@ static int ref_step(ref_arm *r, const float *x, const int *lab, step_out *o)
 static void compare(const char *policy, float init_scale, int interval, int inf_step)
 {
     fp_arm_config ac;
-    fp_arm_config_default(&ac);
-    ac.model = "tinynet";
-    ac.num_classes = CLASSES;
-    ac.image_size = SIZE;
-    ac.base_width = WIDTH;
-    ac.seed = SEED;
-    ac.policy = policy;
+    gtu_arm_config(&ac, "tinynet", CLASSES, SIZE, WIDTH, SEED, policy, ARENA);
     ac.optim.momentum = MOM;
     ac.optim.weight_decay = WD;
     fp_lr_schedule_default(&ac.lr, FP_LR_CONSTANT, LR);
     ac.init_scale = init_scale;
     ac.growth_interval = interval;
-    ac.backend = fp_backend_cuda();
-    ac.arena_bytes = ARENA;
     fp_arm *a = NULL;
     ref_arm r1, r2;
     memset(&r1, 0, sizeof r1);
@@ -168,23 +151,15 @@ static void compare(const char *policy, float init_scale, int interval, int inf_
     rc = rc ? rc : ref_create(&r1, policy, init_scale, interval);
     rc = rc ? rc : ref_create(&r2, policy, init_scale, interval);
     size_t per = (size_t)SIZE * SIZE * 3;
-    float *x = malloc((size_t)K * N * per * sizeof(float));
-    int *lab = malloc((size_t)K * N * sizeof(int));
-    uint32_t rng = 0xD1CEu;
-    for (size_t i = 0; i < (size_t)K * N * per; i++)
-        x[i] = tu_uniform32_pm1(&rng);
-    for (int i = 0; i < K * N; i++)
-        lab[i] = (i * 7 + 3) % CLASSES;
-    if (inf_step >= 0)
+    float *x = gtu_images((size_t)K * N * per, 0xD1CEu);
+    int *lab = gtu_labels(K * N, CLASSES);
+    rc = rc ? rc : !x || !lab ? FP_ENOMEM : FP_OK;
+    if (x && inf_step >= 0)
         x[(size_t)inf_step * N * per + 5] = INFINITY;   /* an Inf pixel: a non-finite loss, NaN gradients */
     int diff_loss = 0, diff_flags = 0, diff_ref = 0, skips = 0, divs = 0, waits_bad = 0;
     long long waits_min = 1 << 30, waits_max = -1, ref_waits = 0;
     for (int s = 0; !rc && s < K; s++) {
-        fp_batch b = {0};
-        b.n = N;
-        b.size = SIZE;
-        b.images = x + (size_t)s * N * per;
-        b.labels = (int32_t *)lab + s * N;
+        fp_batch b = gtu_batch(x, lab, N, SIZE, s);
         fp_arm_step_result ra;
         step_out o1, o2;
         fp_backend *abe = fp_model_backend(fp_arm_model(a));
@@ -200,7 +175,7 @@ static void compare(const char *policy, float init_scale, int interval, int inf_
         waits_min = w < waits_min ? w : waits_min;
         waits_max = w > waits_max ? w : waits_max;
         waits_bad += w != 1;
-        diff_loss += !same_loss(ra.loss, o1.loss) || ra.correct1 != o1.c1 || ra.correct5 != o1.c5;
+        diff_loss += !gtu_same_loss(ra.loss, o1.loss) || ra.correct1 != o1.c1 || ra.correct5 != o1.c5;
         diff_flags += ra.skipped != o1.skipped || ra.diverged != o1.diverged || ra.scale != o1.scale ||
                       ra.next_scale != o1.next_scale || (!ra.diverged && ra.nonfinite_layer != o1.nonfinite_layer);
         diff_ref += o1.skipped != o2.skipped || o1.next_scale != o2.next_scale || o1.diverged != o2.diverged;

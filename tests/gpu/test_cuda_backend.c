@@ -4,6 +4,7 @@
  * arm step (SGD with momentum and weight decay on the device, unscale + check) moves the parameters as on
  * the CPU. Skips with a TAP reason when built without CUDA or when no GPU is usable. */
 #include "config.h"
+#include "gpu/gpu_testutil.h"
 #include "gpu/require_gpu.h"
 #include "tap.h"
 #include "testutil.h"
@@ -148,13 +149,8 @@ static void compare_model(int resnet, const tol_t *t, const float *x, const int 
 static void compare_step(const tol_t *t, float *x, int *labels)
 {
     fp_arm_config ac;
-    fp_arm_config_default(&ac);
-    ac.model = "tinynet";
-    ac.base_width = 16;
-    ac.num_classes = CLASSES;
-    ac.image_size = SIZE;
-    ac.seed = 11;
-    ac.policy = t->policy;
+    gtu_arm_config(&ac, "tinynet", CLASSES, SIZE, 16, 11, t->policy, 0);
+    ac.backend = NULL;   /* the CPU arm first: the same configuration on the CPU backend */
     fp_arm *cpu = NULL, *gpu = NULL;
     int rc = fp_arm_create(&cpu, &ac);
     ac.backend = fp_backend_cuda();

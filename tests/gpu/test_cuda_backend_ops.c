@@ -5,6 +5,7 @@
  * 10-bit mantissa, as the GPU's TF32 conversion and the CPU's rounding may differ in the last bit). Skips with a TAP reason
  * when built without CUDA or when no GPU is usable (tests/gpu/test_cuda_backend.c covers whole models). */
 #include "config.h"
+#include "gpu/gpu_testutil.h"
 #include "gpu/require_gpu.h"
 #include "tap.h"
 #include "testutil.h"
@@ -390,13 +391,8 @@ int main(void)
 {
     tu_require_gpu();
 #ifdef HAVE_CUDA
-    C = fp_backend_cpu();
-    G = fp_backend_cuda();
-    if (C->create(&cb) || fp_backend_cuda_create_sized(&gb, (size_t)1 << 30, "ops test")) {
-        tap_plan(1);
-        tap_ok(0, "backends created: %s", fp_error_message());
+    if (gtu_backends_or_fail(&C, &cb, &G, &gb, (size_t)1 << 30, "ops test"))
         return tap_done();
-    }
     tap_plan(9 + 3 + 6 + 6 + 18 + 3 + 4 * 9);   /* elementwise 24, pools 18, loss 3, layers 9 per compute */
     elementwise();
     pools();

@@ -5,6 +5,7 @@
  * in place where backend.h allows it; the elements around each view must stay untouched. Skips with a TAP
  * reason when built without CUDA or when no GPU is usable. */
 #include "config.h"
+#include "gpu/gpu_testutil.h"
 #include "gpu/require_gpu.h"
 #include "tap.h"
 #include "testutil.h"
@@ -315,13 +316,8 @@ int main(void)
 {
     tu_require_gpu();
 #ifdef HAVE_CUDA
-    C = fp_backend_cpu();
-    G = fp_backend_cuda();
-    if (C->create(&cb) || fp_backend_cuda_create_sized(&gb, (size_t)1 << 30, "element-wise test")) {
-        tap_plan(1);
-        tap_ok(0, "backends created: %s", fp_error_message());
+    if (gtu_backends_or_fail(&C, &cb, &G, &gb, (size_t)1 << 30, "element-wise test"))
         return tap_done();
-    }
     tap_plan(9 + 3 + 27 + 9 + 9 + 1 + 3 * 3);
     casts();
     rounds();

@@ -6,6 +6,7 @@
  * (every one after the warm-up and the capture); a capture made to fail (the test hook) gives the "off" line and
  * the arm trains on, eagerly, as the eager one. Skips without a GPU (require_gpu.h). */
 #include "config.h"
+#include "gpu/gpu_testutil.h"
 #include "gpu/require_gpu.h"
 #include "tap.h"
 #ifdef HAVE_CUDA
@@ -16,7 +17,6 @@
 #include <string.h>
 #include <unistd.h>
 #include "error.h"
-#include "testutil.h"
 #include "trainer/backend_cuda.h"
 #include "trainer/cuda/kernels.h"
 #include "trainer/model.h"
@@ -25,24 +25,10 @@
 enum { N = 8, CLASSES = 10, SIZE = 32, WIDTH = 16, SEED = 5, K = 10 };
 #define ARENA ((size_t)1 << 30)
 
-/* equal, both NaN, or within one float ulp (the batch's losses are summed in double with atomicAdd) */
-static int same_loss(float a, float b)
-{
-    if (isnan(a) || isnan(b))
-        return isnan(a) && isnan(b);
-    return a == b || fabs((double)a - b) <= 0x1p-23 * fabs((double)b);
-}
-
 static int make_arm(fp_arm **a, const char *model, const char *policy, int adam, int graph)
 {
     fp_arm_config ac;
-    fp_arm_config_default(&ac);
-    ac.model = model;
-    ac.num_classes = CLASSES;
-    ac.image_size = SIZE;
-    ac.base_width = strcmp(model, "tinynet") == 0 ? WIDTH : 0;
-    ac.seed = SEED;
-    ac.policy = policy;
+    gtu_arm_config(&ac, model, CLASSES, SIZE, strcmp(model, "tinynet") == 0 ? WIDTH : 0, SEED, policy, ARENA);
     if (adam)
         fp_optim_config_default(&ac.optim, FP_OPTIM_ADAM);
     fp_lr_schedule_default(&ac.lr, FP_LR_COSINE, adam ? 1e-3 : 0.05);
@@ -51,8 +37,6 @@ static int make_arm(fp_arm **a, const char *model, const char *policy, int adam,
         ac.init_scale = 0x1p24f;   /* overflows first, then the scale falls and grows back every 3 clean steps */
         ac.growth_interval = 3;
     }
-    ac.backend = fp_backend_cuda();
-    ac.arena_bytes = ARENA;
     ac.cuda_graph = graph;
     return fp_arm_create(a, &ac);
 }
@@ -66,15 +50,10 @@ typedef struct {
 /* K steps of arm a on the batches; fail_capture: the graph's capture made to fail (before the second step). */
 static int run(fp_arm *a, const float *x, const int *lab, int fail_capture, run_out *o)
 {
-    size_t per = (size_t)SIZE * SIZE * 3;
     int rc = FP_OK;
     memset(o, 0, sizeof *o);
     for (int s = 0; !rc && s < K; s++) {
-        fp_batch b = {0};
-        b.n = N;
-        b.size = SIZE;
-        b.images = (float *)x + (size_t)s * N * per;
-        b.labels = (int32_t *)lab + s * N;
+        fp_batch b = gtu_batch(x, lab, N, SIZE, s);
         if (fail_capture && s == 1)
             fp_cuda_graph_fail_next_for_test();
         fp_arm_step_result r;
@@ -96,7 +75,7 @@ static int same_run(const run_out *a, const run_out *b, size_t np, int *steps_di
 {
     int d = 0;
     for (int s = 0; s < K; s++)
-        d += !same_loss(a->loss[s], b->loss[s]) || a->skipped[s] != b->skipped[s] || a->scale[s] != b->scale[s] ||
+        d += !gtu_same_loss(a->loss[s], b->loss[s]) || a->skipped[s] != b->skipped[s] || a->scale[s] != b->scale[s] ||
              a->next_scale[s] != b->next_scale[s];
     *steps_differ = d;
     return d == 0 && memcmp(a->w, b->w, np * sizeof(float)) == 0;
@@ -141,11 +120,8 @@ static void compare(const char *model, const char *policy, int adam, int inf_ste
     rc = rc ? rc : make_arm(&g, model, policy, adam, 1);
     rc = rc ? rc : make_arm(&f, model, policy, adam, 1);
     size_t per = (size_t)SIZE * SIZE * 3;
-    float *x = malloc((size_t)K * N * per * sizeof(float));
+    float *x = gtu_images((size_t)K * N * per, 0xC0DEu ^ (uint32_t)adam);
     int *lab = malloc((size_t)K * N * sizeof(int));
-    uint32_t rng = 0xC0DEu ^ (uint32_t)adam;
-    for (size_t i = 0; x && i < (size_t)K * N * per; i++)
-        x[i] = tu_uniform32_pm1(&rng);
     for (int i = 0; lab && i < K * N; i++)
         lab[i] = (i * 7 + 3 + i / N) % CLASSES;
     if (x && inf_step >= 0)

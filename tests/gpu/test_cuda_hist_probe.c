@@ -5,6 +5,7 @@
  * a model on the CUDA backend whose hist probe gets ready counts (no download) recording the same
  * activation histograms as when the values are downloaded and counted on the host. */
 #include "config.h"
+#include "gpu/gpu_testutil.h"
 #include "gpu/require_gpu.h"
 #include "tap.h"
 #include "testutil.h"
@@ -75,19 +76,8 @@ static void test_op(void)
     check_op(o, be, x + 1, FP_DT_F32, 255, "fp32 one block less one (odd start)");
     check_op(o, be, x, FP_DT_F32, 256 * 1024 + 1, "fp32 one value past a full grid");
     /* every threshold of every format and its neighbours, fp32 subnormals, Inf, NaN */
-    float base[4 * FP_FMT_COUNT + 4];
-    size_t nb = 0;
-    for (int f = 0; f < FP_FMT_COUNT; f++) {
-        const fp_format_info_t *fi = fp_format_info((fp_format)f);
-        base[nb++] = fi->min_subnormal / 2;
-        base[nb++] = fi->min_normal;
-        base[nb++] = fi->max_finite;
-        base[nb++] = fi->overflow_at;
-    }
-    base[nb++] = 0x1p-149f;
-    base[nb++] = 0x1p-126f;
-    base[nb++] = 1.0f;
-    base[nb++] = 3.4028235e38f;
+    float base[GTU_THRESHOLDS];
+    size_t nb = gtu_format_thresholds(base);
     const uint32_t bits[] = {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u, 0u, 0x80000000u};
     size_t ne = tu_edge_expand(x, base, nb, bits, sizeof bits / sizeof *bits);
     check_op(o, be, x, FP_DT_F32, ne, "fp32 edges (thresholds +-1 ulp, signs, Inf, NaN, zeros)");

@@ -3,6 +3,7 @@
  * bit-exact), exponent histograms (fp_hist_add / _f16 / _bf16, exact counts), layer error
  * (fp_layer_error). Tolerances are stated at each check. Skips with a TAP reason without CUDA / GPU. */
 #include "config.h"
+#include "gpu/gpu_testutil.h"
 #include "gpu/require_gpu.h"
 #include "tap.h"
 #ifdef HAVE_CUDA
@@ -21,18 +22,6 @@
 #include "trainer/precision.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-
-static void *dev_copy(const void *host, size_t bytes)
-{
-    void *d = NULL;
-    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess)
-        return NULL;
-    if (host && cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
-        cudaFree(d);
-        return NULL;
-    }
-    return d;
-}
 
 static void host_copy(void *host, const void *dev, size_t bytes) { cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost); }
 
@@ -83,9 +72,9 @@ static void test_xent(void)
     float wloss;
     int w1, w5;
     fp_softmax_xent(&wloss, want, &w1, &w5, logits, labels, N, C);
-    float *d_logits = dev_copy(logits, sizeof(float) * N * C), *d_dl = dev_copy(NULL, sizeof(float) * N * C);
-    int *d_labels = dev_copy(labels, sizeof labels);
-    fp_cuda_xent_result *d_res = dev_copy(NULL, sizeof *d_res);
+    float *d_logits = gtu_dev_copy(logits, sizeof(float) * N * C), *d_dl = gtu_dev_copy(NULL, sizeof(float) * N * C);
+    int *d_labels = gtu_dev_copy(labels, sizeof labels);
+    fp_cuda_xent_result *d_res = gtu_dev_copy(NULL, sizeof *d_res);
     float gloss = 0;
     int g1 = -1, g5 = -1;
     int rc = fp_cuda_softmax_xent_sync(&gloss, &g1, &g5, d_dl, d_logits, d_labels, N, C, d_res, NULL);
@@ -163,8 +152,8 @@ static void test_unscale(void)
     float *h = malloc(total * 4), *want = malloc(total * 4), *got = malloc(total * 4);
     for (size_t i = 0; i < total; i++)
         h[i] = tu_u2f((uint32_t)tu_splitmix64(&rng) & 0xBF7FFFFFu);   /* finite: exponent field < 255 */
-    float *d = dev_copy(h, total * 4);
-    int *d_found = dev_copy(NULL, sizeof(int));
+    float *d = gtu_dev_copy(h, total * 4);
+    int *d_found = gtu_dev_copy(NULL, sizeof(int));
     fp_cuda_segment segs[NSEG];
     memset(segs, 0, sizeof segs);
     for (int k = 0; k < NSEG; k++) {
@@ -202,18 +191,6 @@ static void test_unscale(void)
 }
 
 /* ---------------------------------------------------------------- SGD */
-/* optim.c's want_fma(): its fused path exists only where HAVE_FMA_PATH is set (GCC on x86) */
-static int cpu_uses_fma(void)
-{
-    const char *env = getenv("FP_OPTIM_FMA");
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__)
-    return !(env && strcmp(env, "0") == 0) && __builtin_cpu_supports("fma");
-#else
-    (void)env;
-    return 0;
-#endif
-}
-
 static void test_sgd_config(double mom, double wd, int nesterov, fp_dtype lowp)
 {
     enum { NT = 70, STEPS = 3 };
@@ -229,8 +206,8 @@ static void test_sgd_config(double mom, double wd, int nesterov, fp_dtype lowp)
         p[i] = tu_uniform_pm1(&rng);
         g[i] = 0.01f * tu_uniform_pm1(&rng);
     }
-    float *d_p = dev_copy(p, total * 4), *d_g = dev_copy(g, total * 4), *d_m = dev_copy(NULL, total * 4);
-    uint16_t *d_low = dev_copy(NULL, total * 2);
+    float *d_p = gtu_dev_copy(p, total * 4), *d_g = gtu_dev_copy(g, total * 4), *d_m = gtu_dev_copy(NULL, total * 4);
+    uint16_t *d_low = gtu_dev_copy(NULL, total * 2);
     fp_optim_config cfg;
     fp_optim_config_default(&cfg, FP_OPTIM_SGD);
     cfg.momentum = mom;
@@ -260,7 +237,7 @@ static void test_sgd_config(double mom, double wd, int nesterov, fp_dtype lowp)
      * FP_OPTIM_FMA=0) rounds each of up to three fused ops twice, <= 1 ulp of that op's result each;
      * 2 ulp of the final value per step is this test's allowance on these data, not a proven bound
      * (a momentum sum that cancels can magnify an earlier ulp). */
-    const int exact = cpu_uses_fma();
+    const int exact = gtu_cpu_uses_fma();
     size_t badp = exact ? bit_mismatches(gotp, p, total) : ulp_mismatches(gotp, p, total, 2 * STEPS);
     size_t badm = 0;
     for (size_t i = 0; mom != 0 && i < fp_optim_state_count(opt); i++) {
@@ -306,7 +283,7 @@ static void test_hist(void)
     enum { N = 3000017 };
     float *x = malloc((size_t)N * 4);
     uint16_t *x16 = malloc((size_t)N * 2);
-    void *d_work = dev_copy(NULL, fp_cuda_hist_work_bytes());
+    void *d_work = gtu_dev_copy(NULL, fp_cuda_hist_work_bytes());
     const char *names[3] = {"fp32 random bits (all classes, NaN, Inf, subnormals)", "fp32 gradients-like",
                             "fp32 edges (every threshold and its neighbours)"};
     for (int c = 0; c < 3; c++) {
@@ -318,19 +295,8 @@ static void test_hist(void)
             for (size_t i = 0; i < n; i++)
                 x[i] = ldexpf(tu_uniform_pm1(&rng), -(int)(tu_splitmix64(&rng) % 40));
         else {
-            float base[4 * FP_FMT_COUNT + 4];
-            size_t nb = 0;
-            for (int f = 0; f < FP_FMT_COUNT; f++) {
-                const fp_format_info_t *fi = fp_format_info((fp_format)f);
-                base[nb++] = fi->min_subnormal / 2;
-                base[nb++] = fi->min_normal;
-                base[nb++] = fi->max_finite;
-                base[nb++] = fi->overflow_at;
-            }
-            base[nb++] = 0x1p-149f;
-            base[nb++] = 0x1p-126f;
-            base[nb++] = 1.0f;
-            base[nb++] = 3.4028235e38f;
+            float base[GTU_THRESHOLDS];
+            size_t nb = gtu_format_thresholds(base);
             const uint32_t bits[] = {0x7F800000u, 0x7FC00000u, 0x7F800001u, 0u};
             n = tu_edge_expand(x, base, nb, bits, 4);
         }
@@ -338,7 +304,7 @@ static void test_hist(void)
         fp_hist_init(&want);
         fp_hist_init(&got);
         fp_hist_add(&want, x, n);
-        float *d_x = dev_copy(x, n * 4);
+        float *d_x = gtu_dev_copy(x, n * 4);
         int rc = fp_cuda_hist_add(&got, d_x, n, FP_DT_F32, d_work, NULL);
         if (rc != FP_OK)
             tap_diag("%s", fp_error_message());
@@ -352,7 +318,7 @@ static void test_hist(void)
         fp_hist_init(&want);
         fp_hist_init(&got);
         (b ? fp_hist_add_bf16 : fp_hist_add_f16)(&want, x16, N);
-        uint16_t *d_x = dev_copy(x16, (size_t)N * 2);
+        uint16_t *d_x = gtu_dev_copy(x16, (size_t)N * 2);
         int rc = fp_cuda_hist_add(&got, d_x, N, b ? FP_DT_BF16 : FP_DT_F16, d_work, NULL);
         if (rc != FP_OK)
             tap_diag("%s", fp_error_message());
@@ -380,8 +346,8 @@ static void check_err(const float *ref, const void *x, fp_dtype dt, size_t n, co
         fp_widen_array(wx, x, n, dt);
     double wr, wm, wc, gr = -1, gm = -1, gc = -1;
     fp_layer_error(ref, wx, n, &wr, &wm, &wc);
-    float *d_ref = dev_copy(ref, n * 4);
-    void *d_x = dev_copy(x, n * (size_t)fp_dtype_bytes(dt));
+    float *d_ref = gtu_dev_copy(ref, n * 4);
+    void *d_x = gtu_dev_copy(x, n * (size_t)fp_dtype_bytes(dt));
     int rc = fp_cuda_layer_error(d_ref, d_x, dt, n, &gr, &gm, &gc, d_work, NULL);
     /* sums in double in another order: relative 1e-9; max_abs is order-free: exact */
     tap_ok(rc == FP_OK && close_rel(gr, wr, 1e-9) && gm == wm && close_rel(gc, wc, 1e-9),
@@ -397,7 +363,7 @@ static void test_layer_error(void)
     enum { N = 1 << 20 };
     float *ref = malloc(N * 4), *x = malloc(N * 4), *z = calloc(N, 4);
     uint16_t *x16 = malloc(N * 2);
-    void *d_work = dev_copy(NULL, fp_cuda_layer_error_work_bytes());
+    void *d_work = gtu_dev_copy(NULL, fp_cuda_layer_error_work_bytes());
     for (size_t i = 0; i < N; i++) {
         ref[i] = 3.0f * tu_uniform_pm1(&rng);
         x[i] = ref[i] * (1.0f + 1e-3f * tu_uniform_pm1(&rng));

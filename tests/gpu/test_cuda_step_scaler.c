@@ -3,6 +3,7 @@
  * non-finite losses and a bad label (scale, growth tracker, skip: identical every step), the first non-finite
  * segment, and the SGD kernel's skip flag (nothing moves, the 16-bit copy is the weights' cast). Skips without a GPU. */
 #include "config.h"
+#include "gpu/gpu_testutil.h"
 #include "gpu/require_gpu.h"
 #include "tap.h"
 #ifdef HAVE_CUDA
@@ -18,12 +19,6 @@
 #include "trainer/precision.h"
 
 enum { NSEG = 5, SEGN = 3000, STEPS = 64 };
-
-static void *dev_alloc(size_t bytes)
-{
-    void *d = NULL;
-    return cudaMalloc(&d, bytes ? bytes : 1) == cudaSuccess ? d : NULL;
-}
 
 /* What step s injects: 0 nothing, 1 an Inf gradient, 2 a NaN gradient, 3 a non-finite loss (finite gradients),
  * 4 a label out of range. Irregular, with runs of overflows and long clean stretches. */
@@ -49,9 +44,9 @@ static void scaler_sequence(const char *name, fp_scale_mode mode, float init_sca
         host.scale = init_scale;
     host.growth_interval = interval;
     float *g = malloc((size_t)NSEG * SEGN * sizeof(float));
-    float *dg = dev_alloc((size_t)NSEG * SEGN * sizeof(float));
-    fp_cuda_step_state *ds = dev_alloc(sizeof *ds), *hs = NULL;
-    fp_cuda_xent_result *dx = dev_alloc(sizeof *dx);
+    float *dg = gtu_dev_copy(NULL, (size_t)NSEG * SEGN * sizeof(float));
+    fp_cuda_step_state *ds = gtu_dev_copy(NULL, sizeof *ds), *hs = NULL;
+    fp_cuda_xent_result *dx = gtu_dev_copy(NULL, sizeof *dx);
     int rc = !g || !dg || !ds || !dx ? FP_ENOMEM : fp_cuda_host_alloc((void **)&hs, sizeof *hs);
     fp_cuda_segment segs[NSEG];
     memset(segs, 0, sizeof segs);
@@ -136,9 +131,9 @@ static void sgd_skip(fp_dtype lowp)
         m0[i] = tu_uniform_pm1(&rng) * 0.1f;
         g[i] = tu_uniform_pm1(&rng) * 0.01f;
     }
-    float *dp = dev_alloc(sizeof p0), *dm = dev_alloc(sizeof m0), *dg = dev_alloc(sizeof g);
-    uint16_t *dc = dev_alloc(sizeof c1);
-    int *dskip = dev_alloc(sizeof(int)), one = 1, zero = 0;
+    float *dp = gtu_dev_copy(NULL, sizeof p0), *dm = gtu_dev_copy(NULL, sizeof m0), *dg = gtu_dev_copy(NULL, sizeof g);
+    uint16_t *dc = gtu_dev_copy(NULL, sizeof c1);
+    int *dskip = gtu_dev_copy(NULL, sizeof(int)), one = 1, zero = 0;
     fp_cuda_segment seg = {dp, dg, dm, dc, N, 1};
     int rc = !dp || !dm || !dg || !dc || !dskip ? FP_ENOMEM : FP_OK;
     int ok_skip = 0, ok_run = 0;

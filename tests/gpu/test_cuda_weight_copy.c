@@ -5,9 +5,9 @@
  * of a 16-bit policy leaves it valid and equal to the cast of its weights. fp16 and bf16. Skips with a TAP
  * reason when built without CUDA or when no GPU is usable. */
 #include "config.h"
+#include "gpu/gpu_testutil.h"
 #include "gpu/require_gpu.h"
 #include "tap.h"
-#include "testutil.h"
 #ifdef HAVE_CUDA
 #include <math.h>
 #include <stdint.h>
@@ -126,14 +126,7 @@ static void model_copy(const char *policy, const float *x, const int *labels)
 static void arm_copy(const char *policy, float *x, int *labels)
 {
     fp_arm_config ac;
-    fp_arm_config_default(&ac);
-    ac.model = "tinynet";
-    ac.base_width = 16;
-    ac.num_classes = CLASSES;
-    ac.image_size = SIZE;
-    ac.seed = 11;
-    ac.policy = policy;
-    ac.backend = fp_backend_cuda();
+    gtu_arm_config(&ac, "tinynet", CLASSES, SIZE, 16, 11, policy, 0);
     fp_arm *a = NULL;
     int rc = fp_arm_create(&a, &ac);
     fp_batch b = {N, SIZE, x, labels, 0, 0};
@@ -164,19 +157,15 @@ int main(void)
     tu_require_gpu();
 #ifdef HAVE_CUDA
     tap_plan(2 * (4 + 1));
-    float *x = malloc((size_t)N * SIZE * SIZE * 3 * sizeof(float));
-    int labels[N];
-    uint32_t rng = 0x51ED270Bu;
-    for (size_t i = 0; i < (size_t)N * SIZE * SIZE * 3; i++)
-        x[i] = tu_uniform32_pm1(&rng);
-    for (int i = 0; i < N; i++)
-        labels[i] = (i * 7 + 3) % CLASSES;
+    float *x = gtu_images((size_t)N * SIZE * SIZE * 3, 0x51ED270Bu);
+    int *labels = gtu_labels(N, CLASSES);
     const char *pols[2] = {"fp16", "bf16"};
     for (int k = 0; k < 2; k++) {
         model_copy(pols[k], x, labels);
         arm_copy(pols[k], x, labels);
     }
     free(x);
+    free(labels);
 #endif
     return tap_done();
 }

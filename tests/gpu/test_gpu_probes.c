@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "gpu/gpu_testutil.h"
 #include "gpu/require_gpu.h"
 #include "tap.h"
 #ifdef HAVE_CUDA
@@ -15,7 +16,6 @@
 #include "error.h"
 #include "probe/probe.h"
 #include "store_testutil.h"
-#include "trainer/backend_cuda.h"
 #include "trainer/run/compare.h"
 
 static long long q(const char *db, const char *fmt, long long a)
@@ -99,21 +99,7 @@ int main(void)
 
     tap_plan(11);
     fp_compare_config cfg;
-    fp_compare_config_default(&cfg);
-    cfg.base.arm.model = "tinynet";
-    cfg.base.arm.image_size = 32;
-    cfg.base.arm.seed = 5;
-    cfg.base.arm.backend = fp_backend_cuda();
-    fp_lr_schedule_default(&cfg.base.arm.lr, FP_LR_CONSTANT, 0.01);
-    cfg.base.data = "synthetic:512";
-    cfg.base.batch = 32;
-    cfg.base.steps = 12;
-    cfg.base.loader_threads = 1;
-    cfg.base.eval_batches = 1;
-    cfg.base.eval_every = 6;
-    cfg.base.db = db;
-    cfg.precision = "fp32,fp16";
-    cfg.turn = 3;
+    gtu_compare_config(&cfg, db, "synthetic:512", 32, 12, 6, 3);   /* batch 32, 12 steps, eval every 6, turns of 3 */
     cfg.trace_every = 2;   /* steps 2, 4, ..., 12 traced (steps count from 1) */
     fp_compare_result res;
     int rc = fp_compare_train(&cfg, &res);

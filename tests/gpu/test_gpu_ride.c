@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "gpu/gpu_testutil.h"
 #include "gpu/require_gpu.h"
 #include "tap.h"
 #ifdef HAVE_CUDA
@@ -87,21 +88,7 @@ static void compare_run(void)
     }
     char *db = tu_path(dir, "ride.db");
     fp_compare_config cfg;
-    fp_compare_config_default(&cfg);
-    cfg.base.arm.model = "tinynet";
-    cfg.base.arm.image_size = 32;
-    cfg.base.arm.seed = 5;
-    cfg.base.arm.backend = fp_backend_cuda();
-    fp_lr_schedule_default(&cfg.base.arm.lr, FP_LR_CONSTANT, 0.01);
-    cfg.base.data = "synthetic:256";
-    cfg.base.batch = 16;
-    cfg.base.steps = 4;
-    cfg.base.loader_threads = 1;
-    cfg.base.eval_batches = 1;
-    cfg.base.eval_every = 4;
-    cfg.base.db = db;
-    cfg.precision = "fp32,fp16";
-    cfg.turn = 2;
+    gtu_compare_config(&cfg, db, "synthetic:256", 16, 4, 4, 2);   /* batch 16, 4 steps, eval every 4, turns of 2 */
     cfg.error_every = 2;
     cfg.hist_every = 2;
     cfg.trace_every = 0;

@@ -6,6 +6,7 @@
  * injected Inf skipped as alone. bench: lines (as TAP diagnostics) for the all-reduce's time
  * per step. Skips without a GPU or NCCL. */
 #include "config.h"
+#include "gpu/gpu_testutil.h"
 #include "gpu/require_gpu.h"
 #include "tap.h"
 #if defined(HAVE_CUDA) && defined(HAVE_NCCL)
@@ -131,28 +132,15 @@ typedef struct {
 static void run_arm(trace_t *t, const float *x, const int *lab)
 {
     fp_arm_config ac;
-    fp_arm_config_default(&ac);
-    ac.model = "tinynet";
-    ac.num_classes = CLASSES;
-    ac.image_size = SIZE;
-    ac.base_width = WIDTH;
-    ac.seed = SEED;
-    ac.policy = t->policy;
+    gtu_arm_config(&ac, "tinynet", CLASSES, SIZE, WIDTH, SEED, t->policy, ARENA);
     fp_lr_schedule_default(&ac.lr, FP_LR_CONSTANT, LR);
-    ac.backend = fp_backend_cuda();
-    ac.arena_bytes = ARENA;
     ac.dist = t->d;
     ac.allreduce = t->wire;
     ac.init_scale = t->init_scale;
     fp_arm *a = NULL;
     int rc = fp_arm_create(&a, &ac);
-    const size_t per = (size_t)SIZE * SIZE * 3;
     for (int s = 0; !rc && s < K; s++) {
-        fp_batch b = {0};
-        b.n = N;
-        b.size = SIZE;
-        b.images = (float *)x + (size_t)s * N * per;
-        b.labels = (int32_t *)lab + s * N;
+        fp_batch b = gtu_batch(x, lab, N, SIZE, s);
         fp_arm_step_result r;
         if (s == 0)
             fp_arm_check_reduce_next(a, NULL);   /* the first step measures the wire's rounding (16-bit wires) */
@@ -204,13 +192,8 @@ static int same(const float *a, const float *b, size_t n) { return a && b && mem
 static void arms(fp_dist *d)
 {
     const size_t per = (size_t)SIZE * SIZE * 3;
-    float *x = malloc((size_t)K * N * per * sizeof(float));
-    int *lab = malloc((size_t)K * N * sizeof(int));
-    uint32_t rng = 0xD1CEu;
-    for (size_t i = 0; x && i < (size_t)K * N * per; i++)
-        x[i] = tu_uniform32_pm1(&rng);
-    for (int i = 0; lab && i < K * N; i++)
-        lab[i] = (i * 7 + 3) % CLASSES;
+    float *x = gtu_images((size_t)K * N * per, 0xD1CEu);
+    int *lab = gtu_labels(K * N, CLASSES);
     trace_t r1 = {.policy = "fp32"}, r2 = {.policy = "fp32"}, c32 = {.policy = "fp32", .wire = "fp32", .d = d},
             c16 = {.policy = "fp32", .wire = "fp16", .d = d};
     run_arm(&r1, x, lab);

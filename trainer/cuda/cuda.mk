@@ -40,18 +40,22 @@ tests_test_cuda_index_LDADD = $(TEST_LDADD)
 # GPU tests: each kernel against its CPU reference; they skip with a TAP reason without a GPU.
 check_PROGRAMS += tests/gpu/test_cuda_kernels
 TESTS += tests/gpu/test_cuda_kernels
+tests_gpu_test_cuda_kernels_SOURCES = tests/gpu/test_cuda_kernels.c $(GPU_TEST_UTIL)
 tests_gpu_test_cuda_kernels_LDADD = $(TEST_LDADD)
 
 # The CUDA backend against the CPU backend: model logits / loss / gradients per policy, an arm step.
 check_PROGRAMS += tests/gpu/test_cuda_backend tests/gpu/test_cuda_backend_ops
 TESTS += tests/gpu/test_cuda_backend tests/gpu/test_cuda_backend_ops
+tests_gpu_test_cuda_backend_SOURCES = tests/gpu/test_cuda_backend.c $(GPU_TEST_UTIL)
 tests_gpu_test_cuda_backend_LDADD = $(TEST_LDADD)
+tests_gpu_test_cuda_backend_ops_SOURCES = tests/gpu/test_cuda_backend_ops.c $(GPU_TEST_UTIL)
 tests_gpu_test_cuda_backend_ops_LDADD = $(TEST_LDADD)
 
 # The element-wise kernels' 8-wide and one-at-a-time paths (odd sizes, misaligned views, in place) against
 # the CPU backend: bit for bit.
 check_PROGRAMS += tests/gpu/test_cuda_elementwise
 TESTS += tests/gpu/test_cuda_elementwise
+tests_gpu_test_cuda_elementwise_SOURCES = tests/gpu/test_cuda_elementwise.c $(GPU_TEST_UTIL)
 tests_gpu_test_cuda_elementwise_LDADD = $(TEST_LDADD)
 
 # Staged uploads (pinned, double-buffered, copy stream): every upload lands, none overtakes the work queued
@@ -64,6 +68,7 @@ tests_gpu_test_cuda_upload_LDADD = $(TEST_LDADD)
 # logits as casting per call, dropped on a host write; an arm step writes it.
 check_PROGRAMS += tests/gpu/test_cuda_weight_copy
 TESTS += tests/gpu/test_cuda_weight_copy
+tests_gpu_test_cuda_weight_copy_SOURCES = tests/gpu/test_cuda_weight_copy.c $(GPU_TEST_UTIL)
 tests_gpu_test_cuda_weight_copy_LDADD = $(TEST_LDADD)
 
 # The host off the step (issue 22): the device loss-scaler update against fp_grad_scaler over a sequence with
@@ -71,7 +76,9 @@ tests_gpu_test_cuda_weight_copy_LDADD = $(TEST_LDADD)
 # the previous (host-synchronising) path over K steps with overflows, and one host wait per step.
 check_PROGRAMS += tests/gpu/test_cuda_step_scaler tests/gpu/test_cuda_arm_step
 TESTS += tests/gpu/test_cuda_step_scaler tests/gpu/test_cuda_arm_step
+tests_gpu_test_cuda_step_scaler_SOURCES = tests/gpu/test_cuda_step_scaler.c $(GPU_TEST_UTIL)
 tests_gpu_test_cuda_step_scaler_LDADD = $(TEST_LDADD)
+tests_gpu_test_cuda_arm_step_SOURCES = tests/gpu/test_cuda_arm_step.c $(GPU_TEST_UTIL)
 tests_gpu_test_cuda_arm_step_LDADD = $(TEST_LDADD)
 
 # The device step as a CUDA graph (--cuda-graph, issue 22 point 1): captured once, replayed, against the eager step
@@ -79,6 +86,7 @@ tests_gpu_test_cuda_arm_step_LDADD = $(TEST_LDADD)
 # failed capture trains on eagerly.
 check_PROGRAMS += tests/gpu/test_cuda_graph
 TESTS += tests/gpu/test_cuda_graph
+tests_gpu_test_cuda_graph_SOURCES = tests/gpu/test_cuda_graph.c $(GPU_TEST_UTIL)
 tests_gpu_test_cuda_graph_LDADD = $(TEST_LDADD)
 
 # Adam / AdamW on the device (issue 22): the kernel against fp_optim_step over several steps (fp32 / fp16 / bf16
@@ -86,12 +94,14 @@ tests_gpu_test_cuda_graph_LDADD = $(TEST_LDADD)
 # moments read back and uploaded again (a checkpoint) without changing the run.
 check_PROGRAMS += tests/gpu/test_cuda_adam
 TESTS += tests/gpu/test_cuda_adam
+tests_gpu_test_cuda_adam_SOURCES = tests/gpu/test_cuda_adam.c $(GPU_TEST_UTIL)
 tests_gpu_test_cuda_adam_LDADD = $(TEST_LDADD)
 
 # Device histograms for the probes (the backend's hist op, ready counts through the hist probe) against
 # lib/hist: counts bit for bit.
 check_PROGRAMS += tests/gpu/test_cuda_hist_probe
 TESTS += tests/gpu/test_cuda_hist_probe
+tests_gpu_test_cuda_hist_probe_SOURCES = tests/gpu/test_cuda_hist_probe.c $(GPU_TEST_UTIL)
 tests_gpu_test_cuda_hist_probe_LDADD = $(TEST_LDADD)
 
 # The per-layer rounding error summed on the device (the kernel, and analysis.h fp_layer_error_on on a backend

@@ -22,12 +22,12 @@ tests_test_compare_busy_LDADD = $(TEST_LDADD)
 # The GPU probes in a short CUDA comparison (kernel rows, device samples, step energy); skips without a GPU.
 check_PROGRAMS += tests/gpu/test_gpu_probes
 TESTS += tests/gpu/test_gpu_probes
-tests_gpu_test_gpu_probes_SOURCES = tests/gpu/test_gpu_probes.c $(STORE_TEST_UTIL)
+tests_gpu_test_gpu_probes_SOURCES = tests/gpu/test_gpu_probes.c $(GPU_TEST_UTIL) $(STORE_TEST_UTIL)
 tests_gpu_test_gpu_probes_LDADD = $(TEST_LDADD)
 # The per-layer rounding error of a device arm measured on the GPU against the host path; skips without a GPU.
 check_PROGRAMS += tests/gpu/test_gpu_ride
 TESTS += tests/gpu/test_gpu_ride
-tests_gpu_test_gpu_ride_SOURCES = tests/gpu/test_gpu_ride.c $(STORE_TEST_UTIL)
+tests_gpu_test_gpu_ride_SOURCES = tests/gpu/test_gpu_ride.c $(GPU_TEST_UTIL) $(STORE_TEST_UTIL)
 tests_gpu_test_gpu_ride_LDADD = $(TEST_LDADD)
 
 # NVML as the comparison uses it (energy counter, the sampler re-targeted per turn) against a stand-in
