@@ -8,6 +8,7 @@
  * variables), once. */
 #include "config.h"
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 #include <unistd.h>
 #include "trainer/run/environment.h"
@@ -60,7 +61,14 @@ void fp_env_blas_core_restart(char **argv)
     const char *core = fp_env_blas_core_upgrade();
     if (!core || getenv("FP16PROBE_BLAS_CORE"))
         return;
-    char self[] = "/proc/self/exe", *alone[] = {self, NULL};
+    char self[] = "/proc/self/exe", *alone[] = {self, NULL}, path[4096];
+    ssize_t len = readlink(self, path, sizeof path - 1);
+    if (len <= 0)
+        return;
+    path[len] = '\0';
+    const char *base = strrchr(path, '/');
+    if (strstr(base ? base + 1 : path, "ld-linux") || strstr(base ? base + 1 : path, "ld.so"))
+        return;   /* started through the dynamic loader (ld.so PROGRAM ...): /proc/self/exe is the loader */
     setenv("OPENBLAS_CORETYPE", core, 1);
     setenv("FP16PROBE_BLAS_CORE", core, 1);
     execv(self, argv && argv[0] ? argv : alone);
