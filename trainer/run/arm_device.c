@@ -192,6 +192,28 @@ static const fp_tensor_info *nth_param_backward(fp_model *m, int k)
     return NULL;
 }
 
+#ifdef HAVE_NCCL
+/* The device gradients an all-reduce works on: 1 with the backend, its ops, the parameter count and the device
+ * gradient buffer; FP_OK when there is nothing to reduce (no parameters); FP_EINTERNAL without device gradients. */
+static int device_grads(fp_arm *a, fp_backend **be, const fp_backend_ops **ops, size_t *n, float **g)
+{
+    fp_model *m = a->model;
+    *be = fp_model_backend(m);
+    *ops = fp_model_backend_ops(m);
+    *n = fp_model_num_params(m);
+    *g = fp_model_backend_grads(m);
+    if (!*g)
+        return FP_EINTERNAL;
+    return *n ? 1 : FP_OK;
+}
+#else
+/* Every data-parallel entry point of a build without NCCL. */
+static int no_nccl(const fp_arm *a)
+{
+    return fp_fail(FP_EUNAVAIL, "arm %s: data-parallel training on the GPU needs the NCCL build", a->policy_name);
+}
+#endif
+
 /* The all-reduce of a device arm: NCCL over the device gradients (16-bit formats through a cast into the arm's
  * staging buffer and back). Overlapped (reduce_begin): the buckets the backward's hook posted, the rest posted
  * now, then the model's stream waits for them; at a checked step all of it now. The host does not wait:
@@ -200,17 +222,17 @@ static const fp_tensor_info *nth_param_backward(fp_model *m, int k)
 int fp_arm_device_allreduce(fp_arm *a, fp_dist_stats *st)
 {
 #ifdef HAVE_NCCL
-    fp_model *m = a->model;
-    const fp_backend_ops *ops = fp_model_backend_ops(m);
-    fp_backend *be = fp_model_backend(m);
-    size_t n = fp_model_num_params(m);
-    float *g = fp_model_backend_grads(m);
-    if (!g || n == 0)
-        return g ? FP_OK : FP_EINTERNAL;
+    fp_backend *be;
+    const fp_backend_ops *ops;
+    size_t n;
+    float *g;
+    int rc = device_grads(a, &be, &ops, &n, &g);
+    if (rc <= 0)
+        return rc;
     fp_dims dims = {1, 1, 1, (int)n};
     fp_tensor gt = fp_tensor_of(g, FP_DT_F32, dims);
     void *stream = fp_backend_cuda_stream(be);
-    int rc = FP_OK;
+    rc = FP_OK;
     if (a->overlap) {
         a->overlap = 0;
         rc = fp_dist_nccl_reduce_end(a->cfg.dist, stream, st);
@@ -229,20 +251,20 @@ int fp_arm_device_allreduce(fp_arm *a, fp_dist_stats *st)
     return rc;
 #else
     (void)st;
-    return fp_fail(FP_EUNAVAIL, "arm %s: data-parallel training on the GPU needs the NCCL build", a->policy_name);
+    return no_nccl(a);
 #endif
 }
 
 int fp_arm_device_allreduce_checked(fp_arm *a, fp_dist_stats *st, fp_arm_step_result *r)
 {
 #ifdef HAVE_NCCL
-    fp_model *m = a->model;
-    const fp_backend_ops *ops = fp_model_backend_ops(m);
-    fp_backend *be = fp_model_backend(m);
-    size_t n = fp_model_num_params(m);
-    float *g = fp_model_backend_grads(m);
-    if (!g || n == 0)
-        return g ? FP_OK : FP_EINTERNAL;
+    fp_backend *be;
+    const fp_backend_ops *ops;
+    size_t n;
+    float *g;
+    int rc = device_grads(a, &be, &ops, &n, &g);
+    if (rc <= 0)
+        return rc;
     if (!a->dref && ops->alloc(be, &a->dref, n * sizeof(float)))
         return fp_fail(FP_ENOMEM, "arm %s: out of device memory for the fp32 reference all-reduce", a->policy_name);
     float *ref = realloc(a->ref_grads, n * sizeof *ref), *got = ref ? realloc(a->check_grads, n * sizeof *got) : NULL;
@@ -253,7 +275,7 @@ int fp_arm_device_allreduce_checked(fp_arm *a, fp_dist_stats *st, fp_arm_step_re
     if (!ref || !got)
         return fp_fail(FP_ENOMEM, "arm %s: out of memory for the all-reduce check", a->policy_name);
     /* the same gradients in fp32 (a copy), then the arm's own all-reduce in its format */
-    int rc = ops->copy(be, a->dref, g, n * sizeof(float));
+    rc = ops->copy(be, a->dref, g, n * sizeof(float));
     rc = rc ? rc : fp_dist_nccl_allreduce_mean(a->cfg.dist, a->dref, n, FP_DT_F32, a->cfg.bucket_bytes,
                                                fp_backend_cuda_stream(be), NULL);
     rc = rc ? rc : fp_arm_device_allreduce(a, st);
@@ -266,7 +288,7 @@ int fp_arm_device_allreduce_checked(fp_arm *a, fp_dist_stats *st, fp_arm_step_re
 #else
     (void)st;
     (void)r;
-    return fp_fail(FP_EUNAVAIL, "arm %s: data-parallel training on the GPU needs the NCCL build", a->policy_name);
+    return no_nccl(a);
 #endif
 }
 
@@ -288,7 +310,7 @@ int fp_arm_device_reduce_begin(fp_arm *a)
     }
     return fp_dist_nccl_reduce_begin(a->cfg.dist, buf, n, a->wire, a->cfg.bucket_bytes);
 #else
-    return fp_fail(FP_EUNAVAIL, "arm %s: data-parallel training on the GPU needs the NCCL build", a->policy_name);
+    return no_nccl(a);
 #endif
 }
 
@@ -309,7 +331,7 @@ int fp_arm_device_grad_ready(fp_arm *a, size_t off, size_t count)
 #else
     (void)off;
     (void)count;
-    return fp_fail(FP_EUNAVAIL, "arm %s: data-parallel training on the GPU needs the NCCL build", a->policy_name);
+    return no_nccl(a);
 #endif
 }
 
@@ -395,7 +417,7 @@ static int device_reduce_flags(fp_arm *a)
     return fp_dist_nccl_allreduce_mean(a->cfg.dist, ds->flags, 3, FP_DT_F32, 0,
                                        fp_backend_cuda_stream(fp_model_backend(a->model)), NULL);
 #else
-    return fp_fail(FP_EUNAVAIL, "arm %s: data-parallel training on the GPU needs the NCCL build", a->policy_name);
+    return no_nccl(a);
 #endif
 }
 
