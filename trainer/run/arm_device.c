@@ -193,18 +193,25 @@ static const fp_tensor_info *nth_param_backward(fp_model *m, int k)
 }
 
 #ifdef HAVE_NCCL
-/* The device gradients an all-reduce works on: 1 with the backend, its ops, the parameter count and the device
- * gradient buffer; FP_OK when there is nothing to reduce (no parameters); FP_EINTERNAL without device gradients. */
-static int device_grads(fp_arm *a, fp_backend **be, const fp_backend_ops **ops, size_t *n, float **g)
+/* The device gradients an all-reduce works on (device_grads: 1 with *d filled; FP_OK when there is nothing to
+ * reduce, no parameters; FP_EINTERNAL without device gradients). */
+typedef struct {
+    fp_backend *be;
+    const fp_backend_ops *ops;
+    size_t n;   /* parameters */
+    float *g;   /* device gradients */
+} device_grads_t;
+
+static int device_grads(fp_arm *a, device_grads_t *d)
 {
     fp_model *m = a->model;
-    *be = fp_model_backend(m);
-    *ops = fp_model_backend_ops(m);
-    *n = fp_model_num_params(m);
-    *g = fp_model_backend_grads(m);
-    if (!*g)
+    d->be = fp_model_backend(m);
+    d->ops = fp_model_backend_ops(m);
+    d->n = fp_model_num_params(m);
+    d->g = fp_model_backend_grads(m);
+    if (!d->g)
         return FP_EINTERNAL;
-    return *n ? 1 : FP_OK;
+    return d->n ? 1 : FP_OK;
 }
 #else
 /* Every data-parallel entry point of a build without NCCL. */
@@ -222,31 +229,28 @@ static int no_nccl(const fp_arm *a)
 int fp_arm_device_allreduce(fp_arm *a, fp_dist_stats *st)
 {
 #ifdef HAVE_NCCL
-    fp_backend *be;
-    const fp_backend_ops *ops;
-    size_t n;
-    float *g;
-    int rc = device_grads(a, &be, &ops, &n, &g);
+    device_grads_t d;
+    int rc = device_grads(a, &d);
     if (rc <= 0)
         return rc;
-    fp_dims dims = {1, 1, 1, (int)n};
-    fp_tensor gt = fp_tensor_of(g, FP_DT_F32, dims);
-    void *stream = fp_backend_cuda_stream(be);
+    fp_dims dims = {1, 1, 1, (int)d.n};
+    fp_tensor gt = fp_tensor_of(d.g, FP_DT_F32, dims);
+    void *stream = fp_backend_cuda_stream(d.be);
     rc = FP_OK;
     if (a->overlap) {
         a->overlap = 0;
         rc = fp_dist_nccl_reduce_end(a->cfg.dist, stream, st);
         if (!rc && a->wire != FP_DT_F32)
-            rc = ops->cast(be, gt, fp_tensor_of(a->dstage, a->wire, dims));
+            rc = d.ops->cast(d.be, gt, fp_tensor_of(a->dstage, a->wire, dims));
     } else {
-        void *buf = g;
+        void *buf = d.g;
         if (a->wire != FP_DT_F32) {
-            buf = fp_backend_cuda_scratch(be, n * 2);
-            rc = !buf ? FP_ENOMEM : ops->cast(be, fp_tensor_of(buf, a->wire, dims), gt);
+            buf = fp_backend_cuda_scratch(d.be, d.n * 2);
+            rc = !buf ? FP_ENOMEM : d.ops->cast(d.be, fp_tensor_of(buf, a->wire, dims), gt);
         }
-        rc = rc ? rc : fp_dist_nccl_allreduce_mean(a->cfg.dist, buf, n, a->wire, a->cfg.bucket_bytes, stream, st);
+        rc = rc ? rc : fp_dist_nccl_allreduce_mean(a->cfg.dist, buf, d.n, a->wire, a->cfg.bucket_bytes, stream, st);
         if (!rc && a->wire != FP_DT_F32)
-            rc = ops->cast(be, gt, fp_tensor_of(buf, a->wire, dims));
+            rc = d.ops->cast(d.be, gt, fp_tensor_of(buf, a->wire, dims));
     }
     return rc;
 #else
@@ -258,16 +262,14 @@ int fp_arm_device_allreduce(fp_arm *a, fp_dist_stats *st)
 int fp_arm_device_allreduce_checked(fp_arm *a, fp_dist_stats *st, fp_arm_step_result *r)
 {
 #ifdef HAVE_NCCL
-    fp_backend *be;
-    const fp_backend_ops *ops;
-    size_t n;
-    float *g;
-    int rc = device_grads(a, &be, &ops, &n, &g);
+    device_grads_t d;
+    int rc = device_grads(a, &d);
     if (rc <= 0)
         return rc;
-    if (!a->dref && ops->alloc(be, &a->dref, n * sizeof(float)))
+    if (!a->dref && d.ops->alloc(d.be, &a->dref, d.n * sizeof(float)))
         return fp_fail(FP_ENOMEM, "arm %s: out of device memory for the fp32 reference all-reduce", a->policy_name);
-    float *ref = realloc(a->ref_grads, n * sizeof *ref), *got = ref ? realloc(a->check_grads, n * sizeof *got) : NULL;
+    float *ref = realloc(a->ref_grads, d.n * sizeof *ref);
+    float *got = ref ? realloc(a->check_grads, d.n * sizeof *got) : NULL;
     if (ref)
         a->ref_grads = ref;
     if (got)
@@ -275,13 +277,13 @@ int fp_arm_device_allreduce_checked(fp_arm *a, fp_dist_stats *st, fp_arm_step_re
     if (!ref || !got)
         return fp_fail(FP_ENOMEM, "arm %s: out of memory for the all-reduce check", a->policy_name);
     /* the same gradients in fp32 (a copy), then the arm's own all-reduce in its format */
-    rc = ops->copy(be, a->dref, g, n * sizeof(float));
-    rc = rc ? rc : fp_dist_nccl_allreduce_mean(a->cfg.dist, a->dref, n, FP_DT_F32, a->cfg.bucket_bytes,
-                                               fp_backend_cuda_stream(be), NULL);
+    rc = d.ops->copy(d.be, a->dref, d.g, d.n * sizeof(float));
+    rc = rc ? rc : fp_dist_nccl_allreduce_mean(a->cfg.dist, a->dref, d.n, FP_DT_F32, a->cfg.bucket_bytes,
+                                               fp_backend_cuda_stream(d.be), NULL);
     rc = rc ? rc : fp_arm_device_allreduce(a, st);
-    rc = rc ? rc : ops->download(be, ref, a->dref, n * sizeof(float));
-    rc = rc ? rc : ops->download(be, got, g, n * sizeof(float));
-    rc = rc ? rc : ops->sync(be);
+    rc = rc ? rc : d.ops->download(d.be, ref, a->dref, d.n * sizeof(float));
+    rc = rc ? rc : d.ops->download(d.be, got, d.g, d.n * sizeof(float));
+    rc = rc ? rc : d.ops->sync(d.be);
     if (!rc)
         fp_arm_reduce_error(a, got, ref, r);
     return rc;
