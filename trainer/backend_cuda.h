@@ -67,8 +67,19 @@ typedef struct {
     long long staged, staged_bytes;
     long long plain, plain_bytes;
     long long fixed, fixed_bytes;
+    long long prefetched, prefetched_bytes;   /* device-to-device from a prefetch (fp_backend_cuda_prefetch) */
 } fp_backend_cuda_upload_counts;
 void fp_backend_cuda_upload_counts_of(const fp_backend *be, fp_backend_cuda_upload_counts *out);
+
+/* fp_backend_cuda_prefetch: [src, src + bytes), which must lie inside a registered range and be larger than a small
+ * upload (64 KiB), starts crossing now into device staging on the copy stream, while the stream goes on; the next
+ * upload of more than 64 KiB through the table, if it is of this very source and size, becomes a device-to-device
+ * copy once that crossing is done (no host wait); any other such upload, a graph's fixed refill or a newer prefetch
+ * drops it; a synchronisation keeps it (the arm prefetches during one step for the next). The caller keeps the source
+ * unwritten until that next upload (which uses or drops the prefetch) has been followed by the instance's
+ * synchronisation, which also waits for the prefetch's own copy. FP_OK: started; 1: not (not registered, too small, a graph's fixed uploads on, no copy
+ * stream, events or device memory for it): the upload takes its usual path; else an error of the copy's queueing. */
+int fp_backend_cuda_prefetch(fp_backend *be, const void *src, size_t bytes);
 
 /* ---- the 16-bit weight copy: written once per step by the optimizer, not cast on every conv call ----
  * fp_backend_cuda_weight_copy: the model's conv / linear weights as the ops receive them (w: fp32 values

@@ -1,4 +1,4 @@
-/* test_cuda_upload.c — the CUDA backend's uploads (backend_cuda.c): the staged ones (pinned double-buffered staging,
+/* test_cuda_upload.c — the CUDA backend's uploads (upload.c): the staged ones (pinned double-buffered staging,
  * large uploads on a copy stream ordered with the compute stream by events): every upload lands whole although the
  * caller rewrites its buffer at once, an upload never overtakes the work queued before it that reads its destination,
  * and a model's loss on uploaded batches is the same, bit for bit, with the staging as with plain copies (fp32 and
@@ -8,7 +8,9 @@
  * the same memory is staged again; a registration refused (0 bytes, NULL, a range that wraps, one larger than the
  * machine, one overlapping, memory the driver already pins) leaves the uploads staged and CUDA without an error; a
  * model's losses from a registered batch equal the staged ones, the batch's bytes moved from staged to direct (a
- * diagnostic line says how many per step). Skips with a TAP reason when built without CUDA or when no GPU is usable. */
+ * diagnostic line says how many per step); and prefetches (fp_backend_cuda_prefetch): used by the next upload of their
+ * source across a synchronisation, dropped by another large upload or a graph's refill, refused where they cannot help.
+ * Skips with a TAP reason when built without CUDA or when no GPU is usable. */
 #include "config.h"
 #include "gpu/require_gpu.h"
 #include "tap.h"
@@ -285,6 +287,77 @@ static void registered_uploads(void)
     free(page);
 }
 
+/* Prefetches (fp_backend_cuda_prefetch) from a registered block: one kept across a synchronisation becomes the next
+ * upload of its source (a device-to-device copy, counted prefetched, not direct) and lands bit for bit behind work
+ * queued before it; a large upload of another source drops it (both then direct); a graph's fixed refill drops it;
+ * refused (1, nothing queued) from pageable memory, for a small upload, with fixed uploads on. */
+static void prefetched_uploads(void)
+{
+    const size_t total = (size_t)8 << 20, big = ((size_t)3 << 20) + 5;
+    unsigned char *blk = NULL, *page = malloc(big);
+    if (posix_memalign((void **)&blk, 4096, total))
+        blk = NULL;
+    void *d = NULL, *e = NULL, *f = NULL;
+    int rc = blk && page ? FP_OK : FP_ENOMEM;
+    rc = rc ? rc : G->alloc(gb, &d, big) | G->alloc(gb, &e, big) | G->alloc(gb, &f, 100);
+    for (size_t i = 0; !rc && i < total; i++)
+        blk[i] = pat(9, i);
+    int reg = !rc && fp_backend_cuda_host_register(blk, total);
+    unsigned char *A = blk + 4096, *B = blk + total - big;
+    fp_backend_cuda_upload_counts c0 = counts(gb);
+    int started = reg ? fp_backend_cuda_prefetch(gb, A, big) : -1;
+    rc = rc ? rc : G->zero(gb, d, big);   /* queued work the prefetched copy must land after */
+    rc = rc ? rc : G->sync(gb);           /* kept across it */
+    rc = rc ? rc : G->upload(gb, d, A, big);
+    rc = rc ? rc : G->sync(gb);
+    fp_backend_cuda_upload_counts c1 = counts(gb);
+    tap_ok(!rc && reg && started == FP_OK && c1.prefetched - c0.prefetched == 1 &&
+           c1.prefetched_bytes - c0.prefetched_bytes == (long long)big && c1.direct == c0.direct && landed(d, A, big),
+           "a prefetch kept across a sync: the next upload of its source is a device copy (%lld prefetched, %lld direct) "
+           "and lands after the zero queued before it%s", c1.prefetched - c0.prefetched, c1.direct - c0.direct,
+           rc ? fp_error_message() : "");
+    started = reg ? fp_backend_cuda_prefetch(gb, A, big) : -1;
+    rc = rc ? rc : G->upload(gb, e, B, big);   /* another source: drops it */
+    rc = rc ? rc : G->upload(gb, d, A, big);   /* direct now */
+    rc = rc ? rc : G->sync(gb);
+    fp_backend_cuda_upload_counts c2 = counts(gb);
+    tap_ok(!rc && started == FP_OK && c2.prefetched == c1.prefetched && c2.direct - c1.direct == 2 &&
+           landed(e, B, big) && landed(d, A, big),
+           "a large upload of another source drops the prefetch: both direct (%lld) and landed%s",
+           c2.direct - c1.direct, rc ? fp_error_message() : "");
+    fp_backend_cuda_fixed_uploads(gb, 1);
+    int fixed_refused = fp_backend_cuda_prefetch(gb, A, big);
+    rc = rc ? rc : G->upload(gb, f, page, 100);   /* fixed slot 0 */
+    fp_backend_cuda_fixed_uploads(gb, 0);
+    started = reg ? fp_backend_cuda_prefetch(gb, A, big) : -1;
+    memset(page, 0x33, 100);
+    rc = rc ? rc : fp_backend_cuda_fixed_refill(gb, 0, page, 100);   /* a replay's refill: drops it */
+    rc = rc ? rc : G->upload(gb, d, A, big);
+    rc = rc ? rc : G->sync(gb);
+    fp_backend_cuda_upload_counts c3 = counts(gb);
+    tap_ok(!rc && fixed_refused == 1 && started == FP_OK && c3.prefetched == c2.prefetched &&
+           c3.direct - c2.direct == 1 && landed(d, A, big),
+           "refused while fixed uploads are on; a graph's refill drops a prefetch (the upload goes direct)%s",
+           rc ? fp_error_message() : "");
+    for (size_t i = 0; i < big; i++)
+        page[i] = pat(10, i);
+    int pageable = fp_backend_cuda_prefetch(gb, page, big), small = reg ? fp_backend_cuda_prefetch(gb, A, 4096) : -1;
+    rc = rc ? rc : G->upload(gb, d, page, big);
+    rc = rc ? rc : G->sync(gb);
+    fp_backend_cuda_upload_counts c4 = counts(gb);
+    tap_ok(!rc && pageable == 1 && small == 1 && c4.prefetched == c3.prefetched && c4.staged - c3.staged == 1 &&
+           landed(d, page, big) && cudaGetLastError() == cudaSuccess,
+           "refused (1) from pageable memory and for 4 KiB; the upload is staged as before, no CUDA error left%s",
+           rc ? fp_error_message() : "");
+    if (reg)
+        fp_backend_cuda_host_unregister(blk);
+    G->free(gb, d, big);
+    G->free(gb, e, big);
+    G->free(gb, f, 100);
+    free(blk);
+    free(page);
+}
+
 /* y += x (queued), x uploaded from the next part of a registered block, per round: y ends as the sum of every
  * upload, so no direct upload overtook the accumulate before it (the block is not rewritten before the sync). */
 static void registered_ordered(void)
@@ -401,10 +474,11 @@ int main(void)
         tap_ok(0, "backend created: %s", fp_error_message());
         return tap_done();
     }
-    tap_plan(1 + 2 + 4 + 1 + 2 + 8);
+    tap_plan(1 + 2 + 4 + 4 + 1 + 2 + 8);
     uploads_land();
     uploads_ordered();
     registered_uploads();
+    prefetched_uploads();
     registered_ordered();
     refused_registrations();
     G->destroy(gb);

@@ -1,13 +1,11 @@
 /* backend_cuda.c — the CUDA backend of backend.h: instance (arena, cuDNN contexts on one stream), device
- * memory with accounting, staging, uploads through pinned double-buffered staging and a copy stream (for a CUDA
- * graph's step through fixed pinned slots instead; from host ranges page-locked in place, host_register.c, a DMA
- * straight from them), the 16-bit weight copy the optimizer writes (conv / linear read it instead of casting),
- * casts, relu, residual add / accumulate, softmax cross-entropy, the fused unscale + check, device histograms for
- * the probes, the per-layer error's sums for the analysis (layer_error_dev.h), and the ops table. Promises:
- * backend.h's semantics (accumulate flags, dtypes, compute formats: fp32 never TF32); every op checks dims and
- * dtypes first; all work on one stream (large staged uploads' host-to-device copies on a copy stream, ordered
- * with it by events); an upload's source is free on return, except one inside a registered range: free once
- * the instance's next synchronisation returns. */
+ * memory with accounting, staging (the uploads' paths are upload.c's), the 16-bit weight copy the optimizer
+ * writes (conv / linear read it instead of casting), casts, relu, residual add / accumulate, softmax
+ * cross-entropy, the fused unscale + check, device histograms for the probes, the per-layer error's sums for the
+ * analysis (layer_error_dev.h), and the ops table. Promises: backend.h's semantics (accumulate flags, dtypes,
+ * compute formats: fp32 never TF32); every op checks dims and dtypes first; all work on one stream (large uploads'
+ * and prefetches' host-to-device copies on a copy stream, ordered with it by events); the synchronisation waits for
+ * both, so that an upload's source (upload.c says when it is not free at once) is free when it returns. */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,12 +20,18 @@
 
 #define TRY(expr) do { int rc_ = (expr); if (rc_) return rc_; } while (0)
 
-static int cuda_err(cudaError_t e, const char *what)
+int fp_bcu_cuda_err(cudaError_t e, const char *what)
 {
     if (e == cudaSuccess)
         return FP_OK;
     return fp_fail(e == cudaErrorMemoryAllocation ? FP_ENOMEM : FP_EINTERNAL, "cuda backend: %s: %s (%s)", what,
                    cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+int fp_bcu_gave_up(void)
+{
+    (void)cudaGetLastError();   /* a failed runtime call is remembered by cudaGetLastError, which the next launch check reads */
+    return 0;
 }
 
 /* ---------------------------------------------------------------- staging */
@@ -39,12 +43,12 @@ static size_t staging_bytes(const fp_backend *be)
         s += be->st_cap[i];
     for (int i = 0; i < FP_BCU_UP_SLOTS; i++)
         s += be->up[i].dev_cap;
-    return s;
+    return s + be->pre.slot.dev_cap;
 }
 
 /* *buf holds at least bytes of arena memory (contents not kept). Releasing and re-carving while earlier
  * kernels still read the old block is safe: every user runs on the one stream, in order. */
-static void *grow_slot(fp_backend *be, void **buf, size_t *cap, size_t bytes, const char *what)
+void *fp_bcu_grow_slot(fp_backend *be, void **buf, size_t *cap, size_t bytes, const char *what)
 {
     if (bytes <= *cap && *buf)
         return *buf;
@@ -68,12 +72,12 @@ void *fp_bcu_stage(fp_backend *be, int slot, size_t bytes)
 {
     if (bytes > be->st_cap[slot] && be->st_want[slot] > bytes)
         bytes = be->st_want[slot];
-    return grow_slot(be, &be->st[slot], &be->st_cap[slot], bytes, "(staging)");
+    return fp_bcu_grow_slot(be, &be->st[slot], &be->st_cap[slot], bytes, "(staging)");
 }
 
 void *fp_backend_cuda_scratch(fp_backend *be, size_t bytes)
 {
-    return grow_slot(be, &be->scratch, &be->scratch_cap, bytes, "(scratch)");
+    return fp_bcu_grow_slot(be, &be->scratch, &be->scratch_cap, bytes, "(scratch)");
 }
 
 fp_dtensor fp_bcu_as(fp_backend *be, const fp_tensor *t, fp_dtype dt, int slot, int *rc)
@@ -104,7 +108,7 @@ fp_dtensor fp_bcu_zeroed(fp_backend *be, fp_dims d, fp_dtype dt, int slot, int *
         *rc = FP_ENOMEM;
         return o;
     }
-    *rc = cuda_err(cudaMemsetAsync(o.data, 0, bytes, (cudaStream_t)be->stream), "zero staging");
+    *rc = fp_bcu_cuda_err(cudaMemsetAsync(o.data, 0, bytes, (cudaStream_t)be->stream), "zero staging");
     return o;
 }
 
@@ -114,7 +118,7 @@ int fp_bcu_land_grad(fp_backend *be, const fp_tensor *dst, const fp_dtensor *tmp
     if (accumulate)   /* fp32: old + r; 16-bit: round(old + round(r)) */
         return fp_cbk_add(dst->p, dst->dt, dst->p, dst->dt, tmp->data, tmp->dtype, n, 1, be->stream);
     if (tmp->dtype == dst->dt)
-        return cuda_err(cudaMemcpyAsync(dst->p, tmp->data, n * (size_t)fp_dtype_bytes(dst->dt), cudaMemcpyDeviceToDevice,
+        return fp_bcu_cuda_err(cudaMemcpyAsync(dst->p, tmp->data, n * (size_t)fp_dtype_bytes(dst->dt), cudaMemcpyDeviceToDevice,
                                         (cudaStream_t)be->stream), "copy gradient");
     return fp_cbk_cast(dst->p, dst->dt, tmp->data, tmp->dtype, n, be->stream);
 }
@@ -148,223 +152,6 @@ size_t fp_backend_cuda_arena_share(int arms)
 
 size_t fp_backend_cuda_default_arena(void) { return fp_backend_cuda_arena_share(2); }
 
-/* ---------------------------------------------------------------- staged uploads (backend_cuda_internal.h) */
-
-static void slot_free(fp_backend *be, fp_bcu_upload_slot *u)
-{
-    if (u->host)
-        cudaFreeHost(u->host);
-    if (u->dev) {
-        be->released++;
-        fp_arena_release(be->arena, u->dev);
-    }
-    if (u->copied)
-        cudaEventDestroy((cudaEvent_t)u->copied);
-    if (u->consumed)
-        cudaEventDestroy((cudaEvent_t)u->consumed);
-    memset(u, 0, sizeof *u);
-}
-
-/* Everything of the staging, after the copy stream is done (the stream was synchronised by the caller). */
-static void upload_free(fp_backend *be)
-{
-    if (be->copy_stream)
-        cudaStreamSynchronize((cudaStream_t)be->copy_stream);
-    for (int i = 0; i < FP_BCU_UP_SLOTS; i++)
-        slot_free(be, &be->up[i]);
-    for (int i = 0; i < FP_BCU_UP_SMALL; i++)
-        slot_free(be, &be->up_small[i]);
-    for (int i = 0; i < FP_BCU_FIXED; i++)
-        if (be->fixed[i].host)
-            cudaFreeHost(be->fixed[i].host);
-    memset(be->fixed, 0, sizeof be->fixed);
-    if (be->copy_stream)
-        cudaStreamDestroy((cudaStream_t)be->copy_stream);
-    be->copy_stream = NULL;
-}
-
-void fp_backend_cuda_set_upload_staging(fp_backend *be, int staged) { be->up_off = !staged; }
-
-/* A failed runtime call is remembered by cudaGetLastError, which the next launch check reads: forgotten. */
-static int gave_up(void)
-{
-    (void)cudaGetLastError();
-    return 0;
-}
-
-/* The slot's events (and, for a large slot, the copy stream); 0 when the staging cannot be had. */
-static int slot_ready(fp_backend *be, fp_bcu_upload_slot *u, int large)
-{
-    if (large && !be->copy_stream) {
-        cudaStream_t cs;
-        if (cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) != cudaSuccess)
-            return gave_up();
-        be->copy_stream = cs;
-    }
-    cudaEvent_t e;
-    if (!u->copied) {
-        if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess)
-            return gave_up();
-        u->copied = e;
-    }
-    if (large && !u->consumed) {
-        if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess)
-            return gave_up();
-        u->consumed = e;
-    }
-    return 1;
-}
-
-/* The slot's pinned buffer holds at least bytes, its previous copy out of it finished (the one wait on
- * the host in an upload: for a copy issued FP_BCU_UP_SLOTS large (FP_BCU_UP_SMALL small) uploads ago).
- * 0 when pinned memory cannot be had. */
-static int slot_host(fp_bcu_upload_slot *u, size_t bytes)
-{
-    if (u->used && cudaEventSynchronize((cudaEvent_t)u->copied) != cudaSuccess)
-        return gave_up();
-    if (bytes <= u->host_cap && u->host)
-        return 1;
-    if (u->host)
-        cudaFreeHost(u->host);
-    u->host = NULL;
-    u->host_cap = 0;
-    size_t cap = bytes < FP_BCU_UP_SMALL_BYTES ? FP_BCU_UP_SMALL_BYTES : bytes;
-    if (cudaHostAlloc(&u->host, cap, cudaHostAllocDefault) != cudaSuccess) {
-        u->host = NULL;
-        return gave_up();
-    }
-    u->host_cap = cap;
-    return 1;
-}
-
-/* host -> dst through pinned staging: FP_OK or an error; 1: not staged, no pinned memory, event or copy
- * stream to be had (the caller copies plainly from now on); 2: not staged this time (no arena memory for
- * the device staging now; the caller copies this one plainly). */
-static int upload_staged(fp_backend *be, void *dst, const void *src, size_t bytes)
-{
-    cudaStream_t st = (cudaStream_t)be->stream;
-    if (bytes <= FP_BCU_UP_SMALL_BYTES) {   /* pinned -> dst on the stream itself */
-        fp_bcu_upload_slot *u = &be->up_small[be->up_small_next % FP_BCU_UP_SMALL];
-        if (!slot_ready(be, u, 0) || !slot_host(u, bytes))
-            return 1;
-        be->up_small_next++;
-        memcpy(u->host, src, bytes);
-        int rc = cuda_err(cudaMemcpyAsync(dst, u->host, bytes, cudaMemcpyHostToDevice, st), "upload");
-        rc = rc ? rc : cuda_err(cudaEventRecord((cudaEvent_t)u->copied, st), "upload (event)");
-        u->used = !rc;
-        return rc;
-    }
-    fp_bcu_upload_slot *u = &be->up[be->up_next % FP_BCU_UP_SLOTS];
-    if (!slot_ready(be, u, 1) || !slot_host(u, bytes))
-        return 1;
-    cudaStream_t cs = (cudaStream_t)be->copy_stream;
-    int rc = FP_OK;
-    if (bytes > u->dev_cap || !u->dev) {
-        /* New device staging may be memory that work queued on the stream still uses (the arena hands out
-         * released blocks at once: safe for one stream): the copy stream waits for everything queued. */
-        if (!grow_slot(be, &u->dev, &u->dev_cap, bytes, "(upload staging)"))
-            return 2;   /* no device memory for it now: this one plainly */
-        rc = cuda_err(cudaEventRecord((cudaEvent_t)u->consumed, st), "upload (event)");
-        u->used = 1;
-    }
-    be->up_next++;
-    memcpy(u->host, src, bytes);
-    if (!rc && u->used)   /* the stream has copied the slot's previous contents out of dev */
-        rc = cuda_err(cudaStreamWaitEvent(cs, (cudaEvent_t)u->consumed, 0), "upload (wait)");
-    rc = rc ? rc : cuda_err(cudaMemcpyAsync(u->dev, u->host, bytes, cudaMemcpyHostToDevice, cs), "upload");
-    rc = rc ? rc : cuda_err(cudaEventRecord((cudaEvent_t)u->copied, cs), "upload (event)");
-    rc = rc ? rc : cuda_err(cudaStreamWaitEvent(st, (cudaEvent_t)u->copied, 0), "upload (wait)");
-    rc = rc ? rc : cuda_err(cudaMemcpyAsync(dst, u->dev, bytes, cudaMemcpyDeviceToDevice, st), "upload");
-    rc = rc ? rc : cuda_err(cudaEventRecord((cudaEvent_t)u->consumed, st), "upload (event)");
-    u->used = 1;
-    return rc;
-}
-
-void fp_backend_cuda_upload_counts_of(const fp_backend *be, fp_backend_cuda_upload_counts *out)
-{
-    *out = be->ups;
-}
-
-/* An upload from a registered range: one DMA straight from the caller's memory on the stream, ordered as the small
- * staged path (after everything queued before it, before everything after); the caller keeps the source unwritten
- * until the stream's next synchronisation returns (backend_cuda.h). */
-static int upload_direct(fp_backend *be, void *dst, const void *src, size_t bytes)
-{
-    be->ups.direct++;
-    be->ups.direct_bytes += (long long)bytes;
-    return cuda_err(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)be->stream), "upload");
-}
-
-/* ---------------------------------------------------------------- a CUDA graph's uploads (backend_cuda.h) */
-
-void fp_backend_cuda_fixed_uploads(fp_backend *be, int on)
-{
-    be->fixed_on = on != 0;
-    if (on)
-        be->fixed_count = 0;
-}
-
-/* Slot k's pinned buffer holds at least bytes (its contents not kept when it grows). */
-static int fixed_host(fp_backend *be, int k, size_t bytes)
-{
-    fp_bcu_fixed_slot *f = &be->fixed[k];
-    if (f->host && f->cap >= bytes)
-        return FP_OK;
-    if (f->host)
-        cudaFreeHost(f->host);
-    f->host = NULL;
-    f->cap = 0;
-    if (cudaHostAlloc(&f->host, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
-        f->host = NULL;
-        gave_up();
-        return fp_fail(FP_ENOMEM, "%s: out of pinned host memory for a graph's upload of %zu bytes", be->name, bytes);
-    }
-    f->cap = bytes ? bytes : 1;
-    return FP_OK;
-}
-
-int fp_backend_cuda_fixed_reserve(fp_backend *be, int k, size_t bytes)
-{
-    if (k < 0 || k >= FP_BCU_FIXED)
-        return fp_fail(FP_EINVAL, "%s: graph upload slot %d of %d", be->name, k, FP_BCU_FIXED);
-    return fixed_host(be, k, bytes);
-}
-
-/* An upload while fixed uploads are on: into the next slot's pinned buffer, then one copy on the stream. */
-static int upload_fixed(fp_backend *be, void *dst, const void *src, size_t bytes)
-{
-    int k = be->fixed_count;
-    if (k >= FP_BCU_FIXED)
-        return fp_fail(FP_EINVAL, "%s: more than %d uploads in a graph's step", be->name, FP_BCU_FIXED);
-    TRY(fixed_host(be, k, bytes));
-    fp_bcu_fixed_slot *f = &be->fixed[k];
-    memcpy(f->host, src, bytes);
-    f->dst = dst;
-    f->bytes = bytes;
-    be->fixed_count = k + 1;
-    be->ups.fixed++;
-    be->ups.fixed_bytes += (long long)bytes;
-    return cuda_err(cudaMemcpyAsync(dst, f->host, bytes, cudaMemcpyHostToDevice, (cudaStream_t)be->stream), "upload");
-}
-
-int fp_backend_cuda_fixed_count(const fp_backend *be) { return be->fixed_count; }
-
-size_t fp_backend_cuda_fixed_bytes(const fp_backend *be, int k)
-{
-    return k >= 0 && k < be->fixed_count ? be->fixed[k].bytes : 0;
-}
-
-int fp_backend_cuda_fixed_refill(fp_backend *be, int k, const void *src, size_t bytes)
-{
-    if (k < 0 || k >= be->fixed_count || be->fixed[k].bytes != bytes || !src)
-        return fp_fail(FP_EINVAL, "%s: graph upload %d of %d does not hold %zu bytes", be->name, k, be->fixed_count,
-                       bytes);
-    memcpy(be->fixed[k].host, src, bytes);
-    be->ups.fixed++;
-    be->ups.fixed_bytes += (long long)bytes;
-    return FP_OK;
-}
-
 void fp_backend_cuda_set_loss_scale(fp_backend *be, const float *d_scale) { be->loss_scale = d_scale; }
 
 unsigned long long fp_backend_cuda_layout_gen(const fp_backend *be)
@@ -385,7 +172,7 @@ static void cuda_destroy(fp_backend *be)
         return;
     if (be->stream)
         cudaStreamSynchronize((cudaStream_t)be->stream);
-    upload_free(be);
+    fp_bcu_upload_free(be);
     if (be->sync_event)
         cudaEventDestroy((cudaEvent_t)be->sync_event);
     fp_cudnn_free(be->ctx[1]);   /* borrows ctx[0]'s stream: first */
@@ -466,14 +253,25 @@ static int cuda_sync(fp_backend *be)
         if (cudaEventCreateWithFlags(&e, cudaEventBlockingSync | cudaEventDisableTiming) == cudaSuccess)
             be->sync_event = e;
         else
-            gave_up();
+            fp_bcu_gave_up();
     }
+    int rc = FP_OK;
     if (be->sync_event && cudaEventRecord((cudaEvent_t)be->sync_event, (cudaStream_t)be->stream) == cudaSuccess) {
         cudaError_t e = cudaEventSynchronize((cudaEvent_t)be->sync_event);
-        return e == cudaSuccess ? FP_OK : fp_fail(FP_EINTERNAL, "%s: waiting for the GPU: CUDA error: %s (%s)",
-                                                   be->name, cudaGetErrorString(e), cudaGetErrorName(e));
+        if (e != cudaSuccess)
+            return fp_fail(FP_EINTERNAL, "%s: waiting for the GPU: CUDA error: %s (%s)", be->name,
+                           cudaGetErrorString(e), cudaGetErrorName(e));
+    } else if ((rc = fp_cudnn_sync(be->ctx[0]))) {
+        return rc;
     }
-    return fp_cudnn_sync(be->ctx[0]);
+    if (be->pre.unsynced) {   /* a prefetch on the copy stream, used, dropped or not: its source is free on return too */
+        cudaError_t e = cudaEventSynchronize((cudaEvent_t)be->pre.slot.copied);
+        if (e != cudaSuccess)
+            return fp_fail(FP_EINTERNAL, "%s: waiting for a prefetch: CUDA error: %s (%s)", be->name,
+                           cudaGetErrorString(e), cudaGetErrorName(e));
+        be->pre.unsynced = 0;
+    }
+    return FP_OK;
 }
 
 long long fp_backend_cuda_host_waits(const fp_backend *be) { return be ? be->host_waits : 0; }
@@ -647,7 +445,7 @@ void fp_backend_cuda_weight_copy_written(fp_backend *be) { be->wc.valid = be->wc
 void fp_backend_cuda_weight_copy_invalidate(fp_backend *be) { be->wc.valid = 0; }
 int fp_backend_cuda_weight_copy_valid(const fp_backend *be) { return be->wc.valid; }
 
-static int xfer(fp_backend *be, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind k, const char *what)
+int fp_bcu_xfer(fp_backend *be, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind k, const char *what)
 {
     if (!bytes)
         return FP_OK;
@@ -655,30 +453,7 @@ static int xfer(fp_backend *be, void *dst, const void *src, size_t bytes, enum c
         return fp_fail(FP_EINVAL, "cuda backend: %s with a NULL pointer", what);
     if (dst == src)
         return FP_OK;
-    return cuda_err(cudaMemcpyAsync(dst, src, bytes, k, (cudaStream_t)be->stream), what);
-}
-
-/* In this order: a CUDA graph's fixed slots (a captured copy must read the slot at every replay), a source inside a
- * registered range (DMA from it), the pinned staging, a plain copy. */
-static int cuda_upload(fp_backend *be, void *dst, const void *src, size_t bytes)
-{
-    fp_bcu_wc_touch(be, dst, bytes);
-    if (bytes && dst && src && be->fixed_on)
-        return upload_fixed(be, dst, src, bytes);
-    if (bytes && dst && src && fp_bcu_host_holds(src, bytes))
-        return upload_direct(be, dst, src, bytes);
-    if (bytes && dst && src && !be->up_off && bytes <= FP_BCU_UP_LARGE_BYTES) {
-        int rc = upload_staged(be, dst, src, bytes);
-        if (rc != 1 && rc != 2) {
-            be->ups.staged += !rc;
-            be->ups.staged_bytes += rc ? 0 : (long long)bytes;
-            return rc;
-        }
-        be->up_off = rc == 1;   /* no pinned memory, events or copy stream: plain copies from now on */
-    }
-    be->ups.plain += bytes > 0;
-    be->ups.plain_bytes += (long long)bytes;
-    return xfer(be, dst, src, bytes, cudaMemcpyHostToDevice, "upload");
+    return fp_bcu_cuda_err(cudaMemcpyAsync(dst, src, bytes, k, (cudaStream_t)be->stream), what);
 }
 
 /* Every instance's table downloads (fp_backend_cuda_downloads): a debug counter for the tests. */
@@ -697,13 +472,13 @@ static int cuda_download(fp_backend *be, void *dst, const void *src, size_t byte
     be->host_waits += bytes > 0;   /* into pageable memory: cudaMemcpyAsync returns once the copy is done */
     downloads_n += bytes > 0;
     downloads_bytes += (long long)bytes;
-    return xfer(be, dst, src, bytes, cudaMemcpyDeviceToHost, "download");
+    return fp_bcu_xfer(be, dst, src, bytes, cudaMemcpyDeviceToHost, "download");
 }
 
 static int cuda_copy(fp_backend *be, void *dst, const void *src, size_t bytes)
 {
     fp_bcu_wc_touch(be, dst, bytes);
-    return xfer(be, dst, src, bytes, cudaMemcpyDeviceToDevice, "copy");
+    return fp_bcu_xfer(be, dst, src, bytes, cudaMemcpyDeviceToDevice, "copy");
 }
 
 static int cuda_zero(fp_backend *be, void *p, size_t bytes)
@@ -711,7 +486,7 @@ static int cuda_zero(fp_backend *be, void *p, size_t bytes)
     if (bytes && !p)
         return fp_fail(FP_EINVAL, "cuda backend: zero of a NULL pointer");
     fp_bcu_wc_touch(be, p, bytes);
-    return bytes ? cuda_err(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)be->stream), "zero") : FP_OK;
+    return bytes ? fp_bcu_cuda_err(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)be->stream), "zero") : FP_OK;
 }
 
 /* Staging is carved when an op first stages into a slot, at the size reserved for it: a policy whose ops
@@ -885,7 +660,7 @@ static int cuda_hist(fp_backend *be, fp_hist_t *h, const void *x, fp_dtype dt, s
         return fp_fail(FP_EINVAL, "hist: tensor of storage type %s", fp_dtype_name(dt));
     if (n == 0)
         return FP_OK;
-    void *work = grow_slot(be, &be->hist_work, &be->hist_work_cap, fp_cuda_hist_work_bytes(), "(histogram counters)");
+    void *work = fp_bcu_grow_slot(be, &be->hist_work, &be->hist_work_cap, fp_cuda_hist_work_bytes(), "(histogram counters)");
     if (!work)
         return FP_ENOMEM;
     be->host_waits++;   /* the counts come back: the stream is synchronised */
@@ -899,7 +674,7 @@ int fp_backend_cuda_layer_error_sums(fp_backend *be, const float *ref, const voi
 {
     if (!be)
         return fp_fail(FP_EINVAL, "layer error: no backend instance");
-    void *work = grow_slot(be, &be->err_work, &be->err_work_cap, fp_cuda_layer_error_work_bytes(), "(layer error sums)");
+    void *work = fp_bcu_grow_slot(be, &be->err_work, &be->err_work_cap, fp_cuda_layer_error_work_bytes(), "(layer error sums)");
     if (!work)
         return FP_ENOMEM;
     be->host_waits += n > 0;   /* the five sums come back: the stream is synchronised */
@@ -918,7 +693,7 @@ static const fp_backend_ops cuda_ops = {
     .set_label = fp_backend_cuda_set_label,
     .alloc = cuda_alloc,
     .free = cuda_free,
-    .upload = cuda_upload,
+    .upload = fp_bcu_upload,
     .download = cuda_download,
     .copy = cuda_copy,
     .zero = cuda_zero,

@@ -4,6 +4,7 @@
 #ifndef FP_BACKEND_CUDA_INTERNAL_H
 #define FP_BACKEND_CUDA_INTERNAL_H
 
+#include <cuda_runtime_api.h>
 #include "error.h"
 #include "trainer/backend_check.h"
 #include "trainer/backend_cuda.h"
@@ -13,7 +14,7 @@
 /* staging slots (device memory from the arena, grown on demand, contents not kept between ops) */
 enum { FP_BCU_A = 0, FP_BCU_B, FP_BCU_W, FP_BCU_B2, FP_BCU_OUT, FP_BCU_OUT2, FP_BCU_SLOTS };
 
-/* Uploads (backend_cuda.c cuda_upload) from a host range registered in place (fp_backend_cuda_host_register) are one
+/* Uploads (upload.c fp_bcu_upload) from a host range registered in place (fp_backend_cuda_host_register) are one
  * DMA from it on the stream; the others go through pinned host staging so that the host never waits for
  * the stream: a small one (labels) straight onto the stream from one of FP_BCU_UP_SMALL pinned slots; a
  * large one (a batch) into device staging on the copy stream, from one of FP_BCU_UP_SLOTS double-buffered
@@ -72,6 +73,13 @@ struct fp_backend {
     int up_off;                     /* 1: plain cudaMemcpyAsync from the caller's memory (staging off, or
                                      * pinned memory / events / the copy stream could not be had) */
     fp_backend_cuda_upload_counts ups;   /* the uploads by path (fp_backend_cuda_upload_counts_of) */
+    struct {                        /* fp_backend_cuda_prefetch (upload.c) */
+        fp_bcu_upload_slot slot;    /* its device copy (no host buffer), copied on the copy stream */
+        int pending;                /* 1: slot.dev holds (or is receiving) [src, src + bytes) for the next upload */
+        int unsynced;               /* 1: a prefetch was queued since the last cuda_sync (which waits for it) */
+        const void *src;
+        size_t bytes;
+    } pre;
     int fixed_on, fixed_count;      /* fp_backend_cuda_fixed_uploads: on, and the uploads since */
     fp_bcu_fixed_slot fixed[FP_BCU_FIXED];
     const float *loss_scale;        /* fp_backend_cuda_set_loss_scale: softmax_xent's factor on the device */
@@ -116,6 +124,20 @@ static inline fp_dtensor fp_bcu_dt(const fp_tensor *t) { fp_dtensor d = {t->p, t
 #define FP_BCU_OP(op) extern FP_BACKEND_OP_TYPE(op) fp_bcu_##op;
 FP_BACKEND_LAYER_OPS(FP_BCU_OP)
 #undef FP_BCU_OP
+
+/* backend_cuda.c: a CUDA error as the backend's code (FP_ENOMEM for memory, else FP_EINTERNAL) with what failed;
+ * *buf grown to hold at least bytes of arena memory (contents not kept; NULL with the arena's message), counted as
+ * staging; one cudaMemcpyAsync of kind k on the stream (FP_EINVAL for a NULL pointer, nothing for 0 bytes or
+ * dst == src). */
+int fp_bcu_cuda_err(cudaError_t e, const char *what);
+int fp_bcu_gave_up(void);   /* a failed runtime call forgotten (cudaGetLastError), so no later check reads it: 0 */
+void *fp_bcu_grow_slot(fp_backend *be, void **buf, size_t *cap, size_t bytes, const char *what);
+int fp_bcu_xfer(fp_backend *be, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind k, const char *what);
+
+/* upload.c: the table's upload op (its paths in order: upload.c), and everything of the upload staging freed after
+ * the copy stream is done (the stream synchronised by the caller). */
+int fp_bcu_upload(fp_backend *be, void *dst, const void *src, size_t bytes);
+void fp_bcu_upload_free(fp_backend *be);
 
 /* host_register.c: [src, src + bytes) lies whole inside one range page-locked by fp_backend_cuda_host_register. */
 int fp_bcu_host_holds(const void *src, size_t bytes);

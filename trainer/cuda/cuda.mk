@@ -17,7 +17,7 @@ EXTRA_DIST += trainer/cuda/layer_error_dev.h
 # The backend table's CUDA implementation (trainer/backend_cuda.h) over cuDNN / cuBLASLt, the kernels
 # above and its own element-wise / pooling kernels.
 FP_CUDA_BACKEND_SOURCES = trainer/backend_cuda.h trainer/cuda/backend_cuda_internal.h trainer/cuda/backend_cuda.c \
-	trainer/cuda/host_register.c trainer/cuda/backend_cuda_layers.c trainer/cuda/backend_kernels.h trainer/cuda/backend_kernels.cu
+	trainer/cuda/host_register.c trainer/cuda/upload.c trainer/cuda/backend_cuda_layers.c trainer/cuda/backend_kernels.h trainer/cuda/backend_kernels.cu
 if HAVE_CUDA
 lib_libfp_a_SOURCES += $(FP_CUDA_BACKEND_SOURCES)
 trainer/cuda/backend_kernels.$(OBJEXT): trainer/cuda/backend_kernels.h $(FP_CUDA_KERNEL_DEPS)

@@ -223,6 +223,7 @@ void fp_arm_set_iteration(fp_arm *a, int64_t t)
 }
 
 void fp_arm_eager_next(fp_arm *a) { a->graph_eager = 1; }
+void fp_arm_set_next_batch(fp_arm *a, const fp_batch *next) { a->next_batch = next; }
 
 int fp_arm_cuda_graph_line(const fp_arm *a, char *buf, size_t size)
 {
@@ -532,10 +533,13 @@ int fp_arm_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
     /* 0. begin */
     fp_arm_update_hook uh = a->uhook;
     a->uhook = NULL;
+    const fp_batch *next = a->next_batch;
+    a->next_batch = NULL;
 #ifdef HAVE_CUDA
     if (a->dev)
-        return fp_arm_device_step(a, b, r);
+        return fp_arm_device_step(a, b, r, next);
 #endif
+    (void)next;   /* a host arm reads the batch where it lies */
     fp_arm_step_begin(a, b, r);
     int rc = reserve_dlogits(a, b->n);
     if (rc)

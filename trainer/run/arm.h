@@ -143,6 +143,12 @@ int fp_arm_set_update_hook(fp_arm *a, fp_arm_update_hook fn, void *ctx);
 /* The next step runs eagerly, not as the CUDA graph's replay (cfg.cuda_graph): it samples probes, evaluates or
  * checkpoints (the loop's step plan says so). Nothing on a host arm or without the graph. */
 void fp_arm_eager_next(fp_arm *a);
+/* The batch the arm's next step will train on, when the caller knows it (the turn's next batch): a device arm starts
+ * copying its images to the device at the end of queueing the coming step, while that step computes (backend_cuda.h
+ * fp_backend_cuda_prefetch: only from a page-locked range, and only for eager steps, not the CUDA graph's); the
+ * caller keeps next->images unwritten until that next step has returned. One step only: cleared by fp_arm_step.
+ * NULL, a host arm: nothing. */
+void fp_arm_set_next_batch(fp_arm *a, const fp_batch *next);
 /* The run's line about the CUDA graph, "cuda graph: on, captured at step S, replayed at N of M steps" or
  * "cuda graph: off (REASON)": 1 with it in buf; 0 (buf "") when the arm was not asked for one or is a host arm. */
 int fp_arm_cuda_graph_line(const fp_arm *a, char *buf, size_t size);

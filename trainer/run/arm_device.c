@@ -660,7 +660,7 @@ void fp_arm_device_graph_line(const fp_arm *a, char *buf, size_t size)
  * (graph_mode says when). Times are the device's, from events on the stream: forward (+ loss), backward,
  * all-reduce (data parallel: its exposed part), optimizer (unscale, scaler, update); total: the host's, to the
  * end of the wait. */
-int fp_arm_device_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
+int fp_arm_device_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r, const fp_batch *next)
 {
     fp_model *m = a->model;
     const fp_backend_ops *ops = fp_model_backend_ops(m);
@@ -690,6 +690,12 @@ int fp_arm_device_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
         rc = graph_capture(a, b, r, &ran);
     if (!rc && !ran)
         rc = step_queue(a, b, r, 0);
+    /* the next batch's images start crossing on the copy stream while this step computes (eager steps only: a
+     * replay refills the graph's fixed slots instead); a prefetch that cannot be had leaves the upload as it was */
+    if (!rc && !ran && next && next->n > 0 && !(a->cfg.cuda_graph && !a->graph_off)) {
+        int started = fp_backend_cuda_prefetch(be, next->images, image_bytes(a, next));
+        rc = started < 0 ? started : FP_OK;
+    }
     /* the one readback and wait */
     rc = rc ? rc : fp_cuda_step_readback(hs, ds, stream);
     rc = rc ? rc : ops->sync(be);

@@ -55,6 +55,7 @@ struct fp_arm {
     int graph_wc_before, graph_wc_after;   /* the weight copy's validity before and after the captured step */
     int graph_warm;             /* an eager step ran on the buffers as they are: a capture may follow */
     int graph_eager;            /* fp_arm_eager_next, a restore: the next step runs eagerly */
+    const fp_batch *next_batch; /* fp_arm_set_next_batch: prefetched while this step computes (device arms) */
     int graph_off;              /* turned off for the run (graph_why; the line was printed) */
     int graph_captures;         /* captures kept (a recapture after the buffers moved) */
     int64_t graph_steps, graph_first;   /* steps the graph ran; the first of them (1-based), 0: none */
@@ -83,7 +84,7 @@ void fp_arm_device_free(fp_arm *a);   /* what fp_arm_device_init and the steps a
  * then marked to be uploaded before the next device step (the caller may write it: a restore). */
 void fp_arm_device_optim_to_host(fp_arm *a);
 /* ONE TRAINING STEP ON A DEVICE (fp_arm_step's parts, queued on the model's stream; arm_device.c). */
-int fp_arm_device_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r);
+int fp_arm_device_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r, const fp_batch *next);
 /* The CUDA graph's state in one line for the run's events (arm.h fp_arm_cuda_graph_line). */
 void fp_arm_device_graph_line(const fp_arm *a, char *buf, size_t size);
 /* The device side of 3. and 3b. (NCCL): the overlapped all-reduce begins, a layer's gradients are final

@@ -86,7 +86,10 @@ void fp_cmp_arm_failf(fp_compare *c, fp_compare_result *res, int i, const char *
  *    backends are destroyed (their streams synchronised) in fp_compare_close before the ring is unregistered (which
  *    also waits for the device) and freed;
  *  - a CUDA graph's replay copies the slot on the host into its fixed upload slots before the launch: no DMA from the
- *    ring there. */
+ *    ring there;
+ *  - a GPU arm's step j also starts the copy of slot j + 1 (arm.h fp_arm_set_next_batch), never past the turn's last
+ *    slot: that slot stays unwritten until the turn ends, and the copy is waited for by step j + 1 (or by the arm's
+ *    synchronisation at the turn's end, fp_cmp_flush_steps) before the next turn rewrites it. */
 
 /* Room for n batches in the turn's ring. */
 static int ring_reserve(fp_compare *c, size_t n)
@@ -233,6 +236,8 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, int j, double 
         fp_arm_eager_next(a->arm);
     /* host CPU: this thread's CPU time over the step (issue 22; docs/schema.md says what it holds) */
     int64_t w0 = fp_clock_wall_ns(), cpu0 = rides ? -1 : fp_clock_thread_cpu_ns();
+    if (!rc)   /* a GPU arm copies the turn's next batch while this step computes (the ring keeps it: see above) */
+        fp_arm_set_next_batch(a->arm, j + 1 < res->turn ? &c->ring[j + 1] : NULL);
     rc = rc ? rc : fp_arm_step(a->arm, b, &r);
     int64_t cpu1 = fp_clock_thread_cpu_ns(), w1 = fp_clock_wall_ns();
     if (c->ride && i == c->ref)
