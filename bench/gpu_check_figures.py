@@ -44,6 +44,12 @@ for run, pol in q(on, "SELECT id, policy FROM runs ORDER BY id"):
     else:
         why = "no steps after warm-up recorded it" if has_host_cpu else "a database from before schema version 6"
         print(f"bench: name=resnet50_{pol}_host_cpu_ms_per_step value=nan unit=ms (not recorded: {why})")
+# How each GPU arm's batches reached the device (trainer/cuda/upload.c's paths: prefetched during the step before,
+# direct DMA from the page-locked ring, staged, plain, the CUDA graph's slots), the run's closing info event.
+for run, pol in q(on, "SELECT id, policy FROM runs ORDER BY id"):
+    for (text,) in q(on, "SELECT text FROM events WHERE run = ? AND kind = 'info' AND text LIKE 'GPU uploads%' "
+                         "ORDER BY id DESC LIMIT 1", run):
+        print(f"uploads[{pol}]: {text}")
 def fp16_walls(db):
     r = q(db, "SELECT id FROM runs WHERE policy = 'fp16' ORDER BY id LIMIT 1")
     if not r:

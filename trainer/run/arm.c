@@ -225,6 +225,18 @@ void fp_arm_set_iteration(fp_arm *a, int64_t t)
 void fp_arm_eager_next(fp_arm *a) { a->graph_eager = 1; }
 void fp_arm_set_next_batch(fp_arm *a, const fp_batch *next) { a->next_batch = next; }
 
+int fp_arm_upload_line(const fp_arm *a, char *buf, size_t size)
+{
+    if (size)
+        buf[0] = 0;
+    if (!a->dev)
+        return 0;
+#ifdef HAVE_CUDA
+    fp_arm_device_upload_line(a, buf, size);
+#endif
+    return 1;
+}
+
 int fp_arm_cuda_graph_line(const fp_arm *a, char *buf, size_t size)
 {
     if (size)

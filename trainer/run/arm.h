@@ -149,6 +149,9 @@ void fp_arm_eager_next(fp_arm *a);
  * caller keeps next->images unwritten until that next step has returned. One step only: cleared by fp_arm_step.
  * NULL, a host arm: nothing. */
 void fp_arm_set_next_batch(fp_arm *a, const fp_batch *next);
+/* A device arm's line about its uploads by path (backend_cuda.h's counters: prefetched, direct, staged, plain, the
+ * graph's slots; counts and MB): 1 with it in buf; 0 (buf "") for a host arm. */
+int fp_arm_upload_line(const fp_arm *a, char *buf, size_t size);
 /* The run's line about the CUDA graph, "cuda graph: on, captured at step S, replayed at N of M steps" or
  * "cuda graph: off (REASON)": 1 with it in buf; 0 (buf "") when the arm was not asked for one or is a host arm. */
 int fp_arm_cuda_graph_line(const fp_arm *a, char *buf, size_t size);

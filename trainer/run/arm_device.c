@@ -651,6 +651,16 @@ void fp_arm_device_graph_line(const fp_arm *a, char *buf, size_t size)
         snprintf(buf, size, "cuda graph: on, never captured (every step ran eagerly)");
 }
 
+void fp_arm_device_upload_line(const fp_arm *a, char *buf, size_t size)
+{
+    fp_backend_cuda_upload_counts u;
+    fp_backend_cuda_upload_counts_of(fp_model_backend(a->model), &u);
+    snprintf(buf, size, "GPU uploads (batches, labels): %lld prefetched %.0f MB, %lld direct %.0f MB, %lld staged %.1f MB, "
+             "%lld plain %.1f MB, %lld graph slots %.0f MB", u.prefetched, u.prefetched_bytes / 1e6, u.direct,
+             u.direct_bytes / 1e6, u.staged, u.staged_bytes / 1e6, u.plain, u.plain_bytes / 1e6, u.fixed,
+             u.fixed_bytes / 1e6);
+}
+
 /* ONE TRAINING STEP ON A DEVICE: fp_arm_step's parts in its order, queued on the model's stream without the host
  * waiting (issue 22); the loss, the non-finite flags, the skip decision and GradScaler's state stay on the
  * device (kernels.h fp_cuda_step_state), read back once at the end (one copy into pinned memory, one stream

@@ -87,6 +87,7 @@ void fp_arm_device_optim_to_host(fp_arm *a);
 int fp_arm_device_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r, const fp_batch *next);
 /* The CUDA graph's state in one line for the run's events (arm.h fp_arm_cuda_graph_line). */
 void fp_arm_device_graph_line(const fp_arm *a, char *buf, size_t size);
+void fp_arm_device_upload_line(const fp_arm *a, char *buf, size_t size);
 /* The device side of 3. and 3b. (NCCL): the overlapped all-reduce begins, a layer's gradients are final
  * (the gradient-ready hook), the rest is posted and the model's stream waits for it. */
 int fp_arm_device_reduce_begin(fp_arm *a);

@@ -43,9 +43,11 @@ static void summarise(fp_compare *c, fp_compare_result *res)
             ar->comm_share = a->compute_ns > 0 ? a->exposed_ns / a->compute_ns : NAN;
             fp_cmp_dist_summary_event(c, res, i);
         }
-        char graph[300];   /* --cuda-graph: whether the arm's step ran as a CUDA graph, one event */
-        if (c->store && c->rank == 0 && a->arm && fp_arm_cuda_graph_line(a->arm, graph, sizeof graph))
-            fp_store_event(c->store, a->run, 0, ar->steps_done, -1, FP_EVENT_INFO, graph);
+        char line[300];   /* --cuda-graph: whether the arm's step ran as a CUDA graph, one event */
+        if (c->store && c->rank == 0 && a->arm && fp_arm_cuda_graph_line(a->arm, line, sizeof line))
+            fp_store_event(c->store, a->run, 0, ar->steps_done, -1, FP_EVENT_INFO, line);
+        if (c->store && c->rank == 0 && a->arm && fp_arm_upload_line(a->arm, line, sizeof line))   /* GPU arms */
+            fp_store_event(c->store, a->run, 0, ar->steps_done, -1, FP_EVENT_INFO, line);
     }
 }
 
