@@ -74,8 +74,8 @@ void fp_backend_cuda_upload_counts_of(const fp_backend *be, fp_backend_cuda_uplo
 /* fp_backend_cuda_prefetch: [src, src + bytes), which must lie inside a registered range and be larger than a small
  * upload (64 KiB), starts crossing now into device staging on the copy stream, while the stream goes on; the next
  * upload of more than 64 KiB through the table, if it is of this very source and size, becomes a device-to-device
- * copy once that crossing is done (no host wait); any other such upload, a graph's fixed refill or a newer prefetch
- * drops it; a synchronisation keeps it (the arm prefetches during one step for the next). The caller keeps the source
+ * copy once that crossing is done (no host wait), and so does a graph's refill (or prime) of a device twin from it;
+ * any other such upload outside a capture, a refill of a host slot or a newer prefetch drops it; a synchronisation keeps it (the arm prefetches during one step for the next). The caller keeps the source
  * unwritten until that next upload (which uses or drops the prefetch) has been followed by the instance's
  * synchronisation, which also waits for the prefetch's own copy. FP_OK: started; 1: not (not registered, too small, a graph's fixed uploads on, no copy
  * stream, events or device memory for it): the upload takes its usual path; else an error of the copy's queueing. */
@@ -132,11 +132,18 @@ void fp_backend_cuda_downloads(long long *count, long long *bytes);
  * step's copies read slot k at every replay: before a replay the caller puts upload k's new data there
  * (fixed_refill: FP_EINVAL unless slot k's last fixed upload had exactly bytes), once the stream no longer reads it
  * (the previous step's end synchronisation). fixed_count / fixed_bytes: the uploads since the last
- * fixed_uploads(on) and the size of the k-th (0 outside), kept after off. FP_ENOMEM without pinned memory. */
+ * fixed_uploads(on) and the size of the k-th (0 outside), kept after off. FP_ENOMEM without pinned memory.
+ * A large upload (over 64 KiB: the batch's images) from a registered range into a slot that fixed_reserve could give
+ * a device twin (arena memory) is captured as a copy from the twin instead, with no host copy: after the capture and
+ * before the first launch fixed_prime fills every such twin from the source seen at capture, and fixed_refill fills
+ * it (a device-to-device copy from a matching prefetch, else a DMA from the registered source, queued on the stream
+ * before the launch: the caller's source then stays unwritten until the next synchronisation, as a registered
+ * upload's). A capture neither uses nor drops a prefetch, so fixed_prime can use it. */
 void fp_backend_cuda_fixed_uploads(fp_backend *be, int on);
 int fp_backend_cuda_fixed_reserve(fp_backend *be, int k, size_t bytes);
 int fp_backend_cuda_fixed_count(const fp_backend *be);
 size_t fp_backend_cuda_fixed_bytes(const fp_backend *be, int k);
+int fp_backend_cuda_fixed_prime(fp_backend *be);
 int fp_backend_cuda_fixed_refill(fp_backend *be, int k, const void *src, size_t bytes);
 /* d_scale (device memory) not NULL: softmax_xent scales the loss gradient by *d_scale read on the device when the
  * kernel runs (kernels.h fp_cuda_scale_by), whatever loss_scale the table's call carries; NULL: by that value. */

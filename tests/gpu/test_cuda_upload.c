@@ -9,7 +9,8 @@
  * machine, one overlapping, memory the driver already pins) leaves the uploads staged and CUDA without an error; a
  * model's losses from a registered batch equal the staged ones, the batch's bytes moved from staged to direct (a
  * diagnostic line says how many per step); and prefetches (fp_backend_cuda_prefetch): used by the next upload of their
- * source across a synchronisation, dropped by another large upload or a graph's refill, refused where they cannot help.
+ * source across a synchronisation, dropped by another large upload or a graph's refill, refused where they cannot help;
+ * a CUDA graph's batch upload through the slot's device twin (primed, refilled by DMA or from a prefetch).
  * Skips with a TAP reason when built without CUDA or when no GPU is usable. */
 #include "config.h"
 #include "gpu/require_gpu.h"
@@ -23,6 +24,7 @@
 #include <string.h>
 #include "error.h"
 #include "trainer/backend_cuda.h"
+#include "trainer/cuda/kernels.h"
 #include "trainer/model.h"
 
 static const fp_backend_ops *G;
@@ -358,6 +360,64 @@ static void prefetched_uploads(void)
     free(page);
 }
 
+/* A CUDA graph's upload of a batch from a registered block (fixed_reserve gave slot 0 a device twin): captured as a
+ * copy from the twin with no host copy, fixed_prime fills it from the captured source before the first launch; a
+ * refill from another registered batch is a DMA (direct), one from a prefetched batch a device copy (prefetched);
+ * every launch's destination holds the batch it was given, bit for bit. */
+static void graph_twin_uploads(void)
+{
+    const size_t total = (size_t)12 << 20, big = ((size_t)3 << 20) + 5;
+    unsigned char *blk = NULL;
+    if (posix_memalign((void **)&blk, 4096, total))
+        blk = NULL;
+    void *d = NULL, *exec = NULL, *stream = fp_backend_cuda_stream(gb);
+    int rc = blk ? G->alloc(gb, &d, big) : FP_ENOMEM;
+    for (size_t i = 0; !rc && i < total; i++)
+        blk[i] = pat(12, i);
+    int reg = !rc && fp_backend_cuda_host_register(blk, total);
+    unsigned char *A = blk + 8192, *B = blk + ((size_t)4 << 20), *C = blk + total - big;
+    rc = rc ? rc : fp_backend_cuda_fixed_reserve(gb, 0, big);
+    fp_backend_cuda_upload_counts c0 = counts(gb);
+    fp_backend_cuda_fixed_uploads(gb, 1);
+    rc = rc ? rc : fp_cuda_graph_begin(stream);
+    if (!rc) {
+        int qrc = G->upload(gb, d, A, big);
+        rc = fp_cuda_graph_end(stream, &exec);
+        rc = rc ? rc : qrc;
+    }
+    fp_backend_cuda_fixed_uploads(gb, 0);
+    fp_backend_cuda_upload_counts c1 = counts(gb);
+    rc = rc ? rc : fp_backend_cuda_fixed_prime(gb);
+    rc = rc ? rc : fp_cuda_graph_launch(exec, stream);
+    rc = rc ? rc : G->sync(gb);
+    fp_backend_cuda_upload_counts c2 = counts(gb);
+    tap_ok(!rc && reg && fp_backend_cuda_fixed_count(gb) == 1 && c1.fixed - c0.fixed == 1 &&
+           c2.direct - c1.direct == 1 && landed(d, A, big),
+           "a captured batch upload from a registered block reads the slot's device twin; fixed_prime fills it (a DMA, "
+           "%lld direct) and the first launch lands it%s", c2.direct - c1.direct, rc ? fp_error_message() : "");
+    rc = rc ? rc : fp_backend_cuda_fixed_refill(gb, 0, B, big);
+    rc = rc ? rc : fp_cuda_graph_launch(exec, stream);
+    rc = rc ? rc : G->sync(gb);
+    int okB = !rc && landed(d, B, big);
+    fp_backend_cuda_upload_counts c3 = counts(gb);
+    int started = reg ? fp_backend_cuda_prefetch(gb, C, big) : -1;
+    rc = rc ? rc : G->sync(gb);
+    rc = rc ? rc : fp_backend_cuda_fixed_refill(gb, 0, C, big);
+    rc = rc ? rc : fp_cuda_graph_launch(exec, stream);
+    rc = rc ? rc : G->sync(gb);
+    fp_backend_cuda_upload_counts c4 = counts(gb);
+    tap_ok(okB && c3.direct - c2.direct == 1 && c3.fixed == c2.fixed && started == FP_OK &&
+           c4.prefetched - c3.prefetched == 1 && landed(d, C, big),
+           "refills: from a registered batch a DMA (%lld direct, no host copy), from a prefetched one a device copy "
+           "(%lld prefetched); each replay lands its batch%s", c3.direct - c2.direct, c4.prefetched - c3.prefetched,
+           rc ? fp_error_message() : "");
+    fp_cuda_graph_destroy(exec);
+    if (reg)
+        fp_backend_cuda_host_unregister(blk);
+    G->free(gb, d, big);
+    free(blk);
+}
+
 /* y += x (queued), x uploaded from the next part of a registered block, per round: y ends as the sum of every
  * upload, so no direct upload overtook the accumulate before it (the block is not rewritten before the sync). */
 static void registered_ordered(void)
@@ -474,11 +534,12 @@ int main(void)
         tap_ok(0, "backend created: %s", fp_error_message());
         return tap_done();
     }
-    tap_plan(1 + 2 + 4 + 4 + 1 + 2 + 8);
+    tap_plan(1 + 2 + 4 + 4 + 2 + 1 + 2 + 8);
     uploads_land();
     uploads_ordered();
     registered_uploads();
     prefetched_uploads();
+    graph_twin_uploads();
     registered_ordered();
     refused_registrations();
     G->destroy(gb);

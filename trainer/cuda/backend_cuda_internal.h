@@ -36,11 +36,16 @@ typedef struct {
 } fp_bcu_upload_slot;
 
 /* A CUDA graph's uploads (backend_cuda.h fp_backend_cuda_fixed_uploads): one pinned buffer per upload of the step,
- * in order, kept across steps; what the last fixed upload into it was. */
+ * in order, kept across steps (a large one from a registered range: a device twin instead, fed by a DMA or a
+ * prefetch before each launch); what the last fixed upload into it was. */
 enum { FP_BCU_FIXED = 4 };
 typedef struct {
     void *host;          /* pinned, cap bytes */
     size_t cap;
+    void *dev;           /* a large slot's device twin (arena), dev_cap bytes, when it could be had */
+    size_t dev_cap;
+    int fed;             /* 1: the captured copy reads dev (filled outside the graph: upload.c), not host */
+    const void *feed_src;   /* a fed slot's source at capture, for fp_backend_cuda_fixed_prime */
     void *dst;           /* the upload's destination and size */
     size_t bytes;
 } fp_bcu_fixed_slot;

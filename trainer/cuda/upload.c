@@ -1,6 +1,7 @@
 /* upload.c — the CUDA backend's uploads (backend.h's upload op and backend_cuda.h's upload entry points), by
  * path: a batch prefetched on the copy stream (fp_backend_cuda_prefetch) becomes a device-to-device copy; a CUDA
- * graph's step goes through fixed pinned slots; a source inside a range page-locked in place (host_register.c) is
+ * graph's step goes through fixed slots (a large registered one: a device twin fed before each launch, else pinned
+ * host buffers refilled by a host copy); a source inside a range page-locked in place (host_register.c) is
  * one DMA from it; the rest through pinned staging (small: onto the stream; large: double-buffered device staging
  * filled on the copy stream), or a plain copy when no staging can be had. Promises: every upload is ordered on the
  * instance's stream after what was queued before it; the host never waits for the device, except for a pinned
@@ -185,20 +186,34 @@ int fp_backend_cuda_fixed_reserve(fp_backend *be, int k, size_t bytes)
 {
     if (k < 0 || k >= FP_BCU_FIXED)
         return fp_fail(FP_EINVAL, "%s: graph upload slot %d of %d", be->name, k, FP_BCU_FIXED);
+    fp_bcu_fixed_slot *f = &be->fixed[k];
+    if (bytes > FP_BCU_UP_SMALL_BYTES && !fp_bcu_grow_slot(be, &f->dev, &f->dev_cap, bytes, "(graph upload twin)"))
+        fp_error_clear();   /* no device room for a twin: the slot stays a pinned host buffer */
     return fixed_host(be, k, bytes);
 }
 
-/* An upload while fixed uploads are on: into the next slot's pinned buffer, then one copy on the stream. */
+/* An upload while fixed uploads are on (a capture): a large one from a registered range into a slot with a device
+ * twin is captured as a copy from the twin (no host copy: fp_backend_cuda_fixed_prime and the refills feed it);
+ * else into the next slot's pinned buffer, then one copy on the stream. */
 static int upload_fixed(fp_backend *be, void *dst, const void *src, size_t bytes)
 {
     int k = be->fixed_count;
     if (k >= FP_BCU_FIXED)
         return fp_fail(FP_EINVAL, "%s: more than %d uploads in a graph's step", be->name, FP_BCU_FIXED);
-    TRY(fixed_host(be, k, bytes));
     fp_bcu_fixed_slot *f = &be->fixed[k];
-    memcpy(f->host, src, bytes);
+    f->fed = bytes > FP_BCU_UP_SMALL_BYTES && f->dev && f->dev_cap >= bytes && fp_bcu_host_holds(src, bytes);
+    f->feed_src = f->fed ? src : NULL;
     f->dst = dst;
     f->bytes = bytes;
+    if (f->fed) {
+        be->fixed_count = k + 1;
+        be->ups.fixed++;
+        be->ups.fixed_bytes += (long long)bytes;
+        return fp_bcu_cuda_err(cudaMemcpyAsync(dst, f->dev, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)be->stream),
+                               "upload (graph twin)");
+    }
+    TRY(fixed_host(be, k, bytes));
+    memcpy(f->host, src, bytes);
     be->fixed_count = k + 1;
     be->ups.fixed++;
     be->ups.fixed_bytes += (long long)bytes;
@@ -212,11 +227,22 @@ size_t fp_backend_cuda_fixed_bytes(const fp_backend *be, int k)
     return k >= 0 && k < be->fixed_count ? be->fixed[k].bytes : 0;
 }
 
+int fp_backend_cuda_fixed_prime(fp_backend *be)
+{
+    int rc = FP_OK;
+    for (int k = 0; !rc && k < be->fixed_count; k++)
+        if (be->fixed[k].fed && be->fixed[k].feed_src)
+            rc = fp_bcu_upload(be, be->fixed[k].dev, be->fixed[k].feed_src, be->fixed[k].bytes);
+    return rc;
+}
+
 int fp_backend_cuda_fixed_refill(fp_backend *be, int k, const void *src, size_t bytes)
 {
     if (k < 0 || k >= be->fixed_count || be->fixed[k].bytes != bytes || !src)
         return fp_fail(FP_EINVAL, "%s: graph upload %d of %d does not hold %zu bytes", be->name, k, be->fixed_count,
                        bytes);
+    if (be->fixed[k].fed)   /* the twin, on the stream before the launch: from a prefetch, a DMA, or staged */
+        return fp_bcu_upload(be, be->fixed[k].dev, src, bytes);
     be->pre.pending = 0;
     memcpy(be->fixed[k].host, src, bytes);
     be->ups.fixed++;
@@ -281,8 +307,8 @@ static int upload_prefetched(fp_backend *be, void *dst, size_t bytes)
 int fp_bcu_upload(fp_backend *be, void *dst, const void *src, size_t bytes)
 {
     fp_bcu_wc_touch(be, dst, bytes);
-    if (be->pre.pending && bytes > FP_BCU_UP_SMALL_BYTES) {
-        if (dst && src == be->pre.src && bytes == be->pre.bytes && !be->fixed_on)
+    if (be->pre.pending && bytes > FP_BCU_UP_SMALL_BYTES && !be->fixed_on) {   /* a capture keeps it for the prime */
+        if (dst && src == be->pre.src && bytes == be->pre.bytes)
             return upload_prefetched(be, dst, bytes);
         be->pre.pending = 0;
     }

@@ -595,7 +595,8 @@ static int graph_capture(fp_arm *a, const fp_batch *b, fp_arm_step_result *r, in
         }
         return FP_OK;
     }
-    if ((rc = fp_cuda_graph_launch(exec, stream))) {
+    rc = fp_backend_cuda_fixed_prime(be);   /* the batch into the slots' device twins, before the first launch */
+    if (rc || (rc = fp_cuda_graph_launch(exec, stream))) {
         fp_cuda_graph_destroy(exec);
         if (!wc)
             fp_backend_cuda_weight_copy_invalidate(be);
@@ -700,9 +701,9 @@ int fp_arm_device_step(fp_arm *a, const fp_batch *b, fp_arm_step_result *r, cons
         rc = graph_capture(a, b, r, &ran);
     if (!rc && !ran)
         rc = step_queue(a, b, r, 0);
-    /* the next batch's images start crossing on the copy stream while this step computes (eager steps only: a
-     * replay refills the graph's fixed slots instead); a prefetch that cannot be had leaves the upload as it was */
-    if (!rc && !ran && next && next->n > 0 && !(a->cfg.cuda_graph && !a->graph_off)) {
+    /* the next batch's images start crossing on the copy stream while this step computes (for an eager step's upload
+     * or a replay's refill of the graph's device twin); a prefetch that cannot be had leaves the upload as it was */
+    if (!rc && next && next->n > 0) {
         int started = fp_backend_cuda_prefetch(be, next->images, image_bytes(a, next));
         rc = started < 0 ? started : FP_OK;
     }

@@ -85,8 +85,9 @@ void fp_cmp_arm_failf(fp_compare *c, fp_compare_result *res, int i, const char *
  *    nothing reads its device results, so a late read of a slot being rewritten only feeds work nobody uses; its
  *    backends are destroyed (their streams synchronised) in fp_compare_close before the ring is unregistered (which
  *    also waits for the device) and freed;
- *  - a CUDA graph's replay copies the slot on the host into its fixed upload slots before the launch: no DMA from the
- *    ring there;
+ *  - a CUDA graph's replay refills its fixed upload slots before the launch: a host copy of the slot into a pinned
+ *    buffer, or (images from the registered ring) a DMA from the slot into the graph's device twin queued on the
+ *    stream before the launch, so waited for by the same step's end;
  *  - a GPU arm's step j also starts the copy of slot j + 1 (arm.h fp_arm_set_next_batch), never past the turn's last
  *    slot: that slot stays unwritten until the turn ends, and the copy is waited for by step j + 1 (or by the arm's
  *    synchronisation at the turn's end, fp_cmp_flush_steps) before the next turn rewrites it. */
