@@ -79,6 +79,8 @@ int fp_st_metadata_at(const fp_st *st, size_t i, const char **key, const char **
 
 /* Formats shape as "[64, 64, 3, 3]" ("[]" for rank 0) into buf; returns buf (cut when too small). */
 char *fp_st_shape_str(char *buf, size_t size, const int64_t *shape, int rank);
+/* The element count of a shape, overflow-safe: -1 when the product exceeds INT64_MAX (0 with a zero dimension). */
+int64_t fp_st_shape_numel(const int64_t *shape, int rank);
 
 /* ---- writing ----
  * Collect entries, then write once. Data is BORROWED: it must stay valid and unchanged until

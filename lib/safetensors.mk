@@ -1,5 +1,5 @@
 # lib/safetensors.mk — the safetensors reader/writer (torchvision-style weights) and its JSON parser.
-lib_libfp_a_SOURCES += lib/safetensors.h lib/safetensors.c lib/json_min.h lib/json_min.c
+lib_libfp_a_SOURCES += lib/safetensors.h lib/safetensors.c lib/safetensors_write.c lib/json_min.h lib/json_min.c
 
 check_PROGRAMS += tests/test_safetensors
 TESTS += tests/test_safetensors
