@@ -2,7 +2,7 @@
 # tests (headless screens, tmux sessions, bad input) and its benchmark. Appends to fp16probe_SOURCES,
 # so Makefile.am includes it after cli/cli.mk.
 lib_libfp_a_SOURCES += lib/store_reader_tui.h lib/store_reader_tui.c \
-	tui/tui.h tui/tui_internal.h tui/grid.c tui/tui_model.c tui/chart_braille.c tui/layout.c \
+	tui/tui.h tui/tui_internal.h tui/grid.c tui/tui_model.c tui/tui_series.c tui/tui_derived.c tui/chart_braille.c tui/layout.c \
 	tui/keys.c tui/render.c tui/panels_charts.c tui/panels_layers.c tui/panels_hist.c \
 	tui/panels_events.c tui/screen_text.c tui/tui.c
 fp16probe_SOURCES += cli/cmd_tui.c

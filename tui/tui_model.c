@@ -4,12 +4,12 @@
  * window) with short read transactions; long series are kept downsampled, O(buckets) to draw. Every
  * frame is bounded, the first included: a history longer than one frame can read in FP_TUI_BUDGET_MS
  * is read over several frames (in order, FP_TUI_CHUNK steps at a time; m->loading meanwhile), so the
- * figures shown once it is read are those of a single full read. */
+ * figures shown once it is read are those of a single full read. Its series: tui_series.c; the figures derived
+ * from it: tui_derived.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include "clock.h"
 #include "error.h"
 #include "step_time.h"
@@ -17,81 +17,6 @@
 #include "store_reader_dist.h"
 #include "tui_internal.h"
 #include "wilson.h"
-
-/* ---------------------------------------------------------------- downsampled series */
-
-void fp_ds_init(fp_ds_t *d)
-{
-    memset(d, 0, sizeof *d);
-    d->per = 1;
-}
-
-void fp_ds_push(fp_ds_t *d, double v)
-{
-    if (d->nb == 0 || d->cnt == d->per) {
-        if (d->nb == FP_DS_BUCKETS) {   /* merge pairs: half the buckets, twice as wide */
-            for (int i = 0; i < FP_DS_BUCKETS / 2; i++) {
-                int a = 2 * i, b = 2 * i + 1;
-                d->mn[i] = fmin(d->mn[a], d->mn[b]);
-                d->mx[i] = fmax(d->mx[a], d->mx[b]);
-                d->last[i] = isnan(d->last[b]) ? d->last[a] : d->last[b];
-                d->sum[i] = d->sum[a] + d->sum[b];
-                d->nvalid[i] = d->nvalid[a] + d->nvalid[b];
-            }
-            d->nb = FP_DS_BUCKETS / 2;
-            d->per *= 2;
-        }
-        int i = d->nb++;
-        d->mn[i] = d->mx[i] = d->last[i] = NAN;
-        d->sum[i] = 0;
-        d->nvalid[i] = 0;
-        d->cnt = 0;
-    }
-    int i = d->nb - 1;
-    d->cnt++;
-    d->total++;
-    if (isnan(v))
-        return;
-    d->mn[i] = fmin(d->mn[i], v);
-    d->mx[i] = fmax(d->mx[i], v);
-    d->last[i] = v;
-    d->sum[i] += v;
-    d->nvalid[i]++;
-}
-
-/* Mean of the samples of a's buckets that cover [k*per, (k+1)*per) (per >= a->per, a power of 2 times). */
-static double mean_over(const fp_ds_t *a, int64_t per, int k)
-{
-    int64_t f = per / a->per;
-    double s = 0;
-    int64_t n = 0;
-    for (int64_t i = (int64_t)k * f; i < (int64_t)(k + 1) * f && i < a->nb; i++) {
-        s += a->sum[i];
-        n += a->nvalid[i];
-    }
-    return n ? s / (double)n : NAN;
-}
-
-void fp_ds_ratio(fp_ds_t *dst, const fp_ds_t *a, const fp_ds_t *b)
-{
-    fp_ds_init(dst);
-    int64_t per = a->per > b->per ? a->per : b->per;
-    int64_t na = (a->total + per - 1) / per, nbk = (b->total + per - 1) / per;
-    int64_t n = na < nbk ? na : nbk;
-    if (n > FP_DS_BUCKETS)
-        n = FP_DS_BUCKETS;
-    dst->per = per;
-    for (int k = 0; k < n; k++) {
-        double x = mean_over(a, per, k), y = mean_over(b, per, k);
-        double v = (isnan(x) || isnan(y) || y == 0) ? NAN : x / y;
-        dst->mn[k] = dst->mx[k] = dst->last[k] = v;
-        dst->sum[k] = isnan(v) ? 0 : v;
-        dst->nvalid[k] = !isnan(v);
-    }
-    dst->nb = (int)n;
-    dst->cnt = per;
-    dst->total = n * per;
-}
 
 /* ---------------------------------------------------------------- attach */
 
@@ -612,123 +537,6 @@ int fp_tui_model_update(fp_tui_model_t *m, int role)
     m->frames++;
     m->force = 0;
     return FP_OK;
-}
-
-/* ---------------------------------------------------------------- derived values */
-
-int fp_tui_model_low(const fp_tui_model_t *m)
-{
-    for (int i = 0; i < m->narms; i++)
-        if (i != m->ref)
-            return i;
-    return m->narms > 0 ? 0 : -1;
-}
-
-int fp_tui_cmp_arm(const fp_tui_model_t *m, const fp_tui_ui_t *ui)
-{
-    int n = m->narms - 1;
-    if (n < 1)
-        return fp_tui_model_low(m);
-    int k = ((ui ? ui->arm : 0) % n + n) % n;
-    for (int i = 0; i < m->narms; i++)
-        if (i != m->ref && k-- == 0)
-            return i;
-    return fp_tui_model_low(m);
-}
-
-double fp_tui_arm_thr(const fp_tui_arm_t *a)
-{
-    double ns = a->median_ns;
-    return a->run.batch_size > 0 && ns > 0 ? (double)a->run.batch_size * 1e9 / ns : NAN;
-}
-
-double fp_tui_arm_final_loss(const fp_tui_arm_t *a)
-{
-    int64_t want = a->nsteps / 20, got = 0, used = 0;
-    want = want < 1 ? 1 : want > 50 ? 50 : want;
-    double sum = 0;
-    for (int64_t i = a->nsteps; i-- > 0 && got < want;) {
-        if (a->skips[i])
-            continue;
-        got++;
-        if (isfinite(a->losses[i]))
-            sum += a->losses[i], used++;
-    }
-    return used ? sum / (double)used : NAN;
-}
-
-int fp_tui_arm_emulated(const fp_tui_arm_t *a)
-{
-    const char *d = a->run.device;
-    if (strncasecmp(d, "cpu", 3) == 0)   /* the trainer writes "cpu: <model>" / "cuda: <GPU name>" */
-        return 1;
-    if (strncasecmp(d, "cuda", 4) == 0)
-        return 0;
-    static const char *const gpu[] = {"nvidia", "gpu", "tesla", "geforce", "quadro", "radeon", "rtx"};
-    for (const char *p = d; *p; p++)
-        for (size_t i = 0; i < sizeof gpu / sizeof *gpu; i++)
-            if (strncasecmp(p, gpu[i], strlen(gpu[i])) == 0)
-                return 0;
-    return 1;
-}
-
-void fp_tui_verdict(const fp_tui_model_t *m, int arm, fp_tui_verdict_t *v)
-{
-    const fp_tui_arm_t *a = &m->arm[arm], *R = &m->arm[m->ref];
-    v->speedup = arm == m->ref ? NAN : fp_step_speedup(R->median_ns, a->median_ns);
-    v->loss_gap = fp_tui_arm_final_loss(a) - fp_tui_arm_final_loss(R);
-    v->top1_gap = 100.0 * (a->val_top1 - R->val_top1);
-    v->top1_lo = a->val_lo;
-    v->top1_hi = a->val_hi;
-    v->within = arm != m->ref && isfinite(a->val_lo) && isfinite(R->val_lo) && a->val_lo <= R->val_hi &&
-                R->val_lo <= a->val_hi;
-    v->lost_pct = a->lost_n ? a->lost_sum / a->lost_n : NAN;
-    v->lost_n = a->lost_n;
-    v->skipped = a->skipped_total;
-    v->steps = a->nsteps;
-}
-
-int fp_tui_any_ranks(const fp_tui_model_t *m)
-{
-    for (int i = 0; i < m->narms; i++)
-        if (m->arm[i].ranks > 0)
-            return 1;
-    return 0;
-}
-
-int fp_tui_header_lines(const fp_tui_model_t *m, int w)
-{
-    (void)w;
-    if (m->note[0])
-        return 2;
-    int dist = fp_tui_any_ranks(m);
-    if (m->narms < 2)
-        return 2 + dist;
-    return 2 + 1 + (m->narms - 1) + dist;   /* the title line (with the CPU note), one line per compared arm */
-}
-
-double fp_tui_arm_median_wall(const fp_tui_arm_t *a)
-{
-    return a->median_ns;
-}
-
-double fp_tui_layer_ns(const fp_tui_arm_t *a, int layer, int phase)
-{
-    size_t k = (size_t)layer * FP_PHASE_COUNT + (size_t)phase;
-    if (k < a->nlsum && a->lsum[k].layer == layer && a->lsum[k].phase == phase)
-        return a->lsum[k].mean_ns;
-    for (size_t i = 0; i < a->nlsum; i++)
-        if (a->lsum[i].layer == layer && a->lsum[i].phase == phase)
-            return a->lsum[i].mean_ns;
-    return NAN;
-}
-
-int fp_tui_any_running(const fp_tui_model_t *m)
-{
-    for (int i = 0; i < m->narms; i++)
-        if (strcmp(m->arm[i].status.status, "running") == 0 && !m->arm[i].status.stale)
-            return 1;
-    return 0;
 }
 
 int fp_tui_model_settle(fp_tui_model_t *m, int role)
