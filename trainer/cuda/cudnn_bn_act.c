@@ -1,7 +1,7 @@
 /* cudnn_bn_act.c — batchnorm + (add +) relu fused on cuDNN: cudnnBatchNormalizationForwardTrainingEx /
  * BackwardEx with CUDNN_BATCHNORM_OPS_BN_ACTIVATION / BN_ADD_ACTIVATION, SPATIAL_PERSISTENT, NHWC, the
  * context's relu descriptor (d->act), the caller's reserve space (sized by fp_cudnn_bn_act_query).
- * Promises: cuDNN's NOT_SUPPORTED (at the query or a call) comes back as FP_EUNAVAIL before anything is
+ * Promises: cuDNN's NOT_SUPPORTED (any refusal at the query) comes back as FP_EUNAVAIL before anything is
  * written, so the caller runs the unfused ops. Compiled, not yet run on a GPU. */
 #include "config.h"
 #include "error.h"
@@ -58,7 +58,13 @@ int fp_cudnn_bn_act_query(fp_cudnn *d, const fp_dtensor *x, int with_add, size_t
     if (rc != FP_OK)
         return rc;
     size_t ws[2];
-    return status(d, sizes(d, with_add, ws, reserve_bytes), x, op);
+    cudnnStatus_t s = sizes(d, with_add, ws, reserve_bytes);
+    /* any refusal here (BAD_PARAM for a shape the fused kernels do not take, e.g. C % 4 != 0) leaves the
+     * layer unfused rather than failing the plan */
+    if (s != CUDNN_STATUS_SUCCESS && CUDNN_STATUS_CATEGORY(s) != CUDNN_STATUS_NOT_SUPPORTED)
+        return fp_fail(FP_EUNAVAIL, "%s: cuDNN refuses %s %dx%dx%dx%d (%s)", op, fpc_dtype_name(x->dtype),
+                       x->dims.n, x->dims.h, x->dims.w, x->dims.c, cudnnGetErrorString(s));
+    return status(d, s, x, op);
 }
 
 /* The workspace for direction k (0 forward, 1 backward) and a check of the caller's reserve. */
