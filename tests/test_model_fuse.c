@@ -208,7 +208,7 @@ static fp_model *train(fp_model *(*make)(void), const char *policy, int on, int 
             rc = fp_model_train_step(m, &l, NULL, NULL, x, labels, batch);
         }
         int ran = 0;
-        fp_model_fusion(m, &ran);
+        fp_model_fusion(m, &ran, NULL);
         *fused = ran;
         loss[st] = l;
         if (rc) {
@@ -245,7 +245,7 @@ static void compare_models(fp_model *(*make)(void), const char *what, const char
         fp_model_free(b);
         return;
     }
-    tap_ok(fa == 0 && fb == want_chains && fp_model_fusion(b, NULL) == want_chains,
+    tap_ok(fa == 0 && fb == want_chains && fp_model_fusion(b, NULL, NULL) == want_chains,
            "%s %s: %d chains fused with fusion on (%d), none off (%d)", what, policy, want_chains, fb, fa);
     if (fp32) {
         tap_ok(!memcmp(la, lb, sizeof la), "%s fp32: %d steps' losses bit for bit (%.9g %.9g)", what, STEPS, la[STEPS - 1],
@@ -306,7 +306,7 @@ static void test_sampled(void)
         x[i] = tu_uniform_pm1(&s);
     int ran = -1;
     int rc = fp_model_forward(m, NULL, x, 2, FP_MODE_TRAIN);
-    fp_model_fusion(m, &ran);
+    fp_model_fusion(m, &ran, NULL);
     int lo = fp_model_layer_output(m, 4, out, sizeof out / sizeof *out, NULL);
     tap_ok(rc == FP_OK && ran == 2 && lo == FP_EINVAL && strstr(fp_error_message(), "bn2"),
            "unsampled TRAIN forward fuses 2 chains; bn2's output is refused (%s)", fp_error_message());
@@ -317,7 +317,7 @@ static void test_sampled(void)
     fp_model_set_probe(m, p);
     fp_probe_step_begin(p, 1, 1.0f);
     rc = fp_model_forward(m, NULL, x, 2, FP_MODE_TRAIN);
-    fp_model_fusion(m, &ran);
+    fp_model_fusion(m, &ran, NULL);
     lo = fp_model_layer_output(m, 4, out, sizeof out / sizeof *out, NULL);
     fp_probe_step_end(p);
     tap_ok(rc == FP_OK && ran == 0 && lo == 2 * 8 * 8 * 4, "a sampled step runs unfused: bn2's output is there");

@@ -7,8 +7,10 @@
 
 void fp_model_set_fusion(fp_model *m, int on) { m->fusion = on < 0 ? -1 : on != 0; }
 
-int fp_model_fusion(const fp_model *m, int *fused_last)
+int fp_model_fusion(const fp_model *m, int *fused_last, int *on)
 {
+    if (on)
+        *on = m->fusion < 0 ? devmem(m) : m->fusion;
     int ok = 0, ran = 0;
     for (int k = 0; k < m->nfuse; k++) {
         ok += m->fuse[k].ok;
@@ -115,7 +117,8 @@ int fp_mi_fuse_begin(fp_model *m, fp_mode mode, unsigned want)
 {
     for (int k = 0; k < m->nfuse; k++)
         m->fuse[k].ran = 0;
-    int on = m->fusion < 0 ? devmem(m) : m->fusion;
+    int on = 0;
+    fp_model_fusion(m, NULL, &on);
     m->fwd_fused = mode == FP_MODE_TRAIN && !want && !m->bn_stats && on && m->nfuse > 0;
     return m->fwd_fused;
 }

@@ -177,7 +177,7 @@ static void model_case(const char *policy)
         fp_model_set_fusion(m[k], k);
         fp_model_zero_grad(m[k]);
         rc = fp_model_train_step(m[k], &loss[k], NULL, NULL, x, lab, N);
-        found = fp_model_fusion(m[k], &ran[k]);
+        found = fp_model_fusion(m[k], &ran[k], NULL);
         size_t np = fp_model_num_params(m[k]);
         grads[k] = malloc(np * sizeof(float));
         if (!rc)

@@ -1,7 +1,7 @@
 /* compare_end.c — the end of a training loop's run (compare_internal.h), stopped or not: each arm's last
  * evaluation, checkpoint and weights, its run closed finished, interrupted or failed; the result's figures (mean
- * step, the all-reduce's) and the events that sum an arm up (data parallel, the CUDA graph); the session closed
- * with the run's status. Promises: a stopped arm keeps its checkpoint and weights as they stand; a store that
+ * step, the all-reduce's) and the events that sum an arm up (data parallel, the CUDA graph, fusion); the session
+ * closed with the run's status. Promises: a stopped arm keeps its checkpoint and weights as they stand; a store that
  * failed fails every arm still running with one message naming the last step; a failure on any rank is the
  * job's. */
 #include "config.h"
@@ -45,6 +45,8 @@ static void summarise(fp_compare *c, fp_compare_result *res)
         }
         char graph[300];   /* --cuda-graph: whether the arm's step ran as a CUDA graph, one event */
         if (c->store && c->rank == 0 && a->arm && fp_arm_cuda_graph_line(a->arm, graph, sizeof graph))
+            fp_store_event(c->store, a->run, 0, ar->steps_done, -1, FP_EVENT_INFO, graph);
+        if (c->store && c->rank == 0 && a->arm && fp_arm_fusion_line(a->arm, graph, sizeof graph))   /* one event */
             fp_store_event(c->store, a->run, 0, ar->steps_done, -1, FP_EVENT_INFO, graph);
     }
 }
