@@ -18,6 +18,7 @@
  * partials start on a 64-byte boundary, so two threads never write the same cache line. */
 #define BN_BLOCK_ROWS 256
 #define BN_PAR_MIN ((size_t)1 << 15)   /* elements per thread below which a pass stays serial */
+#define BN_MASK_CHUNK 256              /* channels masked at a time in the fused backward's sums */
 
 static size_t bn_blocks(size_t rows)
 {
@@ -265,6 +266,22 @@ int fp_batchnorm_forward_eval(float *y, const float *x, fp_dims xd, const float 
     return FP_OK;
 }
 
+/* dz = (or +=, acc) y > 0 ? dy : 0 over one row of C: the relu / add backward's gradient of the residual. */
+static void mask_row(float *restrict dz, const float *restrict dy, const float *restrict y, size_t C, int acc)
+{
+    /* dy loaded unconditionally in each loop, so that they vectorise (elementwise.c's relu_bwd) */
+    if (acc)
+        for (size_t c = 0; c < C; c++) {
+            float g = dy[c];
+            dz[c] += y[c] > 0.0f ? g : 0.0f;
+        }
+    else
+        for (size_t c = 0; c < C; c++) {
+            float g = dy[c];
+            dz[c] = y[c] > 0.0f ? g : 0.0f;
+        }
+}
+
 /* Backward pass 1, per block of [k0, k1): sums of dy and dy * (x - mean) over its rows (invstd
  * applied afterwards). */
 static void bwd_sums(void *ctx, size_t k0, size_t k1)
@@ -280,16 +297,22 @@ static void bwd_sums(void *ctx, size_t k0, size_t k1)
         for (size_t r = r0; r < r1; r++) {
             const float *restrict dyr = t->dy + r * C;
             const float *restrict xr = t->x + r * C;
-            if (t->ymask) {   /* fused: g = relu's masked dy, written to dz on the way */
+            if (t->ymask) {   /* fused: g = relu's masked dy, written to dz on the way (row in cache) */
                 const float *restrict yr = t->ymask + r * C;
-                float *restrict dzr = t->dz ? t->dz + r * C : NULL;
-                for (size_t c = 0; c < C; c++) {
-                    float gf = yr[c] > 0.0f ? dyr[c] : 0.0f;
-                    if (dzr)
-                        dzr[c] = t->acc_dz ? dzr[c] + gf : gf;
-                    double g = gf;
-                    sdy[c] += g;
-                    sdyx[c] += g * ((double)xr[c] - (double)save_mean[c]);
+                if (t->dz)
+                    mask_row(t->dz + r * C, dyr, yr, C, t->acc_dz);
+                for (size_t c0 = 0; c0 < C; c0 += BN_MASK_CHUNK) {   /* the float select apart: it vectorises */
+                    size_t n = C - c0 < BN_MASK_CHUNK ? C - c0 : BN_MASK_CHUNK;
+                    float gb[BN_MASK_CHUNK];
+                    for (size_t c = 0; c < n; c++) {
+                        float d = dyr[c0 + c];
+                        gb[c] = yr[c0 + c] > 0.0f ? d : 0.0f;
+                    }
+                    for (size_t c = 0; c < n; c++) {
+                        double g = gb[c];
+                        sdy[c0 + c] += g;
+                        sdyx[c0 + c] += g * ((double)xr[c0 + c] - (double)save_mean[c0 + c]);
+                    }
                 }
                 continue;
             }
@@ -315,7 +338,8 @@ static void bwd_dx(void *ctx, size_t r0, size_t r1)
         if (t->ymask) {   /* fused: the relu mask applied on the fly */
             const float *restrict yr = t->ymask + r * C;
             for (size_t c = 0; c < C; c++) {
-                float g = yr[c] > 0.0f ? dyr[c] : 0.0f;
+                float d = dyr[c];
+                float g = yr[c] > 0.0f ? d : 0.0f;
                 dxr[c] += k[c] * g + a[c] * (xr[c] - save_mean[c]) + b[c];
             }
             continue;
