@@ -1,7 +1,8 @@
 /* test_model_fuse.c — fused batchnorm (+ add) + relu (backend.h bn_act_*, trainer/model_fuse.c) on the CPU:
  * the op against the unfused ops (fp32 bit for bit; 16-bit within one extra rounding), a hand-built
  * BN -> RELU / BN -> ADD -> RELU model and a small bottleneck ResNet trained with fusion on and off (fp32:
- * losses, gradients, weights, running statistics bit for bit), a sampled step runs unfused, bad input. */
+ * losses, gradients, weights, running statistics bit for bit), a sampled step runs unfused, a backend that
+ * refuses (at the query, a forward, a backward) leaves the layer unfused with the same results, bad input. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,6 +328,77 @@ static void test_sampled(void)
     fp_model_free(m);
 }
 
+/* ---------------------------------------------------------------- a backend that refuses (the model's fallback) */
+
+/* The CPU backend's table with refusals: the query refuses chains with an add; the forward refuses its call
+ * number refuse_fwd, the backward its call number refuse_bwd (1-based; 0: never), each with FP_EUNAVAIL. */
+static fp_backend_ops refusing;
+static int fwd_calls, bwd_calls, refuse_fwd, refuse_bwd;
+
+static int q_refuse_add(fp_backend *be, size_t *bytes, fp_tensor x, int with_add)
+{
+    if (with_add)
+        return fp_fail(FP_EUNAVAIL, "bn_act_query: not with an add here");
+    return fp_backend_cpu()->bn_act_query(be, bytes, x, with_add);
+}
+static int fwd_refusing(fp_backend *be, fp_tensor y, fp_tensor save, fp_tensor rm, fp_tensor rv, fp_tensor x,
+                        fp_tensor z, fp_tensor g, fp_tensor b, const fp_bn_params *p, void *r, size_t rb)
+{
+    if (++fwd_calls == refuse_fwd)
+        return fp_fail(FP_EUNAVAIL, "bn_act_forward_train: refused");
+    return fp_backend_cpu()->bn_act_forward_train(be, y, save, rm, rv, x, z, g, b, p, r, rb);
+}
+static int bwd_refusing(fp_backend *be, fp_tensor dx, fp_tensor dz, fp_tensor dg, fp_tensor db, fp_tensor dy,
+                        fp_tensor y, fp_tensor x, fp_tensor g, fp_tensor b, fp_tensor save, const fp_bn_params *p,
+                        void *r, size_t rb, int ax, int az)
+{
+    if (++bwd_calls == refuse_bwd)
+        return fp_fail(FP_EUNAVAIL, "bn_act_backward: refused");
+    return fp_backend_cpu()->bn_act_backward(be, dx, dz, dg, db, dy, y, x, g, b, save, p, r, rb, ax, az);
+}
+
+static fp_model *hand_built_refusing(void)
+{
+    fp_model *m = hand_built();
+    if (m && fp_model_set_backend(m, &refusing, NULL) != FP_OK) {
+        tap_diag("refusing backend: %s", fp_error_message());
+        fp_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static void test_refusals(void)
+{
+    refusing = *fp_backend_cpu();
+    refusing.bn_act_query = q_refuse_add;
+    refusing.bn_act_forward_train = fwd_refusing;
+    refusing.bn_act_backward = bwd_refusing;
+    static const struct { int fwd, bwd; const char *what; } cases[] = {
+        {0, 1, "the add chain refused at the query, the other's first backward refused"},
+        {1, 0, "the add chain refused at the query, the other's first forward refused"}};
+    for (int k = 0; k < 2; k++) {
+        enum { STEPS = 3 };
+        double la[STEPS] = {0}, lb[STEPS] = {0};
+        int fa = 0, fb = 0;
+        fwd_calls = bwd_calls = 0;
+        refuse_fwd = cases[k].fwd;
+        refuse_bwd = cases[k].bwd;
+        fp_model *a = train(hand_built, "fp32", 0, STEPS, 4, la, &fa);
+        fp_model *b = train(hand_built_refusing, "fp32", 1, STEPS, 4, lb, &fb);
+        int found = b ? fp_model_fusion(b, NULL, NULL) : -1;
+        tap_ok(a && b && found == 0 && fb == 0 && fwd_calls == 1 && bwd_calls == (refuse_bwd ? 1 : 0),
+               "%s: afterwards nothing fuses (%d chains, %d ran; %d forward, %d backward calls)", cases[k].what, found,
+               fb, fwd_calls, bwd_calls);
+        tap_ok(a && b && !memcmp(la, lb, sizeof la) &&
+                   same_bits(fp_model_grads(a), fp_model_grads(b), fp_model_num_params(a)) &&
+                   same_bits(fp_model_params(a), fp_model_params(b), fp_model_num_params(a)),
+               "%s: losses, gradients and weights still the unfused ones bit for bit", cases[k].what);
+        fp_model_free(a);
+        fp_model_free(b);
+    }
+}
+
 int main(void)
 {
     const fp_backend_ops *o = fp_backend_cpu();
@@ -345,5 +417,6 @@ int main(void)
         compare_models(small_resnet, "resnet b1111 w4", pols[k], 13);
     }
     test_sampled();
+    test_refusals();
     return tap_done();
 }
