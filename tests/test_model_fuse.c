@@ -292,6 +292,62 @@ static void got(void *self, int layer, fp_tensor_role role, const float *x, size
     }
 }
 
+/* Layer hooks counted per layer and phase (forward, backward data) at a step that samples nothing. */
+static int pairs[16][2], open_now;
+static unsigned want_none(void *self, int64_t step, float s)
+{
+    (void)self, (void)step, (void)s;
+    return 0;
+}
+static void lb(void *self, int layer, fp_phase ph)
+{
+    (void)self;
+    open_now += (layer < 16 && (ph == FP_PHASE_FORWARD || ph == FP_PHASE_BACKWARD_DATA)) ? 1 : 0;
+}
+static void le(void *self, int layer, fp_phase ph)
+{
+    (void)self;
+    if (layer < 16 && (ph == FP_PHASE_FORWARD || ph == FP_PHASE_BACKWARD_DATA)) {
+        pairs[layer][ph == FP_PHASE_FORWARD ? 0 : 1]++;
+        open_now--;
+    }
+}
+
+static void test_hooks_when_fused(void)
+{
+    fp_model *m = hand_built();
+    fp_probe *p = NULL;
+    static const fp_probe_ops ops = {.name = "count", .step_begin = want_none, .layer_begin = lb, .layer_end = le};
+    if (!m || fp_probe_create(&p) || fp_probe_add(p, &ops, NULL)) {
+        tap_ok(0, "hand-built model and a counting probe");
+        fp_model_free(m);
+        fp_probe_free(p);
+        return;
+    }
+    fp_model_set_fusion(m, 1);
+    fp_model_set_probe(m, p);
+    float x[2 * 8 * 8 * 3], dl[2 * 8 * 8 * 5];
+    uint64_t s = 5;
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+        x[i] = tu_uniform_pm1(&s);
+    for (size_t i = 0; i < sizeof dl / sizeof *dl; i++)
+        dl[i] = tu_uniform_pm1(&s);
+    fp_probe_step_begin(p, 1, 1.0f);
+    int rc = fp_model_forward(m, NULL, x, 2, FP_MODE_TRAIN);
+    int ran = 0;
+    fp_model_fusion(m, &ran, NULL);
+    rc = rc ? rc : fp_model_backward(m, dl);
+    fp_probe_step_end(p);
+    int all = 1, nl = fp_model_layer_count(m);
+    for (int i = 0; i < nl; i++)   /* c1 (0) takes the model input: no data gradient, no backward pair */
+        all &= pairs[i][0] == 1 && pairs[i][1] == (i == 0 ? 0 : 1);
+    tap_ok(rc == FP_OK && ran == 2 && all && open_now == 0,
+           "a fused step still gives every layer one forward and one backward-data hook pair (%d layers)", nl);
+    fp_model_set_probe(m, NULL);
+    fp_probe_free(p);
+    fp_model_free(m);
+}
+
 static void test_sampled(void)
 {
     fp_model *m = hand_built();
@@ -417,6 +473,7 @@ int main(void)
         compare_models(small_resnet, "resnet b1111 w4", pols[k], 13);
     }
     test_sampled();
+    test_hooks_when_fused();
     test_refusals();
     return tap_done();
 }

@@ -143,18 +143,20 @@ static fp_tensor vec(float *base, long long off, int c)
     return fp_tensor_of(base + off, FP_DT_F32, (fp_dims){1, 1, 1, c});
 }
 
-/* The forward's probe hooks for the chain (begin: before the op, else after it): the fused op runs inside
- * the batchnorm's pair, the add's and relu's pairs are empty (their work is in it). */
-static void hooks(fp_model *m, const fuse_t *f, fp_phase ph, int begin)
+/* Probe hooks: the fused op runs inside the batchnorm's pair (bn_hook: begin 1 / end 0); the add's and the
+ * relu's pairs are empty (their work is in it), in the phase's node order (empty_hooks). */
+static void bn_hook(fp_model *m, const fuse_t *f, fp_phase ph, int begin)
 {
-    if (!m->probe)
-        return;
-    if (begin) {
+    if (m->probe && begin)
         fp_probe_layer_begin(m->probe, f->bn, ph);
-        return;
-    }
-    fp_probe_layer_end(m->probe, f->bn, ph);
-    for (int j = f->bn + 1; j <= f->last; j++) {
+    else if (m->probe)
+        fp_probe_layer_end(m->probe, f->bn, ph);
+}
+
+static void empty_hooks(fp_model *m, const fuse_t *f, fp_phase ph)
+{
+    for (int k = 1; m->probe && k <= f->last - f->bn; k++) {
+        int j = ph == FP_PHASE_FORWARD ? f->bn + k : f->last + 1 - k;
         fp_probe_layer_begin(m->probe, j, ph);
         fp_probe_layer_end(m->probe, j, ph);
     }
@@ -176,18 +178,18 @@ int fp_mi_fuse_forward(fp_model *m, int i, int n, int *rc)
     void *rsv = f->rsv_bytes ? (unsigned char *)pl->rsv + f->rsv_off : NULL;
     if (ops->set_label)
         ops->set_label(m->be, nd->info.name);
-    hooks(m, f, FP_PHASE_FORWARD, 1);
+    bn_hook(m, f, FP_PHASE_FORWARD, 1);
     int r = ops->bn_act_forward_train(m->be, Y, save, rm, rv, X, Z, vec(P, nd->pw, c), vec(P, nd->pb, c), &nd->bn,
                                       rsv, f->rsv_bytes);
     if (r == FP_EUNAVAIL) {   /* refused at run time: this chain runs unfused from now on */
         fp_error_clear();
         f->ok = 0;
-        if (m->probe)
-            fp_probe_layer_end(m->probe, i, FP_PHASE_FORWARD);
+        bn_hook(m, f, FP_PHASE_FORWARD, 0);
         return -1;
     }
     r = r ? r : fp_mi_round_running(m, rm, rv);
-    hooks(m, f, FP_PHASE_FORWARD, 0);
+    bn_hook(m, f, FP_PHASE_FORWARD, 0);
+    empty_hooks(m, f, FP_PHASE_FORWARD);
     if (r)
         fp_mi_relabel(r, m->name, "fused layer", nd->info.name);
     f->ran = !r;
@@ -215,20 +217,14 @@ int fp_mi_fuse_backward(fp_model *m, int i, int n, int *rc)
         *rc = r;
         return f->bn;
     }
-    if (m->probe)
-        for (int j = f->last; j > f->bn; j--) {
-            fp_probe_layer_begin(m->probe, j, FP_PHASE_BACKWARD_DATA);
-            fp_probe_layer_end(m->probe, j, FP_PHASE_BACKWARD_DATA);
-        }
-    if (m->probe)
-        fp_probe_layer_begin(m->probe, f->bn, FP_PHASE_BACKWARD_DATA);
+    empty_hooks(m, f, FP_PHASE_BACKWARD_DATA);
+    bn_hook(m, f, FP_PHASE_BACKWARD_DATA, 1);
     fp_tensor save = vec((float *)m->plan[FP_MODE_TRAIN].aux, (long long)nd->aux, 2 * c);
     void *rsv = f->rsv_bytes ? (unsigned char *)m->plan[FP_MODE_TRAIN].rsv + f->rsv_off : NULL;
     r = m->ops->bn_act_backward(m->be, DX, DZ, vec(G, nd->pw, c), vec(G, nd->pb, c), DY,
                                 vten(m, FP_MODE_TRAIN, vy, n), vten(m, FP_MODE_TRAIN, vx, n), vec(P, nd->pw, c),
                                 vec(P, nd->pb, c), save, &nd->bn, rsv, f->rsv_bytes, acc_x, acc_z);
-    if (m->probe)
-        fp_probe_layer_end(m->probe, f->bn, FP_PHASE_BACKWARD_DATA);
+    bn_hook(m, f, FP_PHASE_BACKWARD_DATA, 0);
     if (r == FP_EUNAVAIL) {   /* refused: the targets made here go back, the node loop runs the chain */
         fp_error_clear();
         f->ok = 0;
