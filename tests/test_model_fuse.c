@@ -249,8 +249,8 @@ static void compare_models(fp_model *(*make)(void), const char *what, const char
     tap_ok(fa == 0 && fb == want_chains && fp_model_fusion(b, NULL, NULL) == want_chains,
            "%s %s: %d chains fused with fusion on (%d), none off (%d)", what, policy, want_chains, fb, fa);
     if (fp32) {
-        tap_ok(!memcmp(la, lb, sizeof la), "%s fp32: %d steps' losses bit for bit (%.9g %.9g)", what, STEPS, la[STEPS - 1],
-               lb[STEPS - 1]);
+        tap_ok(!memcmp(la, lb, sizeof la), "%s fp32: %d steps' losses bit for bit (%.9g %.9g)", what, STEPS,
+               la[STEPS - 1], lb[STEPS - 1]);
         tap_ok(same_bits(fp_model_grads(a), fp_model_grads(b), fp_model_num_params(a)) &&
                    same_bits(fp_model_params(a), fp_model_params(b), fp_model_num_params(a)) &&
                    same_bits(fp_model_buffers(a), fp_model_buffers(b), fp_model_num_buffers(a)),

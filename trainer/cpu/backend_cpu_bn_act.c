@@ -20,8 +20,8 @@ int fp_bcpu_bn_act_query(fp_backend *be, size_t *reserve_bytes, fp_tensor x, int
 }
 
 int fp_bcpu_bn_act_forward_train(fp_backend *be, fp_tensor y, fp_tensor save, fp_tensor running_mean,
-                                    fp_tensor running_var, fp_tensor x, fp_tensor z, fp_tensor gamma,
-                                    fp_tensor beta, const fp_bn_params *p, void *reserve, size_t reserve_bytes)
+                                 fp_tensor running_var, fp_tensor x, fp_tensor z, fp_tensor gamma, fp_tensor beta,
+                                 const fp_bn_params *p, void *reserve, size_t reserve_bytes)
 {
     TRY(fp_backend_bn_act_check("bn_act_forward_train", &y, &x, &z, &gamma, &beta, &running_mean, &running_var,
                                 &save, p, reserve_bytes, reserve));
@@ -38,9 +38,9 @@ int fp_bcpu_bn_act_forward_train(fp_backend *be, fp_tensor y, fp_tensor save, fp
 }
 
 int fp_bcpu_bn_act_backward(fp_backend *be, fp_tensor dx, fp_tensor dz, fp_tensor dgamma, fp_tensor dbeta,
-                               fp_tensor dy, fp_tensor y, fp_tensor x, fp_tensor gamma, fp_tensor beta, fp_tensor save,
-                               const fp_bn_params *p, void *reserve, size_t reserve_bytes, int accumulate_dx,
-                               int accumulate_dz)
+                            fp_tensor dy, fp_tensor y, fp_tensor x, fp_tensor gamma, fp_tensor beta, fp_tensor save,
+                            const fp_bn_params *p, void *reserve, size_t reserve_bytes, int accumulate_dx,
+                            int accumulate_dz)
 {
     TRY(fp_backend_bn_act_backward_check("bn_act_backward", &dx, &dz, &dgamma, &dbeta, &dy, &y, &x, &gamma, &beta,
                                          &save, p, reserve_bytes, reserve));

@@ -90,7 +90,8 @@ int fp_cudnn_bn_act_forward_train(fp_cudnn *d, const fp_dtensor *y, float *save_
 {
     const char *op = "batchnorm + relu forward train";
     if (!gamma || !beta || !p || !save_mean || !save_invstd || (!running_mean) != (!running_var))
-        return fpc_fail_arg(d, op, "gamma, beta, params and the saved statistics must be given, running ones both or neither");
+        return fpc_fail_arg(d, op, "gamma, beta, params and the saved statistics must be given, running statistics "
+                                   "both or neither");
     size_t ws = 0;
     int rc = prepare(d, x, z != NULL, 0, reserve_bytes, &ws, op);
     if (rc != FP_OK)
