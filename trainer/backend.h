@@ -137,8 +137,8 @@ typedef struct fp_backend_ops {
      * set) when it does not: the caller runs the unfused ops for that layer. forward_train: y = relu(bn(x) +
      * z) (z skipped: relu(bn(x))), statistics, running stats and save as bn_forward_train; x, z, y of one
      * format and shape, y may alias z (not x); computed in fp32 and rounded to y's format ONCE (the unfused
-     * ops round bn(x), then the sum: for 16-bit y they differ by at most one rounding of the pre-activation;
-     * fp32 equals the unfused composition bit for bit on the CPU). reserve: reserve_bytes of backend memory
+     * ops round bn(x), then the sum: a 16-bit y differs from theirs by at most half an ulp of bn(x) plus one
+     * ulp of y; fp32 equals the unfused composition bit for bit on the CPU). reserve: reserve_bytes of backend memory
      * (NULL when 0), written here, read by the backward of the same layer. backward: g = y > 0 ? dy : +0
      * (y: the forward's output); dz (may be skipped) = g with accumulate_dz (relu / add backward's rule); dx
      * (may be skipped) = bn backward of g with accumulate_dx; dgamma, dbeta ACCUMULATE (may be skipped); p:
