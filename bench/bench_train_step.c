@@ -1,7 +1,8 @@
 /* bench_train_step.c — one training step (forward TRAIN + cross-entropy + backward, no optimizer) of
  * torchvision's ResNet-50 at 64x64, batch 16, under the fp32, fp16 and bf16 policies: 2 warm-up + 5
- * timed steps, median times, memory figures, fp16/fp32 ratios; two threads, as `--threads 2`. Prints
- * figures, never fails on time. */
+ * timed steps, median times, memory figures, fp16/fp32 ratios; two threads, as `--threads 2`. A fourth model,
+ * fp32 with fusion on (fp_model_set_fusion: the CPU's fused batchnorm (+ add) + relu; off by default on the CPU),
+ * gives the fused / unfused step ratio and how many chains fused. Prints figures, never fails on time. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +18,8 @@
 #define WARMUP 2
 #define STEPS 5
 
-#define NPOL 3
-static const char *const policies[NPOL] = {"fp32", "fp16", "bf16"};
+#define NPOL 4   /* the last: fp32 with fusion on */
+static const char *const policies[NPOL] = {"fp32", "fp16", "bf16", "fp32"};
 
 int main(void)
 {
@@ -42,6 +43,7 @@ int main(void)
             return 1;
         }
         fp_model_set_threads(m[p], 2);
+        fp_model_set_fusion(m[p], p == NPOL - 1);
     }
     /* The policies take turns step by step, so the noise of a shared machine hits them alike; the
      * ratios are medians of the per-round ratios. */
@@ -74,8 +76,12 @@ int main(void)
         qsort(fwd[p], STEPS, sizeof fwd[p][0], bench_cmp_double);
         qsort(ratio[p], STEPS, sizeof ratio[p][0], bench_cmp_double);
         fp_model_memory(m[p], &mem[p]);
-        printf("resnet50 %dx%d batch %d, %s, %zu parameters, loss %.4f\n", SIZE, SIZE, BATCH, policies[p],
-               fp_model_num_params(m[p]), loss[p]);
+        int fused = 0;
+        fp_model_fusion(m[p], &fused, NULL);
+        printf("resnet50 %dx%d batch %d, %s%s, %zu parameters, loss %.4f\n", SIZE, SIZE, BATCH, policies[p],
+               p == NPOL - 1 ? " with fusion on" : "", fp_model_num_params(m[p]), loss[p]);
+        if (p == NPOL - 1)
+            printf("  fusion: %d batchnorm -> (add ->) relu chains fused in each step\n", fused);
         printf("  forward only (train mode): median %.1f ms; forward+backward: median %.1f ms (min %.1f, max %.1f)\n",
                fwd[p][STEPS / 2], t[p][STEPS / 2], t[p][0], t[p][STEPS - 1]);
         printf("  memory MiB: params %.1f, grads %.1f, activations (arena) %.1f, of which saved for backward %.1f, "
@@ -94,6 +100,8 @@ int main(void)
     printf("bench: resnet50_activation_peak_fp16_over_fp32=%.3f unit=x ratio=%.3f\n", apr, apr);
     printf("bench: resnet50_step_fp16_over_fp32=%.3f unit=x ratio=%.3f\n", ratio[1][STEPS / 2], ratio[1][STEPS / 2]);
     printf("bench: resnet50_fwd_bwd_64px_b16=%.1f unit=ms\n", t[0][STEPS / 2]);
+    printf("bench: resnet50_step_fp32_fused_over_unfused=%.3f unit=x ratio=%.3f fused_ms=%.1f\n", ratio[3][STEPS / 2],
+           ratio[3][STEPS / 2], t[3][STEPS / 2]);
     for (int p = 0; p < NPOL; p++)
         fp_model_free(m[p]);
     free(x);

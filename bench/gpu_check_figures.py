@@ -4,7 +4,7 @@
 # per step, the top kernels, how much of a traced step the GPU was busy; and the fp16 probe overhead as a user
 # pays it at the default sampling interval (traced steps left out of it: tracing is a choice of its own); per
 # policy the host CPU time per step (steps.host_cpu_ns, schema version 6: the training thread's CPU time; nan
-# from a database without it).
+# from a database without it); per arm the fused batchnorm chains (its fusion event, where fusion was on).
 import os, sqlite3, statistics as st, sys
 on = sqlite3.connect(sys.argv[1]); warm = int(sys.argv[3])
 q = lambda db, s, *a: db.execute(s, a).fetchall()
@@ -30,6 +30,10 @@ for run, pol in q(on, "SELECT id, policy FROM runs ORDER BY id"):
               f"{wall / 1e6:.1f} ms step: {100.0 * ksum / wall:.0f}% of the step on the GPU")
     for name, n, ns in top:
         print(f"   top kernel[{pol}]: {ns / 1e6:.1f} ms in {n} launches: {name[:100]}")
+# Fusion (trainer/model_fuse.c): each arm's event saying how many batchnorm -> (add ->) relu chains ran fused.
+for run, pol in q(on, "SELECT id, policy FROM runs ORDER BY id"):
+    for (text,) in q(on, "SELECT text FROM events WHERE run = ? AND kind = 'info' AND text LIKE 'fusion:%'", run):
+        print(f"fusion[{pol}]: {text[len('fusion: '):]}")
 # Host CPU per step (issue 22): the training thread's CPU time, median over the unskipped steps after warm-up that
 # recorded it, and its median share of the step's wall time; on a GPU arm the host's own work per step (the wait
 # for the device sleeps on a blocking-sync event: docs/schema.md). The goal: the GPU, not the host, sets the pace.

@@ -130,6 +130,29 @@ typedef struct fp_backend_ops {
     int (*bn_backward)(fp_backend *be, fp_tensor dx, fp_tensor dgamma, fp_tensor dbeta, fp_tensor dy, fp_tensor x,
                        fp_tensor gamma, fp_tensor save, int accumulate);
 
+    /* -- fused batchnorm (+ residual add) + relu, training (cuDNN's BN_ACTIVATION / BN_ADD_ACTIVATION) --
+     * May be NULL in the table: the model then runs bn / add / relu apart. bn_act_query: FP_OK with
+     * *reserve_bytes (backend memory a layer keeps from its forward to its backward; may be 0) when the
+     * backend fuses an x like this one (format, dims; with_add: a residual z too), FP_EUNAVAIL (message
+     * set) when it does not: the caller runs the unfused ops for that layer. forward_train: y = relu(bn(x) +
+     * z) (z skipped: relu(bn(x))), statistics, running stats and save as bn_forward_train; x, z, y of one
+     * format and shape, y may alias z (not x); computed in fp32 and rounded to y's format ONCE (the unfused
+     * ops round bn(x), then the sum: a 16-bit y differs from theirs by at most half an ulp of bn(x) plus one
+     * ulp of y; fp32 equals the unfused composition bit for bit on the CPU). reserve: reserve_bytes of backend memory
+     * (NULL when 0), written here, read by the backward of the same layer. backward: g = y > 0 ? dy : +0
+     * (y: the forward's output); dz (may be skipped) = g with accumulate_dz (relu / add backward's rule); dx
+     * (may be skipped) = bn backward of g with accumulate_dx; dgamma, dbeta ACCUMULATE (may be skipped); p:
+     * the forward's.
+     * Either call may also answer FP_EUNAVAIL before writing anything: the caller runs the unfused ops. */
+    int (*bn_act_query)(fp_backend *be, size_t *reserve_bytes, fp_tensor x, int with_add);
+    int (*bn_act_forward_train)(fp_backend *be, fp_tensor y, fp_tensor save, fp_tensor running_mean,
+                                fp_tensor running_var, fp_tensor x, fp_tensor z, fp_tensor gamma, fp_tensor beta,
+                                const fp_bn_params *p, void *reserve, size_t reserve_bytes);
+    int (*bn_act_backward)(fp_backend *be, fp_tensor dx, fp_tensor dz, fp_tensor dgamma, fp_tensor dbeta,
+                           fp_tensor dy, fp_tensor y, fp_tensor x, fp_tensor gamma, fp_tensor beta, fp_tensor save,
+                           const fp_bn_params *p, void *reserve, size_t reserve_bytes, int accumulate_dx,
+                           int accumulate_dz);
+
     /* -- relu --
      * forward: y = max(x, 0) (v < 0 ? 0 : v: -0 and NaN pass), y and x of one format (any), y may
      * alias x. backward: dx (accumulate) = y > 0 ? dy : +0 (y: the forward output; NaN and -0 are not

@@ -91,6 +91,45 @@ int fp_backend_bn_backward_check(const char *op, const fp_tensor *dx, const fp_t
     return fp_backend_vec_check(op, "save", save, 2 * x->d.c, 0);
 }
 
+/* A tensor of x's shape and format (may be skipped when may_skip). */
+static int like_x(const char *op, const char *name, const fp_tensor *t, const fp_tensor *x, int may_skip)
+{
+    TRY(fp_backend_check(op, name, t, FP_BACKEND_ANY, may_skip));
+    if (!t->p)
+        return FP_OK;
+    TRY(fp_backend_same_dims(op, name, t, "x", x));
+    return fp_backend_want(t->dt == x->dt, op, name[0] == 'd' ? "gradients and x of different formats"
+                                                                : "x, z and y of different formats");
+}
+
+int fp_backend_bn_act_check(const char *op, const fp_tensor *y, const fp_tensor *x, const fp_tensor *z,
+                            const fp_tensor *gamma, const fp_tensor *beta, const fp_tensor *rm, const fp_tensor *rv,
+                            const fp_tensor *save, const fp_bn_params *p, size_t reserve_bytes, const void *reserve)
+{
+    TRY(fp_backend_bn_check(op, y, x, gamma, beta, rm, rv, 1, p));
+    TRY(like_x(op, "y", y, x, 0));
+    TRY(like_x(op, "z", z, x, 1));
+    TRY(fp_backend_vec_check(op, "save", save, 2 * x->d.c, 0));
+    TRY(fp_backend_want(x->d.n * (long long)x->d.h * x->d.w > 1, op, "needs more than one value per channel"));
+    return fp_backend_want(!reserve_bytes || reserve, op, "NULL reserve with reserve_bytes > 0");
+}
+
+int fp_backend_bn_act_backward_check(const char *op, const fp_tensor *dx, const fp_tensor *dz,
+                                     const fp_tensor *dgamma, const fp_tensor *dbeta, const fp_tensor *dy,
+                                     const fp_tensor *y, const fp_tensor *x, const fp_tensor *gamma,
+                                     const fp_tensor *beta, const fp_tensor *save, const fp_bn_params *p,
+                                     size_t reserve_bytes, const void *reserve)
+{
+    TRY(fp_backend_want(p != NULL, op, "NULL params"));
+    TRY(fp_backend_bn_backward_check(op, dx, dgamma, dbeta, dy, x, gamma, save));
+    TRY(like_x(op, "y", y, x, 0));
+    TRY(like_x(op, "dy", dy, x, 0));
+    TRY(like_x(op, "dx", dx, x, 1));
+    TRY(like_x(op, "dz", dz, x, 1));
+    TRY(fp_backend_vec_check(op, "beta", beta, x->d.c, 0));
+    return fp_backend_want(!reserve_bytes || reserve, op, "NULL reserve with reserve_bytes > 0");
+}
+
 int fp_backend_pool_check(const char *op, const fp_tensor *x, const fp_tensor *y, const fp_pool_params *p)
 {
     TRY(fp_backend_want(p != NULL, op, "NULL params"));

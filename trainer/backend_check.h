@@ -34,6 +34,16 @@ int fp_backend_bn_check(const char *op, const fp_tensor *y, const fp_tensor *x, 
 int fp_backend_bn_backward_check(const char *op, const fp_tensor *dx, const fp_tensor *dgamma,
                                  const fp_tensor *dbeta, const fp_tensor *dy, const fp_tensor *x,
                                  const fp_tensor *gamma, const fp_tensor *save);
+/* The fused batchnorm + (add +) relu ops (backend.h bn_act_*): x, y (z, dy, dx, dz where given) of one
+ * shape and format, the vectors as batchnorm's, save {1, 1, 1, 2c} required, a reserve where bytes > 0. */
+int fp_backend_bn_act_check(const char *op, const fp_tensor *y, const fp_tensor *x, const fp_tensor *z,
+                            const fp_tensor *gamma, const fp_tensor *beta, const fp_tensor *rm, const fp_tensor *rv,
+                            const fp_tensor *save, const fp_bn_params *p, size_t reserve_bytes, const void *reserve);
+int fp_backend_bn_act_backward_check(const char *op, const fp_tensor *dx, const fp_tensor *dz,
+                                     const fp_tensor *dgamma, const fp_tensor *dbeta, const fp_tensor *dy,
+                                     const fp_tensor *y, const fp_tensor *x, const fp_tensor *gamma,
+                                     const fp_tensor *beta, const fp_tensor *save, const fp_bn_params *p,
+                                     size_t reserve_bytes, const void *reserve);
 int fp_backend_pool_check(const char *op, const fp_tensor *x, const fp_tensor *y, const fp_pool_params *p);
 int fp_backend_avg_check(const char *op, const fp_tensor *x, const fp_tensor *y);
 int fp_backend_linear_check(const char *op, const fp_tensor *x, const fp_tensor *y, const fp_tensor *w,

@@ -66,6 +66,18 @@ int fp_batchnorm_forward_eval(float *y, const float *x, fp_dims xd, const float 
 int fp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, fp_dims xd,
                           const float *gamma, const float *save_mean, const float *save_invstd);
 
+/* Fused batchnorm (+ residual) + relu, training: y = relu(bn(x) + z) (z NULL: relu(bn(x))) in one pass
+ * after the statistics, the fp32 arithmetic of fp_batchnorm_forward_train, fp_add_forward and
+ * fp_relu_forward in turn (their composition bit for bit); y may alias x or z. Backward: g = y > 0 ? dy :
+ * 0 (y: the forward's output); dz (may be NULL) = g (accumulate_dz 0) or += g; dx (+=), dgamma, dbeta
+ * (+=) those of fp_batchnorm_backward on g, bit for bit. */
+int fp_batchnorm_relu_forward_train(float *y, float *save_mean, float *save_invstd, float *running_mean,
+                                    float *running_var, const float *x, const float *z, fp_dims xd,
+                                    const float *gamma, const float *beta, const fp_bn_params *p);
+int fp_batchnorm_relu_backward(float *dx, float *dz, int accumulate_dz, float *dgamma, float *dbeta, const float *dy,
+                               const float *y, const float *x, fp_dims xd, const float *gamma,
+                               const float *save_mean, const float *save_invstd);
+
 /* y = max(x, 0), NaN propagates; y may alias x (in place). n == 0 is a no-op. */
 int fp_relu_forward(float *y, const float *x, size_t n);
 /* dx += dy where y > 0 (y: the forward output). */

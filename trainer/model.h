@@ -306,6 +306,16 @@ int fp_model_share_params(fp_model *dst, fp_model *src);
 
 /* Scratch threads hint passed to the kernels' workspace (>= 1). */
 void fp_model_set_threads(fp_model *m, int threads);
+/* Fusion (trainer/model_fuse.c): batchnorm -> relu and batchnorm -> add -> relu chains whose intermediate
+ * values nothing else reads run as the backend's fused op (backend.h bn_act_*) in TRAIN forwards that the
+ * probes sample nothing from (and in their backwards, unless those sample). Sampled, EVAL and caller-
+ * statistics forwards run every node, so probes see each layer's own output. After a fused forward the
+ * chain's batchnorm and add outputs were not written: fp_model_layer_output refuses them (FP_EINVAL).
+ * on: 1 / 0; -1 (the default): on for device backends, off for the CPU backend (docs/design.md).
+ * fp_model_fusion: the chains the backend fuses (found at the TRAIN plan's build; 0 before one), in
+ * *fused_last how many ran fused in the last forward, in *on whether fusion is on (either may be NULL). */
+void fp_model_set_fusion(fp_model *m, int on);
+int fp_model_fusion(const fp_model *m, int *fused_last, int *on);
 
 /* ---- memory (bytes) ---- */
 typedef struct {

@@ -58,7 +58,7 @@ static void *grad_new(fp_model *m, int v, int n)
     return m->gb[b].p;
 }
 
-static void grad_release(fp_model *m, int v)
+void fp_mi_grad_release(fp_model *m, int v)
 {
     if (m->vgrad[v] >= 0)
         m->gb[m->vgrad[v]].used = 0;
@@ -66,7 +66,7 @@ static void grad_release(fp_model *m, int v)
 }
 
 /* The gradient of value v as a tensor (its block must exist). */
-static fp_tensor gten(fp_model *m, int v, int n)
+fp_tensor fp_mi_gten(fp_model *m, int v, int n)
 {
     return fp_tensor_of(m->gb[m->vgrad[v]].p, vdt(m, v), batch_dims(m->values[v].d, n));
 }
@@ -82,12 +82,12 @@ static int oom_backward(fp_model *m)
 
 /* The gradient of value v for an op to write: *accumulate 0 when it is created now (the op
  * overwrites it), 1 when it exists (the op adds to it). FP_ENOMEM. */
-static int grad_target(fp_model *m, int v, int n, fp_tensor *g, int *accumulate)
+int fp_mi_grad_target(fp_model *m, int v, int n, fp_tensor *g, int *accumulate)
 {
     *accumulate = m->vgrad[v] >= 0;
     if (!*accumulate && !grad_new(m, v, n))
         return oom_backward(m);
-    *g = gten(m, v, n);
+    *g = fp_mi_gten(m, v, n);
     return FP_OK;
 }
 
@@ -97,9 +97,9 @@ static int grad_contrib(fp_model *m, int v, int n, fp_tensor src)
     if (m->vgrad[v] < 0) {
         if (!grad_new(m, v, n))
             return oom_backward(m);
-        return m->ops->cast(m->be, gten(m, v, n), src);
+        return m->ops->cast(m->be, fp_mi_gten(m, v, n), src);
     }
-    return m->ops->accumulate(m->be, gten(m, v, n), src);
+    return m->ops->accumulate(m->be, fp_mi_gten(m, v, n), src);
 }
 
 /* The gradient of value `from` becomes value `to`'s (no copy). */
@@ -119,7 +119,7 @@ void fp_model_set_grad_ready(fp_model *m, fp_model_grad_ready_fn fn, void *ctx)
 
 /* Node i's parameter gradients are final: under `half` rounded to the master format now (without a hook,
  * once for all at the end of the backward), then handed to the gradient-ready hook. */
-static int grads_ready(fp_model *m, int i)
+int fp_mi_grads_ready(fp_model *m, int i)
 {
     const node_t *nd = &m->nodes[i];
     if (!m->grad_ready || nd->pw < 0 || nd->info.params == 0)
@@ -159,18 +159,24 @@ int fp_mi_backward(fp_model *m, const float *dlogits)
     unsigned want = pr ? fp_probe_wants(pr) : 0;
 #define PROBE_BEGIN(ph) do { if (pr) fp_probe_layer_begin(pr, i, ph); } while (0)
 #define PROBE_END(ph) do { if (pr) fp_probe_layer_end(pr, i, ph); } while (0)
+    int fused = m->fwd_fused && !want;   /* a sampled backward runs every node (it reads no fused state) */
     for (int i = m->nnodes - 1; i >= 0 && rc == FP_OK; i--) {
+        int first = fused ? fp_mi_fuse_backward(m, i, n, &rc) : -1;
+        if (first >= 0) {   /* a fused chain ran back to its batchnorm (model_fuse.c) */
+            i = first;
+            continue;
+        }
         node_t *nd = &m->nodes[i];
         int vin = nd->in, vout = nd->out;
         if (m->vgrad[vout] < 0) {   /* the output does not reach the loss: its gradients stay zero */
-            rc = grads_ready(m, i);
+            rc = fp_mi_grads_ready(m, i);
             continue;
         }
         if (ops->set_label)   /* device backends name the layer in out-of-memory messages */
             ops->set_label(be, nd->info.name);
         int in_grad = m->values[vin].producer >= 0;   /* the model input needs none */
         fp_dtype din = vdt(m, vin), dout = vdt(m, vout);
-        fp_tensor DY = gten(m, vout, n), X = vten(m, mode, vin, n), DX = {0};
+        fp_tensor DY = fp_mi_gten(m, vout, n), X = vten(m, mode, vin, n), DX = {0};
         int acc = 0, c = nd->info.in.c;
         /* conv / linear time their weight and data gradients apart; other layers are backward_data */
         int split = nd->info.type == FP_LAYER_CONV || nd->info.type == FP_LAYER_LINEAR;
@@ -187,7 +193,7 @@ int fp_mi_backward(fp_model *m, const float *dlogits)
             PROBE_END(FP_PHASE_BACKWARD_WEIGHTS);
             if (!rc && in_grad) {
                 PROBE_BEGIN(FP_PHASE_BACKWARD_DATA);
-                if (grad_target(m, vin, n, &DX, &acc))
+                if (fp_mi_grad_target(m, vin, n, &DX, &acc))
                     return FP_ENOMEM;
                 rc = ops->conv_backward_data(be, DX, DY, fp_tensor_of(W + nd->pw, FP_DT_F32, wd), cp, cdt, acc);
                 PROBE_END(FP_PHASE_BACKWARD_DATA);
@@ -195,7 +201,7 @@ int fp_mi_backward(fp_model *m, const float *dlogits)
             break;
         }
         case FP_LAYER_BN: {
-            if (in_grad && grad_target(m, vin, n, &DX, &acc))
+            if (in_grad && fp_mi_grad_target(m, vin, n, &DX, &acc))
                 return FP_ENOMEM;
             fp_tensor save = fp_tensor_of((float *)pl->aux + nd->aux, FP_DT_F32, (fp_dims){1, 1, 1, 2 * c});
             fp_tensor dg = fp_tensor_of(G + nd->pw, FP_DT_F32, (fp_dims){1, 1, 1, c});
@@ -209,7 +215,7 @@ int fp_mi_backward(fp_model *m, const float *dlogits)
                 break;
             fp_tensor Y = vten(m, mode, vout, n);
             if (m->vgrad[vin] >= 0 && din == dout) {   /* dx += masked dy */
-                rc = ops->relu_backward(be, gten(m, vin, n), DY, Y, 1);
+                rc = ops->relu_backward(be, fp_mi_gten(m, vin, n), DY, Y, 1);
                 break;
             }
             rc = ops->relu_backward(be, DY, DY, Y, 0);   /* mask dy in place ... */
@@ -223,7 +229,7 @@ int fp_mi_backward(fp_model *m, const float *dlogits)
         case FP_LAYER_AVGPOOL: {
             if (!in_grad)
                 break;
-            if (grad_target(m, vin, n, &DX, &acc))
+            if (fp_mi_grad_target(m, vin, n, &DX, &acc))
                 return FP_ENOMEM;
             if (nd->info.type == FP_LAYER_MAXPOOL)
                 rc = ops->maxpool_backward(be, DX, DY, (const int *)pl->aux + nd->aux, &nd->pool, acc);
@@ -241,7 +247,7 @@ int fp_mi_backward(fp_model *m, const float *dlogits)
             PROBE_END(FP_PHASE_BACKWARD_WEIGHTS);
             if (!rc && in_grad) {
                 PROBE_BEGIN(FP_PHASE_BACKWARD_DATA);
-                if (grad_target(m, vin, n, &DX, &acc))
+                if (fp_mi_grad_target(m, vin, n, &DX, &acc))
                     return FP_ENOMEM;
                 rc = ops->linear_backward_data(be, DX, DY, w, cdt, acc);
                 PROBE_END(FP_PHASE_BACKWARD_DATA);
@@ -270,13 +276,13 @@ int fp_mi_backward(fp_model *m, const float *dlogits)
         if (rc)
             fp_mi_relabel(rc, m->name, "backward of", nd->info.name);
         else
-            rc = grads_ready(m, i);   /* data parallel: its bucket may go now (the hook's message as it is) */
-        grad_release(m, vout);
+            rc = fp_mi_grads_ready(m, i);   /* data parallel: its bucket may go now (the hook's message as it is) */
+        fp_mi_grad_release(m, vout);
     }
 #undef PROBE_BEGIN
 #undef PROBE_END
     for (int v = 0; v < m->nvalues; v++)
-        grad_release(m, v);
+        fp_mi_grad_release(m, v);
     if (ops->set_label)
         ops->set_label(be, NULL);
     if (!rc && m->pol.master != FP_DT_F32 && !m->grad_ready)   /* `half`: parameter gradients are fp16 tensors */

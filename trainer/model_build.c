@@ -52,6 +52,7 @@ int fp_model_build_begin(fp_model **out, const char *model_name, int h, int w, i
         return fp_fail(FP_ENOMEM, "model: out of memory");
     }
     m->threads = 1;
+    m->fusion = -1;   /* the backend's default (model_fuse.c) */
     m->ops = fp_backend_cpu();   /* built on the CPU; fp_model_set_backend moves it (model_device.c) */
     if (m->ops->create(&m->be)) {
         fp_model_free(m);
@@ -352,6 +353,7 @@ void fp_model_free(fp_model *m)
     free(m->probe_host);
     free(m->gb);
     free(m->vgrad);
+    fp_mi_fuse_free(m);
     free(m->nodes);
     free(m->values);
     free(m->storages);

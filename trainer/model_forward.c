@@ -61,6 +61,14 @@ static int caller_stats(fp_model *m, const node_t *nd, fp_tensor X, int n, const
     return rc;
 }
 
+int fp_mi_round_running(fp_model *m, fp_tensor rm, fp_tensor rv)
+{
+    if (m->pol.master == FP_DT_F32)
+        return FP_OK;
+    int rc = m->ops->round(m->be, rm, rm, m->pol.master);
+    return rc ? rc : m->ops->round(m->be, rv, rv, m->pol.master);
+}
+
 int fp_mi_forward(fp_model *m, const float **logits, const float *x, int n, fp_mode mode)
 {
     if (logits)
@@ -98,7 +106,13 @@ int fp_mi_forward(fp_model *m, const float **logits, const float *x, int n, fp_m
     fp_dtype cdt = m->pol.compute;
     fp_probe *pr = m->probe;
     unsigned want = pr && (mode == FP_MODE_TRAIN || m->bn_stats) ? fp_probe_wants(pr) : 0;
+    int fuse = fp_mi_fuse_begin(m, mode, want);   /* unsampled TRAIN: fused chains (model_fuse.c) */
     for (int i = 0; i < m->nnodes && rc == FP_OK; i++) {
+        int last = fuse ? fp_mi_fuse_forward(m, i, n, &rc) : -1;
+        if (last >= 0) {   /* a fused chain ran up to its relu */
+            i = last;
+            continue;
+        }
         node_t *nd = &m->nodes[i];
         fp_tensor X = vten(m, mode, nd->in, n), Y = vten(m, mode, nd->out, n);
         float *P = m->dparams, *B = m->dbuffers;
@@ -117,10 +131,7 @@ int fp_mi_forward(fp_model *m, const float **logits, const float *x, int n, fp_m
                 fp_tensor save = vec32((float *)pl->aux, (long long)nd->aux, 2 * c);
                 fp_tensor rm = vec32(B, nd->brm, c), rv = vec32(B, nd->brv, c);
                 rc = ops->bn_forward_train(be, Y, save, rm, rv, X, vec32(P, nd->pw, c), vec32(P, nd->pb, c), &nd->bn);
-                if (!rc && m->pol.master != FP_DT_F32) {   /* `half`: the running statistics are fp16 tensors */
-                    rc = ops->round(be, rm, rm, m->pol.master);
-                    rc = rc ? rc : ops->round(be, rv, rv, m->pol.master);
-                }
+                rc = rc ? rc : fp_mi_round_running(m, rm, rv);
             } else if (m->bn_stats) {
                 const float *mv = NULL;
                 rc = caller_stats(m, nd, X, n, &mv);
@@ -259,6 +270,9 @@ int fp_model_layer_output(fp_model *m, int layer, float *dst, size_t cap, fp_dty
 {
     if (!m || layer < 0 || layer >= m->nnodes || m->plan[m->last_mode].n == 0)
         return fp_fail(FP_EINVAL, "model: no output of layer %d (no forward yet?)", layer);
+    if (m->last_mode == FP_MODE_TRAIN && fp_mi_fuse_hidden(m, layer))
+        return fp_fail(FP_EINVAL, "model %s: layer %s's output was not written: fused away in the last TRAIN forward "
+                       "(a sampled step or fp_model_set_fusion(m, 0) writes it)", m->name, m->nodes[layer].info.name);
     int v = m->nodes[layer].out, n = m->plan[m->last_mode].n;
     size_t cnt = vfloats(m, v, n);
     if (stored)

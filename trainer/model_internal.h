@@ -50,7 +50,19 @@ typedef struct {
     size_t aux_units;
     size_t saved_bytes;           /* kept-for-backward part (train) */
     size_t max_floats;            /* largest value of this plan (elements), sizes the cast scratch */
+    void *rsv;                    /* train: the fused chains' reserve spaces (backend memory; model_fuse.c) */
+    size_t rsv_bytes;
 } plan_t;
+
+/* A batchnorm -> relu or batchnorm -> add -> relu chain of consecutive nodes whose intermediate values
+ * nothing else reads (model_fuse.c). */
+typedef struct {
+    int bn, last;                 /* node indices: the batchnorm, the relu ending the chain */
+    int z;                        /* the add's other input (value id), -1 without an add */
+    int ok;                       /* the backend fuses it (0 for good once it said no) */
+    int ran;                      /* it ran fused in the last TRAIN forward */
+    size_t rsv_off, rsv_bytes;    /* its reserve space in the TRAIN plan's rsv */
+} fuse_t;
 
 typedef struct {
     void *p;
@@ -111,6 +123,12 @@ struct fp_model {
     size_t stats_cap;             /* floats */
     fp_model_grad_ready_fn grad_ready;   /* fp_model_set_grad_ready; NULL: none */
     void *grad_ready_ctx;
+    /* fusion (model_fuse.c): chains found at the TRAIN plan's build, per node the chain it starts (-1) */
+    fuse_t *fuse;
+    int nfuse;
+    int *fuse_at;
+    int fusion;                   /* fp_model_set_fusion: 1 on, 0 off, -1 the backend's default */
+    int fwd_fused;                /* the last TRAIN forward ran its chains fused */
 };
 
 /* m->stale: which copy is behind. HOST_*: the device copy is newer (download before host reads);
@@ -178,6 +196,25 @@ int fp_mi_plan_build(fp_model *m, plan_t *pl, int n, fp_mode mode);
 size_t fp_mi_plan_bytes(const plan_t *pl);
 void fp_mi_note_peaks(fp_model *m);
 void fp_mi_plan_free(fp_model *m, plan_t *pl);
+/* model_fuse.c: the chains and their reserve spaces for the TRAIN plan pl of batch n (called by its build) */
+int fp_mi_fuse_plan(fp_model *m, plan_t *pl, int n);
+void fp_mi_fuse_free(fp_model *m);
+/* At a forward's start: whether it runs the fused chains (TRAIN, nothing sampled: want == 0). */
+int fp_mi_fuse_begin(fp_model *m, fp_mode mode, unsigned want);
+/* Node i of a fused forward / backward: when a chain starts (forward) or ends (backward) there and fuses,
+ * it runs (probe hooks, labels and messages included) and the index of its other end comes back, *rc set;
+ * else -1 and the caller runs node i itself. */
+int fp_mi_fuse_forward(fp_model *m, int i, int n, int *rc);
+int fp_mi_fuse_backward(fp_model *m, int i, int n, int *rc);
+/* Layer `layer`'s output was not written by the last forward (an intermediate of a fused chain). */
+int fp_mi_fuse_hidden(const fp_model *m, int layer);
+/* model_forward.c: `half` keeps the running statistics as fp16 tensors (rounded after each update) */
+int fp_mi_round_running(fp_model *m, fp_tensor rm, fp_tensor rv);
+/* model_backward.c: the gradient pool (model_fuse.c's backward uses it as the node loop does) */
+int fp_mi_grad_target(fp_model *m, int v, int n, fp_tensor *g, int *accumulate);
+fp_tensor fp_mi_gten(fp_model *m, int v, int n);
+void fp_mi_grad_release(fp_model *m, int v);
+int fp_mi_grads_ready(fp_model *m, int i);
 /* model_policy.c */
 int fp_mi_prepare_layer_weights(fp_model *m, const node_t *nd);
 /* model_device.c: backend pointers and the mirrors' synchronisation (no-ops on host backends) */

@@ -117,6 +117,8 @@ int fp_mi_plan_build(fp_model *m, plan_t *pl, int n, fp_mode mode)
     pl->aux_units = aux;
     pl->saved_bytes = saved + aux * 4;
     pl->n = n;
+    if (mode == FP_MODE_TRAIN && (rc = fp_mi_fuse_plan(m, pl, n)) != FP_OK)   /* chains and reserve spaces */
+        fp_mi_plan_free(m, pl);
 out:
     free(birth);
     free(death);
@@ -129,7 +131,7 @@ out:
     return rc;
 }
 
-size_t fp_mi_plan_bytes(const plan_t *pl) { return pl->arena_bytes + pl->aux_units * 4; }
+size_t fp_mi_plan_bytes(const plan_t *pl) { return pl->arena_bytes + pl->aux_units * 4 + pl->rsv_bytes; }
 
 void fp_mi_note_peaks(fp_model *m)
 {
@@ -147,5 +149,6 @@ void fp_mi_plan_free(fp_model *m, plan_t *pl)
     m->ops->free(m->be, pl->arena, pl->arena_bytes);
     free(pl->st_off);
     m->ops->free(m->be, pl->aux, pl->aux_units * 4);
+    m->ops->free(m->be, pl->rsv, pl->rsv_bytes);
     memset(pl, 0, sizeof *pl);
 }

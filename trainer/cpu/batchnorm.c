@@ -1,6 +1,7 @@
 /* batchnorm.c — batch normalisation over N*H*W per channel (NHWC, channel innermost) on the CPU.
  * Promises: PyTorch's semantics (biased variance to normalise, unbiased into running_var, running =
- * (1-m)*running + m*batch); statistics and gradient sums accumulated in double; backward += . */
+ * (1-m)*running + m*batch); statistics and gradient sums accumulated in double; backward += .
+ * The fused batchnorm (+ add) + relu pair runs the same arithmetic in one pass each way (layers.h). */
 /* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the usual loop vectoriser. */
 #pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #include <limits.h>
@@ -17,6 +18,7 @@
  * partials start on a 64-byte boundary, so two threads never write the same cache line. */
 #define BN_BLOCK_ROWS 256
 #define BN_PAR_MIN ((size_t)1 << 15)   /* elements per thread below which a pass stays serial */
+#define BN_MASK_CHUNK 256              /* channels masked at a time in the fused backward's sums */
 
 static size_t bn_blocks(size_t rows)
 {
@@ -58,6 +60,10 @@ typedef struct {
     float *y;
     const float *x, *dy, *mean;
     const float *scale, *shift, *a, *b;
+    const float *z;            /* fused forward: the residual (NULL: none) */
+    const float *ymask;        /* fused backward: the forward's relu output (the mask); NULL: unfused */
+    float *dz;                 /* fused backward: the residual's gradient (NULL: skipped) */
+    int acc_dz;                /* 1: dz += g, 0: dz = g */
     size_t rows;
     int C;
 } bn_task;
@@ -133,26 +139,52 @@ static void scale_shift_par(float *y, const float *x, size_t rows, int C, const 
     fp_parallel_for(rows, 1, bn_min_rows(C), scale_shift, &t);
 }
 
-int fp_batchnorm_forward_train(float *y, float *save_mean, float *save_invstd, float *running_mean,
-                               float *running_var, const float *x, fp_dims xd, const float *gamma,
-                               const float *beta, const fp_bn_params *p)
+/* The fused pass, rows [r0, r1): y = relu(x * scale + shift (+ z)), each step the unfused ops' fp32
+ * arithmetic (scale_shift, then fp_add_forward, then fp_relu_forward). y may alias x or z. */
+static void scale_shift_relu(void *ctx, size_t r0, size_t r1)
+{
+    const bn_task *t = ctx;
+    const float *restrict scale = t->scale, *restrict shift = t->shift;
+    const size_t C = (size_t)t->C;
+    for (size_t r = r0; r < r1; r++) {
+        const float *xr = t->x + r * C;
+        float *yr = t->y + r * C;
+        if (t->z) {
+            const float *zr = t->z + r * C;
+            for (size_t c = 0; c < C; c++) {
+                float v = xr[c] * scale[c] + shift[c];
+                v = v + zr[c];
+                yr[c] = v < 0.0f ? 0.0f : v;
+            }
+        } else {
+            for (size_t c = 0; c < C; c++) {
+                float v = xr[c] * scale[c] + shift[c];
+                yr[c] = v < 0.0f ? 0.0f : v;
+            }
+        }
+    }
+}
+
+/* Training forward, unfused (act 0: y = bn(x)) or fused (act 1: y = relu(bn(x) + z), z may be NULL). */
+static int bn_train(const char *fn, float *y, float *save_mean, float *save_invstd, float *running_mean,
+                    float *running_var, const float *x, const float *z, int act, fp_dims xd, const float *gamma,
+                    const float *beta, const fp_bn_params *p)
 {
     size_t rows = 0;
-    int rc = bn_check("fp_batchnorm_forward_train", xd, &rows);
+    int rc = bn_check(fn, xd, &rows);
     if (rc)
         return rc;
     if (!y || !x || !gamma || !beta || !p)
-        return fp_fail(FP_EINVAL, "fp_batchnorm_forward_train: NULL argument");
+        return fp_fail(FP_EINVAL, "%s: NULL argument", fn);
     if (rows < 2)
-        return fp_fail(FP_EINVAL, "fp_batchnorm_forward_train: need more than one value per channel (n*h*w = %zu)",
-                       rows);
+        return fp_fail(FP_EINVAL, "%s: need more than one value per channel (n*h*w = %zu)", fn, rows);
     if (!(p->eps > 0.0f) || !(p->momentum >= 0.0f && p->momentum <= 1.0f))
-        return fp_fail(FP_EINVAL, "fp_batchnorm_forward_train: bad eps %g or momentum %g", p->eps, p->momentum);
+        return fp_fail(FP_EINVAL, "%s: bad eps %g or momentum %g", fn, p->eps, p->momentum);
     int C = xd.c;
     size_t parts = bn_blocks(rows) * bn_block_stride(C);
     double *scratch = bn_scratch((parts + 2 * (size_t)C) * sizeof(double) + 2 * (size_t)C * sizeof(float));
     if (!scratch)
-        return fp_fail(FP_ENOMEM, "fp_batchnorm_forward_train: out of memory (%d channels)", C);
+        return fp_fail(FP_ENOMEM, "%s: out of memory (%d channels)", fn, C);
     double *s = scratch + parts, *s2 = s + C;
     float *scale = (float *)(s2 + C), *shift = scale + C;
     bn_task t = {0};
@@ -179,9 +211,33 @@ int fp_batchnorm_forward_train(float *y, float *save_mean, float *save_invstd, f
         scale[c] = (float)(gamma[c] * invstd);
         shift[c] = (float)(beta[c] - mean * gamma[c] * invstd);
     }
-    scale_shift_par(y, x, rows, C, scale, shift);
+    if (act) {
+        t.y = y;
+        t.z = z;
+        t.scale = scale;
+        t.shift = shift;
+        fp_parallel_for(rows, 1, bn_min_rows(C), scale_shift_relu, &t);
+    } else {
+        scale_shift_par(y, x, rows, C, scale, shift);
+    }
     free(scratch);
     return FP_OK;
+}
+
+int fp_batchnorm_forward_train(float *y, float *save_mean, float *save_invstd, float *running_mean,
+                               float *running_var, const float *x, fp_dims xd, const float *gamma,
+                               const float *beta, const fp_bn_params *p)
+{
+    return bn_train("fp_batchnorm_forward_train", y, save_mean, save_invstd, running_mean, running_var, x, NULL, 0,
+                    xd, gamma, beta, p);
+}
+
+int fp_batchnorm_relu_forward_train(float *y, float *save_mean, float *save_invstd, float *running_mean,
+                                    float *running_var, const float *x, const float *z, fp_dims xd,
+                                    const float *gamma, const float *beta, const fp_bn_params *p)
+{
+    return bn_train("fp_batchnorm_relu_forward_train", y, save_mean, save_invstd, running_mean, running_var, x, z,
+                    1, xd, gamma, beta, p);
 }
 
 int fp_batchnorm_forward_eval(float *y, const float *x, fp_dims xd, const float *gamma, const float *beta,
@@ -210,6 +266,22 @@ int fp_batchnorm_forward_eval(float *y, const float *x, fp_dims xd, const float 
     return FP_OK;
 }
 
+/* dz = (or +=, acc) y > 0 ? dy : 0 over one row of C: the relu / add backward's gradient of the residual. */
+static void mask_row(float *restrict dz, const float *restrict dy, const float *restrict y, size_t C, int acc)
+{
+    /* dy loaded unconditionally in each loop, so that they vectorise (elementwise.c's relu_bwd) */
+    if (acc)
+        for (size_t c = 0; c < C; c++) {
+            float g = dy[c];
+            dz[c] += y[c] > 0.0f ? g : 0.0f;
+        }
+    else
+        for (size_t c = 0; c < C; c++) {
+            float g = dy[c];
+            dz[c] = y[c] > 0.0f ? g : 0.0f;
+        }
+}
+
 /* Backward pass 1, per block of [k0, k1): sums of dy and dy * (x - mean) over its rows (invstd
  * applied afterwards). */
 static void bwd_sums(void *ctx, size_t k0, size_t k1)
@@ -225,6 +297,25 @@ static void bwd_sums(void *ctx, size_t k0, size_t k1)
         for (size_t r = r0; r < r1; r++) {
             const float *restrict dyr = t->dy + r * C;
             const float *restrict xr = t->x + r * C;
+            if (t->ymask) {   /* fused: g = relu's masked dy, written to dz on the way (row in cache) */
+                const float *restrict yr = t->ymask + r * C;
+                if (t->dz)
+                    mask_row(t->dz + r * C, dyr, yr, C, t->acc_dz);
+                for (size_t c0 = 0; c0 < C; c0 += BN_MASK_CHUNK) {   /* the float select apart: it vectorises */
+                    size_t n = C - c0 < BN_MASK_CHUNK ? C - c0 : BN_MASK_CHUNK;
+                    float gb[BN_MASK_CHUNK];
+                    for (size_t c = 0; c < n; c++) {
+                        float d = dyr[c0 + c];
+                        gb[c] = yr[c0 + c] > 0.0f ? d : 0.0f;
+                    }
+                    for (size_t c = 0; c < n; c++) {
+                        double g = gb[c];
+                        sdy[c0 + c] += g;
+                        sdyx[c0 + c] += g * ((double)xr[c0 + c] - (double)save_mean[c0 + c]);
+                    }
+                }
+                continue;
+            }
             for (size_t c = 0; c < C; c++) {
                 double g = dyr[c];
                 sdy[c] += g;
@@ -244,6 +335,15 @@ static void bwd_dx(void *ctx, size_t r0, size_t r1)
         const float *restrict dyr = t->dy + r * C;
         const float *restrict xr = t->x + r * C;
         float *restrict dxr = t->y + r * C;
+        if (t->ymask) {   /* fused: the relu mask applied on the fly */
+            const float *restrict yr = t->ymask + r * C;
+            for (size_t c = 0; c < C; c++) {
+                float d = dyr[c];
+                float g = yr[c] > 0.0f ? d : 0.0f;
+                dxr[c] += k[c] * g + a[c] * (xr[c] - save_mean[c]) + b[c];
+            }
+            continue;
+        }
         for (size_t c = 0; c < C; c++)
             dxr[c] += k[c] * dyr[c] + a[c] * (xr[c] - save_mean[c]) + b[c];
     }
@@ -252,23 +352,28 @@ static void bwd_dx(void *ctx, size_t r0, size_t r1)
 /* With xhat = (x - mean) * invstd, M = n*h*w:
  *   dbeta = sum dy, dgamma = sum dy * xhat,
  *   dx = gamma * invstd / M * (M * dy - dbeta - xhat * dgamma). */
-int fp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, fp_dims xd,
-                          const float *gamma, const float *save_mean, const float *save_invstd)
+/* Backward, unfused (ymask NULL) or fused (g = ymask > 0 ? dy : 0, written to dz when given). */
+static int bn_back(const char *fn, float *dx, float *dz, int acc_dz, float *dgamma, float *dbeta, const float *dy,
+                   const float *ymask, const float *x, fp_dims xd, const float *gamma, const float *save_mean,
+                   const float *save_invstd)
 {
     size_t rows = 0;
-    int rc = bn_check("fp_batchnorm_backward", xd, &rows);
+    int rc = bn_check(fn, xd, &rows);
     if (rc)
         return rc;
     if (!dy || !x || !save_mean || !save_invstd || (dx && !gamma))
-        return fp_fail(FP_EINVAL, "fp_batchnorm_backward: NULL argument");
+        return fp_fail(FP_EINVAL, "%s: NULL argument", fn);
     int C = xd.c;
     size_t parts = bn_blocks(rows) * bn_block_stride(C);
     double *scratch = bn_scratch((parts + 2 * (size_t)C) * sizeof(double) + 3 * (size_t)C * sizeof(float));
     if (!scratch)
-        return fp_fail(FP_ENOMEM, "fp_batchnorm_backward: out of memory (%d channels)", C);
+        return fp_fail(FP_ENOMEM, "%s: out of memory (%d channels)", fn, C);
     double *sdy = scratch + parts, *sdyx = sdy + C;
     float *a = (float *)(sdyx + C), *b = a + C, *k = b + C;
     bn_task t = {0};
+    t.ymask = ymask;
+    t.dz = dz;
+    t.acc_dz = acc_dz;
     t.part = scratch;
     t.dy = dy;
     t.x = x;
@@ -301,4 +406,21 @@ int fp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *d
     }
     free(scratch);
     return FP_OK;
+}
+
+int fp_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, fp_dims xd,
+                          const float *gamma, const float *save_mean, const float *save_invstd)
+{
+    return bn_back("fp_batchnorm_backward", dx, NULL, 0, dgamma, dbeta, dy, NULL, x, xd, gamma, save_mean,
+                   save_invstd);
+}
+
+int fp_batchnorm_relu_backward(float *dx, float *dz, int accumulate_dz, float *dgamma, float *dbeta, const float *dy,
+                               const float *y, const float *x, fp_dims xd, const float *gamma,
+                               const float *save_mean, const float *save_invstd)
+{
+    if (!y)
+        return fp_fail(FP_EINVAL, "fp_batchnorm_relu_backward: NULL y");
+    return bn_back("fp_batchnorm_relu_backward", dx, dz, accumulate_dz, dgamma, dbeta, dy, y, x, xd, gamma,
+                   save_mean, save_invstd);
 }

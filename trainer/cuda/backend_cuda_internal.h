@@ -128,6 +128,7 @@ static inline fp_dtensor fp_bcu_dt(const fp_tensor *t) { fp_dtensor d = {t->p, t
 /* The layer ops (backend_cuda_layers.c), with the table's types (backend.h): fp_bcu_<op>. */
 #define FP_BCU_OP(op) extern FP_BACKEND_OP_TYPE(op) fp_bcu_##op;
 FP_BACKEND_LAYER_OPS(FP_BCU_OP)
+FP_BCU_OP(bn_act_query) FP_BCU_OP(bn_act_forward_train) FP_BCU_OP(bn_act_backward)   /* backend_cuda_layers.c */
 #undef FP_BCU_OP
 
 /* backend_cuda.c: a CUDA error as the backend's code (FP_ENOMEM for memory, else FP_EINTERNAL) with what failed;

@@ -252,6 +252,72 @@ int fp_bcu_bn_backward(fp_backend *be, fp_tensor dx, fp_tensor dgamma, fp_tensor
     return grad_end(be, &dx, &g, accumulate);
 }
 
+/* ---------------------------------------------------------------- batchnorm + (add +) relu, fused */
+
+int fp_bcu_bn_act_query(fp_backend *be, size_t *reserve_bytes, fp_tensor x, int with_add)
+{
+    TRY(fp_backend_check("bn_act_query", "x", &x, FP_BACKEND_ANY, 0));
+    TRY(fp_backend_want(reserve_bytes != NULL, "bn_act_query", "NULL reserve_bytes"));
+    fp_cudnn *d;
+    fp_dtensor xs = fp_bcu_dt(&x);
+    TRY(ctx_for(be, FP_DT_F32, &d));
+    return fp_cudnn_bn_act_query(d, &xs, with_add, reserve_bytes);
+}
+
+int fp_bcu_bn_act_forward_train(fp_backend *be, fp_tensor y, fp_tensor save, fp_tensor running_mean,
+                                fp_tensor running_var, fp_tensor x, fp_tensor z, fp_tensor gamma, fp_tensor beta,
+                                const fp_bn_params *p, void *reserve, size_t reserve_bytes)
+{
+    const char *op = "bn_act_forward_train";
+    TRY(fp_backend_bn_act_check(op, &y, &x, &z, &gamma, &beta, &running_mean, &running_var, &save, p, reserve_bytes,
+                                reserve));
+    fp_cudnn *d;
+    fp_dtensor xs = fp_bcu_dt(&x), ys = fp_bcu_dt(&y), zs = fp_bcu_dt(&z);
+    TRY(ctx_for(be, FP_DT_F32, &d));
+    if (z.p && z.p == y.p) {   /* y over z (an in-place add): z copied first, cuDNN's in and out kept apart */
+        size_t bytes = fp_tensor_count(&z) * (size_t)fp_dtype_bytes(z.dt);
+        if (!(zs.data = fp_bcu_stage(be, FP_BCU_B, bytes)))
+            return FP_ENOMEM;
+        if (cudaMemcpyAsync(zs.data, z.p, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)be->stream) != cudaSuccess)
+            return fp_fail(FP_EINTERNAL, "%s: copying z failed", op);
+    }
+    float *sv = save.p;
+    return fp_cudnn_bn_act_forward_train(d, &ys, sv, sv + x.d.c, running_mean.p, running_var.p, &xs,
+                                         z.p ? &zs : NULL, gamma.p, beta.p, p, reserve, reserve_bytes);
+}
+
+int fp_bcu_bn_act_backward(fp_backend *be, fp_tensor dx, fp_tensor dz, fp_tensor dgamma, fp_tensor dbeta,
+                           fp_tensor dy, fp_tensor y, fp_tensor x, fp_tensor gamma, fp_tensor beta, fp_tensor save,
+                           const fp_bn_params *p, void *reserve, size_t reserve_bytes, int accumulate_dx,
+                           int accumulate_dz)
+{
+    const char *op = "bn_act_backward";
+    TRY(fp_backend_bn_act_backward_check(op, &dx, &dz, &dgamma, &dbeta, &dy, &y, &x, &gamma, &beta, &save, p,
+                                         reserve_bytes, reserve));
+    fp_cudnn *d;
+    fp_dtensor xs = fp_bcu_dt(&x), ys = fp_bcu_dt(&y), dys = fp_bcu_dt(&dy), g, gz = {0};
+    float beta_dx = 0.0f;
+    TRY(ctx_for(be, FP_DT_F32, &d));
+    if (dx.p)
+        TRY(grad_begin(be, &g, &dx, x.d, x.dt, accumulate_dx, &beta_dx));
+    else   /* cuDNN always writes dx: a skipped one lands in staging */
+        TRY(staged(be, &g, x.d, x.dt, FP_BCU_OUT));
+    /* dz is written, not blended (cuDNN): dz itself for an fp32 dz written over, else staged and landed with
+     * backend.h's rule (the masked gradient is exact in dz's format, so a 16-bit landing matches the unfused
+     * copy / 16-bit add) */
+    int dz_direct = dz.p && grad_direct(&dz, dz.dt) && !accumulate_dz;
+    if (dz_direct)
+        gz = fp_bcu_dt(&dz);
+    else if (dz.p)
+        TRY(staged(be, &gz, dz.d, dz.dt, FP_BCU_OUT2));
+    const float *sv = save.p;
+    TRY(fp_cudnn_bn_act_backward(d, &g, beta_dx, dz.p ? &gz : NULL, dgamma.p, dbeta.p, &dys, &ys, &xs, gamma.p, beta.p,
+                                 sv, sv + x.d.c, p, reserve, reserve_bytes));
+    if (dz.p && !dz_direct)
+        TRY(fp_bcu_land_grad(be, &dz, &gz, accumulate_dz));
+    return dx.p ? grad_end(be, &dx, &g, accumulate_dx) : FP_OK;
+}
+
 /* ---------------------------------------------------------------- pools */
 
 int fp_bcu_maxpool_forward(fp_backend *be, fp_tensor y, int *argmax, fp_tensor x, const fp_pool_params *p)

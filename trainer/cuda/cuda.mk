@@ -50,6 +50,11 @@ tests_gpu_test_cuda_backend_SOURCES = tests/gpu/test_cuda_backend.c $(GPU_TEST_U
 tests_gpu_test_cuda_backend_LDADD = $(TEST_LDADD)
 tests_gpu_test_cuda_backend_ops_SOURCES = tests/gpu/test_cuda_backend_ops.c $(GPU_TEST_UTIL)
 tests_gpu_test_cuda_backend_ops_LDADD = $(TEST_LDADD)
+# The fused batchnorm (+ add) + relu against the CPU's, and a device model with fusion on vs off.
+check_PROGRAMS += tests/gpu/test_cuda_bn_act
+TESTS += tests/gpu/test_cuda_bn_act
+tests_gpu_test_cuda_bn_act_SOURCES = tests/gpu/test_cuda_bn_act.c $(GPU_TEST_UTIL)
+tests_gpu_test_cuda_bn_act_LDADD = $(TEST_LDADD)
 
 # The element-wise kernels' 8-wide and one-at-a-time paths (odd sizes, misaligned views, in place) against
 # the CPU backend: bit for bit.

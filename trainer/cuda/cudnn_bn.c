@@ -208,6 +208,24 @@ int fp_cudnn_bn_forward_eval(fp_cudnn *d, const fp_dtensor *y, const fp_dtensor 
     return FP_OK;
 }
 
+int fpc_bn_param_grads(fp_cudnn *d, size_t c, float **dgamma, float **dbeta, const char *op)
+{
+    if (*dgamma && *dbeta)
+        return FP_OK;
+    /* cuDNN always writes both parameter gradients: a skipped one lands in zeroed scratch. */
+    int rc = fpc_scratch(d, 2 * c, op);
+    if (rc != FP_OK)
+        return rc;
+    cudaError_t e = cudaMemsetAsync(d->scratch, 0, 2 * c * sizeof(float), d->stream);
+    if (e != cudaSuccess)
+        return fpc_fail_cuda(d, e, op);
+    if (!*dgamma)
+        *dgamma = d->scratch;
+    if (!*dbeta)
+        *dbeta = d->scratch + c;
+    return FP_OK;
+}
+
 int fp_cudnn_bn_backward(fp_cudnn *d, const fp_dtensor *dx, float *dgamma, float *dbeta, const fp_dtensor *dy,
                          const fp_dtensor *x, const float *gamma, const float *save_mean,
                          const float *save_invstd, const fp_bn_params *p)
@@ -218,19 +236,8 @@ int fp_cudnn_bn_backward(fp_cudnn *d, const fp_dtensor *dx, float *dgamma, float
         return rc;
     if (!gamma || !save_mean || !save_invstd || !p)
         return fpc_fail_arg(d, op, "gamma, saved mean / invstd and params must not be NULL");
-    size_t c = (size_t)x->dims.c;
-    if (!dgamma || !dbeta) {
-        /* cuDNN always writes both parameter gradients: a skipped one lands in zeroed scratch. */
-        if ((rc = fpc_scratch(d, 2 * c, op)) != FP_OK)
-            return rc;
-        cudaError_t e = cudaMemsetAsync(d->scratch, 0, 2 * c * sizeof(float), d->stream);
-        if (e != cudaSuccess)
-            return fpc_fail_cuda(d, e, op);
-        if (!dgamma)
-            dgamma = d->scratch;
-        if (!dbeta)
-            dbeta = d->scratch + c;
-    }
+    if ((rc = fpc_bn_param_grads(d, (size_t)x->dims.c, &dgamma, &dbeta, op)) != FP_OK)
+        return rc;
     /* beta = 1 everywhere: dx, dgamma, dbeta accumulate (layers.h). */
     const float one = 1.0f;
     for (;;) {

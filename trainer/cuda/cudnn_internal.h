@@ -69,6 +69,8 @@ int fpc_set_nhwc(const fp_cudnn *d, cudnnTensorDescriptor_t td, fp_dims dims, fp
 /* The workspace holds at least `bytes` (grows: cudaFree + cudaMalloc, counted). Records the need too. */
 int fpc_workspace_ensure(fp_cudnn *d, size_t bytes, const char *op);
 void fpc_workspace_note(fp_cudnn *d, size_t bytes);
+/* cudnn_bn.c: a skipped (NULL) *dgamma / *dbeta pointed at zeroed scratch of c floats (cuDNN writes both). */
+int fpc_bn_param_grads(fp_cudnn *d, size_t c, float **dgamma, float **dbeta, const char *op);
 /* d->scratch holds at least `floats` floats. */
 int fpc_scratch(fp_cudnn *d, size_t floats, const char *op);
 

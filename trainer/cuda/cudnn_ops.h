@@ -133,6 +133,22 @@ int fp_cudnn_bn_backward(fp_cudnn *d, const fp_dtensor *dx, float *dgamma, float
                          const fp_dtensor *x, const float *gamma, const float *save_mean,
                          const float *save_invstd, const fp_bn_params *p);
 
+/* ---- batchnorm + (add +) relu fused, training, cudnn_bn_act.c (backend.h bn_act_*) ----
+ * x, y, z, dy, dx, dz: one shape and format. query: FP_OK with the reserve space a layer keeps from its
+ * forward to its backward, or FP_EUNAVAIL when cuDNN does not fuse this shape / format. forward: y =
+ * relu(bn(x) + z) (z NULL: relu(bn(x))), statistics as fp_cudnn_bn_forward_train (saved ones required).
+ * backward: dz (NULL without z) written, dx = result + beta_dx * dx, dgamma / dbeta accumulate (NULL: skipped);
+ * y is the forward's output, reserve the forward's. Either answers FP_EUNAVAIL before writing anything. */
+int fp_cudnn_bn_act_query(fp_cudnn *d, const fp_dtensor *x, int with_add, size_t *reserve_bytes);
+int fp_cudnn_bn_act_forward_train(fp_cudnn *d, const fp_dtensor *y, float *save_mean, float *save_invstd,
+                                  float *running_mean, float *running_var, const fp_dtensor *x, const fp_dtensor *z,
+                                  const float *gamma, const float *beta, const fp_bn_params *p, void *reserve,
+                                  size_t reserve_bytes);
+int fp_cudnn_bn_act_backward(fp_cudnn *d, const fp_dtensor *dx, float beta_dx, const fp_dtensor *dz, float *dgamma,
+                             float *dbeta, const fp_dtensor *dy, const fp_dtensor *y, const fp_dtensor *x,
+                             const float *gamma, const float *beta, const float *save_mean, const float *save_invstd,
+                             const fp_bn_params *p, void *reserve, size_t reserve_bytes);
+
 /* ---- relu, max pool, global average pool, cudnn_pool_act.c ----
  * relu: y = max(x, 0), NaN propagates, y may alias x. relu_backward: dx += dy where y > 0 (y: the
  * forward output, as layers.h).

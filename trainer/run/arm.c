@@ -4,6 +4,7 @@
  * scaler.update, scheduler per iteration) exactly. */
 #include "config.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "clock.h"
@@ -246,6 +247,22 @@ int fp_arm_cuda_graph_line(const fp_arm *a, char *buf, size_t size)
 #ifdef HAVE_CUDA
     fp_arm_device_graph_line(a, buf, size);
 #endif
+    return 1;
+}
+
+int fp_arm_fusion_line(const fp_arm *a, char *buf, size_t size)
+{
+    int on = 0, chains = fp_model_fusion(a->model, NULL, &on);
+    if (size)
+        buf[0] = 0;
+    if (!on)
+        return 0;
+    if (chains)
+        snprintf(buf, size, "fusion: %d batchnorm -> (add ->) relu chain%s fused in the unsampled training steps "
+                 "(sampled steps ran every layer)", chains, chains == 1 ? "" : "s");
+    else
+        snprintf(buf, size, "fusion: on, but the backend fuses none of this model's batchnorm -> (add ->) relu chains "
+                 "under this policy: every layer ran unfused");
     return 1;
 }
 

@@ -155,6 +155,9 @@ int fp_arm_upload_line(const fp_arm *a, char *buf, size_t size);
 /* The run's line about the CUDA graph, "cuda graph: on, captured at step S, replayed at N of M steps" or
  * "cuda graph: off (REASON)": 1 with it in buf; 0 (buf "") when the arm was not asked for one or is a host arm. */
 int fp_arm_cuda_graph_line(const fp_arm *a, char *buf, size_t size);
+/* With fusion on for the arm's model (model.h fp_model_set_fusion; the default on a device backend): one line
+ * saying how many batchnorm -> (add ->) relu chains the backend fused, and 1; else 0 and "". */
+int fp_arm_fusion_line(const fp_arm *a, char *buf, size_t size);
 
 /* ---- evaluation ---- */
 typedef struct {

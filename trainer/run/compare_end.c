@@ -1,7 +1,7 @@
 /* compare_end.c — the end of a training loop's run (compare_internal.h), stopped or not: each arm's last
  * evaluation, checkpoint and weights, its run closed finished, interrupted or failed; the result's figures (mean
- * step, the all-reduce's) and the events that sum an arm up (data parallel, the CUDA graph); the session closed
- * with the run's status. Promises: a stopped arm keeps its checkpoint and weights as they stand; a store that
+ * step, the all-reduce's) and the events that sum an arm up (data parallel, the CUDA graph, fusion); the session
+ * closed with the run's status. Promises: a stopped arm keeps its checkpoint and weights as they stand; a store that
  * failed fails every arm still running with one message naming the last step; a failure on any rank is the
  * job's. */
 #include "config.h"
@@ -43,11 +43,13 @@ static void summarise(fp_compare *c, fp_compare_result *res)
             ar->comm_share = a->compute_ns > 0 ? a->exposed_ns / a->compute_ns : NAN;
             fp_cmp_dist_summary_event(c, res, i);
         }
-        char line[300];   /* --cuda-graph: whether the arm's step ran as a CUDA graph, one event */
-        if (c->store && c->rank == 0 && a->arm && fp_arm_cuda_graph_line(a->arm, line, sizeof line))
-            fp_store_event(c->store, a->run, 0, ar->steps_done, -1, FP_EVENT_INFO, line);
-        if (c->store && c->rank == 0 && a->arm && fp_arm_upload_line(a->arm, line, sizeof line))   /* GPU arms */
-            fp_store_event(c->store, a->run, 0, ar->steps_done, -1, FP_EVENT_INFO, line);
+        /* one info event each, where it applies: the CUDA graph (--cuda-graph), the fused layers, a GPU arm's uploads */
+        int (*const line_of[])(const fp_arm *, char *, size_t) = {fp_arm_cuda_graph_line, fp_arm_fusion_line,
+                                                                  fp_arm_upload_line};
+        char line[300];
+        for (size_t k = 0; k < sizeof line_of / sizeof *line_of; k++)
+            if (c->store && c->rank == 0 && a->arm && line_of[k](a->arm, line, sizeof line))
+                fp_store_event(c->store, a->run, 0, ar->steps_done, -1, FP_EVENT_INFO, line);
     }
 }
 
