@@ -1,6 +1,7 @@
 /* backend.h — the table of operations the model runs on (docs/design.md: "backends hide behind one table of
  * operations"): memory, conv, batchnorm, relu, pools, linear, residual add / accumulate, softmax
- * cross-entropy, casts, the fused unscale + non-finite check, sync. Layers and models call only this.
+ * cross-entropy, casts, the fused unscale + non-finite check, the probes' histograms and parameter updates, sync.
+ * Layers and models call only this.
  * Promises: the CPU backend (fp_backend_cpu, the numerical reference) is bit-identical to the fp32
  * kernels of layers.h composed with widen (16-bit -> fp32) / round / narrow as described per op. */
 #ifndef FP_BACKEND_H
@@ -181,6 +182,13 @@ typedef struct fp_backend_ops {
      * Synchronous (h is complete on return). May be NULL in the table: the caller downloads and counts
      * on the host (the CPU backend has none; its memory is the host's). */
     int (*hist)(fp_backend *be, fp_hist_t *h, const void *x, fp_dtype dt, size_t n);
+    /* update_delta: the update of a parameter step and its lost updates where the parameters lie (the parameter
+     * pass, trainer/analysis/analysis.h): d = nw - old (one fp32 subtraction each) and, over the i with g[i]
+     * finite and nonzero, *moved (host) their number and *lost (host) those with nw[i] == old[i]; d, nw, old, g
+     * F32 of one count, d apart from the inputs. Bit for bit layers.h fp_update_delta (the CPU backend's is it).
+     * Synchronous (the counts are complete on return). May be NULL in the table: the caller downloads. */
+    int (*update_delta)(fp_backend *be, fp_tensor d, fp_tensor nw, fp_tensor old, fp_tensor g, size_t *lost,
+                        size_t *moved);
 } fp_backend_ops;
 
 /* A backend declares the functions it puts in the table with the table's own types, so that each op's

@@ -4,7 +4,7 @@
 lib_libfp_a_SOURCES += trainer/analysis/analysis.h trainer/analysis/precision_internal.h \
 	trainer/analysis/precision_analysis.c trainer/analysis/precision_ride.c trainer/analysis/precision_device.c \
 	trainer/analysis/layer_error.c \
-	trainer/analysis/skipped_step.c trainer/analysis/param_pass.c
+	trainer/analysis/skipped_step.c trainer/analysis/param_pass.c trainer/analysis/param_pass_device.c
 
 check_PROGRAMS += tests/test_probe_analysis tests/test_param_pass
 TESTS += tests/test_probe_analysis tests/test_param_pass
