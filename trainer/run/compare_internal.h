@@ -58,6 +58,7 @@ typedef struct {
     int steppable;              /* the parameter pass rides on the optimizer step (fp_arm_set_update_hook) */
     fp_param_dev *pdev;         /* a GPU arm's parameter pass on the device (analysis.h), NULL: on the host */
     char pdev_off[256];         /* a GPU arm's pass on the host: why ("" otherwise) */
+    int64_t pdev_ns;            /* the last sampled step's device pass: wall time outside the step (the host's) */
     double lost_all;            /* the lost-update fraction of the pass riding on the last step */
     float *scratch;             /* a skipped step's gradients, scaled back */
     double *per_layer;          /* lost-update fraction per layer */

@@ -248,7 +248,7 @@ const char *fp_cmp_skip_detail(arm_state *a, const fp_arm_step_result *r, char *
 }
 
 /* At a histogram step: the fraction of weights whose update vanished in rounding, as an event naming the
- * layers that lost the most. */
+ * layers that lost the most (a GPU arm's: and the time its pass on the device took). */
 void fp_cmp_lost_updates_event(fp_compare *c, arm_state *a, int64_t step, double all)
 {
     fp_model *m = fp_arm_model(a->arm);
@@ -269,6 +269,9 @@ void fp_cmp_lost_updates_event(fp_compare *c, arm_state *a, int64_t step, double
                                 fp_model_layer(m, best)->name, 100 * a->per_layer[best]);
         a->per_layer[best] = NAN;
     }
+    if (a->pdev && len < sizeof text)   /* the pass's time, outside the step's (steps.wall_ns leaves it out) */
+        snprintf(text + len, sizeof text - len, "; the parameter pass on the GPU took %.2f ms outside the step",
+                 (double)a->pdev_ns / 1e6);
     fp_store_event(c->store, a->run, 0, step, -1, FP_EVENT_INFO, text);
 }
 
