@@ -214,7 +214,8 @@ const fp_backend_ops *fp_backend_cpu(void);
  *  - probes (probe/probe.h) read tensors on the host: the model downloads an activation, a gradient
  *    or a weight (in its storage format) into a host buffer before fp_probe_tensor_dt, unless every
  *    probe that wants it takes a ready histogram (fp_probe_wants_values) and the backend has the hist
- *    op: then only the counts come back (fp_probe_tensor_hist);
+ *    op: then only the counts come back (fp_probe_tensor_hist); the parameter pass of a sampled step
+ *    likewise, with update_delta (trainer/analysis/analysis.h fp_param_dev);
  *  - fp_model_forward returns host logits: download after softmax / cast, then sync;
  *  - parameters, gradients and running statistics live in host buffers that callers (optimizer,
  *    checkpoint, safetensors) write: upload before a step and download after, or move those callers

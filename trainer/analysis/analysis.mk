@@ -1,6 +1,7 @@
 # trainer/analysis/analysis.mk — what compares arms (analysis.h): per-layer rounding error against the fp32
 # arm and the precision ride, the parameter pass (histograms of weights / updates, lost updates) riding on
-# the optimizer, skipped-step attribution. Above the engine, below the runs.
+# the optimizer or on a device backend's ops (param_pass_device.c), skipped-step attribution. Above the engine,
+# below the runs.
 lib_libfp_a_SOURCES += trainer/analysis/analysis.h trainer/analysis/precision_internal.h \
 	trainer/analysis/precision_analysis.c trainer/analysis/precision_ride.c trainer/analysis/precision_device.c \
 	trainer/analysis/layer_error.c \
