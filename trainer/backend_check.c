@@ -129,7 +129,8 @@ int fp_backend_linear_check(const char *op, const fp_tensor *x, const fp_tensor 
 static int apart(const fp_tensor *a, const fp_tensor *b)
 {
     const char *pa = a->p, *pb = b->p;
-    size_t na = fp_tensor_count(a) * (size_t)fp_dtype_bytes(a->dt), nb = fp_tensor_count(b) * (size_t)fp_dtype_bytes(b->dt);
+    size_t na = fp_tensor_count(a) * (size_t)fp_dtype_bytes(a->dt);
+    size_t nb = fp_tensor_count(b) * (size_t)fp_dtype_bytes(b->dt);
     return pa + na <= pb || pb + nb <= pa;
 }
 

@@ -111,6 +111,7 @@ int fp_softmax_xent(float *loss, float *dlogits, int *correct1, int *correct5, c
  * fp_update_piece: the same on c < 2^32 values with 32-bit counts (the parameter pass's cache-sized pieces). */
 void fp_update_piece(float *restrict d, const float *restrict nw, const float *restrict old, const float *restrict g,
                      size_t c, uint32_t *lost, uint32_t *moved);
-void fp_update_delta(float *d, const float *nw, const float *old, const float *g, size_t n, size_t *lost, size_t *moved);
+void fp_update_delta(float *d, const float *nw, const float *old, const float *g, size_t n, size_t *lost,
+                     size_t *moved);
 
 #endif

@@ -225,10 +225,11 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, int j, double 
     rc = host_pass && !p0 ? FP_EINTERNAL : FP_OK;
     if (p0)
         fp_probe_copy_params(a->old_params, p0, fp_model_num_params(m));
-    int64_t pass0 = fp_clock_wall_ns();   /* the device pass's own time: the copy queued here, the pass after */
-    if (!rc && sampled && a->pdev)
+    if (!rc && sampled && a->pdev) {   /* the device pass's own time: the copy queued here, the pass after */
+        int64_t t = fp_clock_wall_ns();
         rc = fp_param_dev_before(a->pdev, m);
-    a->pdev_ns = fp_clock_wall_ns() - pass0;
+        a->pdev_ns = fp_clock_wall_ns() - t;
+    }
     if (!rc && sampled && a->steppable) {
         rc = fp_arm_set_update_hook(a->arm, fp_cmp_params_while_stepping, a);
         rides = 1;
@@ -247,9 +248,9 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, int j, double 
     if (!rc && sampled && a->steppable && !r.skipped && !r.diverged) {   /* the hook ran (arm.h) */
         lost_all = a->lost_all;
     } else if (!rc && sampled && a->pdev) {   /* on the device: only counts come back */
-        pass0 = fp_clock_wall_ns();
+        int64_t t = fp_clock_wall_ns();
         rc = fp_param_dev_after(a->pdev, a->probe, m, &lost_all, a->per_layer);
-        a->pdev_ns += fp_clock_wall_ns() - pass0;
+        a->pdev_ns += fp_clock_wall_ns() - t;
     } else if (!rc && sampled) {   /* after the step; riding on it but it did not update: nothing moved */
         const float *g = fp_model_grads(m);
         if (!g || !fp_model_params(m))   /* a device model whose download failed: the message says why */

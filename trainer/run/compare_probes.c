@@ -205,7 +205,8 @@ int fp_cmp_attach_probes(fp_compare *c, int i)
         /* on a GPU where the parameters lie (only counts come back); without the op or the memory, on the host */
         if (!rc && a->gpu && fp_param_dev_create(&a->pdev, m) != FP_OK)
             snprintf(a->pdev_off, sizeof a->pdev_off, "%s", fp_error_message());
-        if (!rc && !a->steppable && !a->pdev && !(a->old_params = malloc(fp_model_num_params(m) * sizeof *a->old_params)))
+        if (!rc && !a->steppable && !a->pdev &&
+            !(a->old_params = malloc(fp_model_num_params(m) * sizeof *a->old_params)))
             rc = fp_fail(FP_ENOMEM, "out of memory");
         if (!rc && !(a->per_layer = malloc((size_t)(nl > 0 ? nl : 1) * sizeof *a->per_layer)))
             rc = fp_fail(FP_ENOMEM, "out of memory");
