@@ -2,10 +2,11 @@
 # gpu_check_figures.py ON.db OFF.db WARMUP — the GPU check's figures read from its databases: per arm the CUPTI
 # kernel rows and the share of kernel time attributed to a layer and phase (library kernels apart), NVML energy
 # per step, the top kernels, how much of a traced step the GPU was busy; and the fp16 probe overhead as a user
-# pays it at the default sampling interval (traced steps left out of it: tracing is a choice of its own); per
+# pays it at the default sampling interval (traced steps left out of it: tracing is a choice of its own; the
+# parameter pass on the GPU, outside the step's time, added from its events); per
 # policy the host CPU time per step (steps.host_cpu_ns, schema version 6: the training thread's CPU time; nan
 # from a database without it); per arm the fused batchnorm chains (its fusion event, where fusion was on).
-import os, sqlite3, statistics as st, sys
+import os, re, sqlite3, statistics as st, sys
 on = sqlite3.connect(sys.argv[1]); warm = int(sys.argv[3])
 q = lambda db, s, *a: db.execute(s, a).fetchall()
 has_host_cpu = any(c[1] == "host_cpu_ns" for c in q(on, "PRAGMA table_info(steps)"))
@@ -64,6 +65,23 @@ def fp16_walls(db):
     traced = {s for (s,) in q(db, "SELECT DISTINCT step FROM kernels WHERE run = ?", run)}
     return sampled, {s: w for s, w in q(db, "SELECT step, wall_ns FROM steps WHERE run = ? AND step > ?", run, warm)
                      if s not in traced or s in sampled}
+# The parameter pass on the GPU (weights, updates, lost updates at the histogram steps: trainer/analysis/
+# param_pass_device.c) runs after the step, outside steps.wall_ns: its time comes from the run's "lost updates at
+# step N" events ("the parameter pass on the GPU took X ms outside the step"); none: on the host (the run's info
+# event says why) or no sampled step.
+pass_re = re.compile(r"the parameter pass on the GPU took ([0-9.]+) ms")
+def pass_ms(db, pol):
+    return [float(m.group(1)) for (t,) in q(db, "SELECT e.text FROM events e JOIN runs r ON r.id = e.run WHERE "
+                                              "r.policy = ? AND e.text LIKE 'lost updates at step%'", pol)
+            for m in [pass_re.search(t or "")] if m]
+for (pol,) in q(on, "SELECT DISTINCT policy FROM runs ORDER BY id"):
+    ms = pass_ms(on, pol)
+    if ms:
+        print(f"bench: name=resnet50_{pol}_param_pass_ms value={st.mean(ms):.2f} unit=ms (the parameter pass on the GPU "
+              f"after a sampled step, outside the step's time; mean of {len(ms)})")
+    else:
+        print(f"bench: name=resnet50_{pol}_param_pass_ms value=nan unit=ms (no timed pass on the GPU: on the host, see "
+              f"the run's info event, or no sampled step)")
 s_on, w_on = fp16_walls(on)
 s_off, w_off = fp16_walls(sqlite3.connect(sys.argv[2])) if os.path.exists(sys.argv[2]) else (set(), {})
 plain_on = [w for s, w in w_on.items() if s not in s_on]
@@ -71,10 +89,13 @@ samp_on = [w for s, w in w_on.items() if s in s_on]
 if plain_on and w_off:
     m_on, m_off = st.median(plain_on), st.median(w_off.values())
     extra = (st.mean(samp_on) - m_on) if samp_on else 0.0
+    p16 = pass_ms(on, "fp16")
+    pass_ns = st.mean(p16) * 1e6 if p16 else 0.0   # outside the step's wall time: added here
     every = 50   # the --hist-every / --error-every default
-    ovh = 100.0 * (m_on + extra / every - m_off) / m_off
+    ovh = 100.0 * (m_on + (extra + pass_ns) / every - m_off) / m_off
     print(f"bench: name=resnet50_fp16_probe_overhead value={ovh:.2f} unit=percent (at the default every {every} steps: "
-          f"a sampled step +{extra / 1e6:.0f} ms, mean of {len(samp_on)}; the steps between "
+          f"a sampled step +{extra / 1e6:.0f} ms in the step, mean of {len(samp_on)}, "
+          f"+{pass_ns / 1e6:.1f} ms parameter pass on the GPU after it{'' if p16 else ' (none timed)'}; the steps between "
           f"{100.0 * (m_on - m_off) / m_off:+.2f}%: median {m_on / 1e6:.1f} ms of {len(plain_on)} vs {m_off / 1e6:.1f} ms "
           f"of {len(w_off)} with the probes off)")
 else:

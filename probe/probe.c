@@ -263,6 +263,8 @@ unsigned fp_probe_wants_values(const fp_probe *p)
     return p && p->in_step ? values_needed(p) & p->wants & ~p->caller_roles : 0;
 }
 
+unsigned fp_probe_wants_values_all(const fp_probe *p) { return p && p->in_step ? values_needed(p) & p->wants : 0; }
+
 int fp_probe_tensor_hist(fp_probe *p, int layer, fp_tensor_role role, const fp_hist_t *h)
 {
     if (!h)

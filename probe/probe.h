@@ -113,6 +113,8 @@ int fp_probe_add_hist(fp_probe *p, const fp_probe_ops *ops, fp_probe_tensor16_fn
  * (backends record weight gradients unscaled, which a histogram of the scaled values cannot give).
  * The other wanted roles may go as ready histograms (fp_probe_tensor_hist). */
 unsigned fp_probe_wants_values(const fp_probe *p);
+/* The same with the caller's roles (fp_probe_caller_roles) included. */
+unsigned fp_probe_wants_values_all(const fp_probe *p);
 /* Hands a ready histogram of (layer, role) to every backend that wants the role this step. Nothing
  * happens outside a step or when the role is not wanted; FP_EINVAL (nothing handed, message set) when
  * the role is one fp_probe_wants_values reports (hand the values instead) or h is NULL. */

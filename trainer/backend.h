@@ -1,6 +1,7 @@
 /* backend.h — the table of operations the model runs on (docs/design.md: "backends hide behind one table of
  * operations"): memory, conv, batchnorm, relu, pools, linear, residual add / accumulate, softmax
- * cross-entropy, casts, the fused unscale + non-finite check, sync. Layers and models call only this.
+ * cross-entropy, casts, the fused unscale + non-finite check, the probes' histograms and parameter updates, sync.
+ * Layers and models call only this.
  * Promises: the CPU backend (fp_backend_cpu, the numerical reference) is bit-identical to the fp32
  * kernels of layers.h composed with widen (16-bit -> fp32) / round / narrow as described per op. */
 #ifndef FP_BACKEND_H
@@ -204,6 +205,13 @@ typedef struct fp_backend_ops {
      * Synchronous (h is complete on return). May be NULL in the table: the caller downloads and counts
      * on the host (the CPU backend has none; its memory is the host's). */
     int (*hist)(fp_backend *be, fp_hist_t *h, const void *x, fp_dtype dt, size_t n);
+    /* update_delta: the update of a parameter step and its lost updates where the parameters lie (the parameter
+     * pass, trainer/analysis/analysis.h): d = nw - old (one fp32 subtraction each) and, over the i with g[i]
+     * finite and nonzero, *moved (host) their number and *lost (host) those with nw[i] == old[i]; d, nw, old, g
+     * F32 of one count, d apart from the inputs. Bit for bit layers.h fp_update_delta (the CPU backend's is it).
+     * Synchronous (the counts are complete on return). May be NULL in the table: the caller downloads. */
+    int (*update_delta)(fp_backend *be, fp_tensor d, fp_tensor nw, fp_tensor old, fp_tensor g, size_t *lost,
+                        size_t *moved);
 } fp_backend_ops;
 
 /* A backend declares the functions it puts in the table with the table's own types, so that each op's
@@ -229,7 +237,8 @@ const fp_backend_ops *fp_backend_cpu(void);
  *  - probes (probe/probe.h) read tensors on the host: the model downloads an activation, a gradient
  *    or a weight (in its storage format) into a host buffer before fp_probe_tensor_dt, unless every
  *    probe that wants it takes a ready histogram (fp_probe_wants_values) and the backend has the hist
- *    op: then only the counts come back (fp_probe_tensor_hist);
+ *    op: then only the counts come back (fp_probe_tensor_hist); the parameter pass of a sampled step
+ *    likewise, with update_delta (trainer/analysis/analysis.h fp_param_dev);
  *  - fp_model_forward returns host logits: download after softmax / cast, then sync;
  *  - parameters, gradients and running statistics live in host buffers that callers (optimizer,
  *    checkpoint, safetensors) write: upload before a step and download after, or move those callers

@@ -164,3 +164,25 @@ int fp_backend_linear_check(const char *op, const fp_tensor *x, const fp_tensor 
     return fp_backend_want(!b->p || (b->d.n == 1 && b->d.h == 1 && b->d.w == 1 && b->d.c == y->d.c), op,
                            "b is not {1, 1, 1, out}");
 }
+
+static int apart(const fp_tensor *a, const fp_tensor *b)
+{
+    const char *pa = a->p, *pb = b->p;
+    size_t na = fp_tensor_count(a) * (size_t)fp_dtype_bytes(a->dt);
+    size_t nb = fp_tensor_count(b) * (size_t)fp_dtype_bytes(b->dt);
+    return pa + na <= pb || pb + nb <= pa;
+}
+
+int fp_backend_update_check(const char *op, const fp_tensor *d, const fp_tensor *nw, const fp_tensor *old,
+                            const fp_tensor *g, const size_t *lost, const size_t *moved)
+{
+    TRY(fp_backend_want(lost && moved, op, "NULL count"));
+    TRY(fp_backend_check(op, "d", d, FP_BACKEND_F32, 0));
+    TRY(fp_backend_check(op, "new", nw, FP_BACKEND_F32, 0));
+    TRY(fp_backend_check(op, "old", old, FP_BACKEND_F32, 0));
+    TRY(fp_backend_check(op, "g", g, FP_BACKEND_F32, 0));
+    size_t n = fp_tensor_count(d);
+    TRY(fp_backend_want(fp_tensor_count(nw) == n && fp_tensor_count(old) == n && fp_tensor_count(g) == n, op,
+                        "d, new, old and g differ in count"));
+    return fp_backend_want(apart(d, nw) && apart(d, old) && apart(d, g), op, "d overlaps an input");
+}

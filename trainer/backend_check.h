@@ -48,5 +48,8 @@ int fp_backend_pool_check(const char *op, const fp_tensor *x, const fp_tensor *y
 int fp_backend_avg_check(const char *op, const fp_tensor *x, const fp_tensor *y);
 int fp_backend_linear_check(const char *op, const fp_tensor *x, const fp_tensor *y, const fp_tensor *w,
                             const fp_tensor *b, unsigned wmask, fp_dtype compute);
+/* update_delta: lost and moved not NULL; d, new, old, g F32 of one count; d apart from the three inputs. */
+int fp_backend_update_check(const char *op, const fp_tensor *d, const fp_tensor *nw, const fp_tensor *old,
+                            const fp_tensor *g, const size_t *lost, const size_t *moved);
 
 #endif

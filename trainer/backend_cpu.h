@@ -53,7 +53,7 @@ void fp_bcpu_add16(uint16_t *y, const uint16_t *a, const uint16_t *b, size_t n, 
  * the element-wise ones in backend_cpu_elementwise.c, the layer ops in backend_cpu_layers.c. */
 #define FP_BCPU_OP(op) extern FP_BACKEND_OP_TYPE(op) fp_bcpu_##op;
 FP_BCPU_OP(cast) FP_BCPU_OP(round) FP_BCPU_OP(relu_forward) FP_BCPU_OP(relu_backward) FP_BCPU_OP(add)
-FP_BCPU_OP(accumulate) FP_BCPU_OP(softmax_xent) FP_BCPU_OP(unscale_check)
+FP_BCPU_OP(accumulate) FP_BCPU_OP(softmax_xent) FP_BCPU_OP(unscale_check) FP_BCPU_OP(update_delta)
 FP_BCPU_OP(bn_act_query) FP_BCPU_OP(bn_act_forward_train) FP_BCPU_OP(bn_act_backward)   /* backend_cpu_bn_act.c */
 FP_BACKEND_LAYER_OPS(FP_BCPU_OP)
 #undef FP_BCPU_OP

@@ -6,6 +6,7 @@
 #define FP_LAYERS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Activations are NHWC: element (n, y, x, c) at ((n*h + y)*w + x)*c + c. */
 typedef struct { int n, h, w, c; } fp_dims;
@@ -115,5 +116,14 @@ int fp_accumulate(float *dst, const float *src, size_t n);
  * label's (ties count in its favour; a NaN label logit never hits). */
 int fp_softmax_xent(float *loss, float *dlogits, int *correct1, int *correct5, const float *logits,
                     const int *labels, int n, int classes);
+
+/* The update of a parameter step and its lost updates (trainer/analysis/analysis.h, the backend op
+ * update_delta): d[i] = nw[i] - old[i] (one fp32 subtraction), and over the i with g[i] finite and nonzero,
+ * *moved their number and *lost those with nw[i] == old[i] (written, not added). No overlap.
+ * fp_update_piece: the same on c < 2^32 values with 32-bit counts (the parameter pass's cache-sized pieces). */
+void fp_update_piece(float *restrict d, const float *restrict nw, const float *restrict old, const float *restrict g,
+                     size_t c, uint32_t *lost, uint32_t *moved);
+void fp_update_delta(float *d, const float *nw, const float *old, const float *g, size_t n, size_t *lost,
+                     size_t *moved);
 
 #endif

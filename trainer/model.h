@@ -157,6 +157,20 @@ int fp_model_sync_to_device(fp_model *m);
 float *fp_model_backend_params(fp_model *m);
 float *fp_model_backend_grads(fp_model *m);
 float *fp_model_backend_buffers(fp_model *m);
+/* Read-only backend-memory views of the parameters and gradients (for the parameter pass on the device,
+ * analysis.h): uploads what the host wrote first, marks nothing (the host mirrors stay as they are; the caller
+ * must not write through them). NULL on failure. */
+const float *fp_model_backend_params_view(fp_model *m);
+const float *fp_model_backend_grads_view(fp_model *m);
+struct fp_probe;
+/* Hands cnt fp32 values at x, memory of m's backend (a view above, or a block from its alloc), to probe p as
+ * (layer, role: an fp_tensor_role of lib/store.h), a role the caller delivers (fp_probe_caller_roles): on a
+ * device backend with a hist op and no backend of p needing the role as values (fp_probe_wants_values_all),
+ * counted where they lie (only the counts come back); else downloaded into the model's probe staging (on a host
+ * backend: x itself) and handed as values. Outside a step or when p does not want the role nothing happens.
+ * FP_EINVAL for a NULL model or tensor; FP_ENOMEM or the backend's error when they could not be handed (nothing
+ * recorded then). */
+int fp_model_probe_backend(fp_model *m, struct fp_probe *p, int layer, int role, const float *x, size_t cnt);
 
 /* ---- running ---- */
 

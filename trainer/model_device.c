@@ -6,7 +6,8 @@
  * step a device tensor that the probes take as a histogram is counted on the device (only the counts come
  * back), one an in-place probe backend takes is handed over where it lies, any other is downloaded; handing the
  * device parameters out for writing (fp_model_backend_params) registers the CUDA backend's 16-bit weight copy
- * for the optimizer to write, and marks it stale; fp_model_mirror_params copies device to device. */
+ * for the optimizer to write, and marks it stale, read-only views (fp_model_backend_params_view) mark nothing;
+ * fp_model_mirror_params copies device to device. */
 #include "config.h"
 #include "trainer/model_internal.h"
 #ifdef HAVE_CUDA
@@ -295,40 +296,59 @@ void fp_model_zero_grad(fp_model *m)
 
 /* ---------------------------------------------------------------- probes */
 
-void fp_mi_probe_value(fp_model *m, const void *p, fp_dtype d, size_t cnt, int layer, fp_tensor_role role)
+/* A tensor x (cnt values of storage format d, backend memory) to probe pr as (layer, role): where it lies to the
+ * in-place backends when `in_place` has the role; counted by the hist op when no backend needs it as `values`;
+ * else downloaded (device) and handed as values. */
+static int probe_value(fp_model *m, fp_probe *pr, unsigned in_place, unsigned values, const void *p, fp_dtype d,
+                       size_t cnt, int layer, fp_tensor_role role)
 {
     fp_dtype sd = is16(d) ? d : FP_DT_F32;
     const unsigned bit = FP_PROBE_ROLE_BIT(role);
-    if (fp_probe_wants_in_place(m->probe) & bit) {   /* where it lies: nothing comes over for these */
+    if (in_place & bit) {   /* where it lies: nothing comes over for these */
         fp_probe_mem mem = {m->ops, m->be, m->ops->host_memory};
-        fp_probe_tensor_in_place(m->probe, layer, role, p, sd, cnt, &mem);
-        if (!(fp_probe_wants_copies(m->probe) & bit))
-            return;
+        fp_probe_tensor_in_place(pr, layer, role, p, sd, cnt, &mem);
+        if (!(fp_probe_wants_copies(pr) & bit))
+            return FP_OK;
     }
-    if (devmem(m) && m->ops->hist && !(fp_probe_wants_values(m->probe) & FP_PROBE_ROLE_BIT(role))) {
+    if (devmem(m) && m->ops->hist && !(values & bit)) {
         fp_hist_t h;   /* every probe that wants it takes counts: histogrammed where it lies */
         fp_hist_init(&h);
-        if (m->ops->hist(m->be, &h, p, sd, cnt) == FP_OK) {
-            fp_probe_tensor_hist(m->probe, layer, role, &h);
-            return;
-        }
+        if (m->ops->hist(m->be, &h, p, sd, cnt) == FP_OK)
+            return fp_probe_tensor_hist(pr, layer, role, &h);
         /* the device could not count it (no memory for the counters): the values come over as before */
     }
     if (devmem(m)) {   /* a sampling step: the tensor comes over to the host staging */
         size_t bytes = cnt * (size_t)fp_dtype_bytes(sd);
         if (m->probe_host_cap < bytes) {
             void *q = realloc(m->probe_host, bytes);
-            if (!q)
-                return;   /* nothing recorded rather than a made-up value */
+            if (!q)   /* nothing recorded rather than a made-up value */
+                return fp_fail(FP_ENOMEM, "model %s: out of memory for a probe's tensor (%zu bytes)", m->name, bytes);
             m->probe_host = q;
             m->probe_host_cap = bytes;
         }
-        if (m->ops->download(m->be, m->probe_host, p, bytes) || m->ops->sync(m->be))
-            return;
+        int rc = m->ops->download(m->be, m->probe_host, p, bytes);
+        if (rc || (rc = m->ops->sync(m->be)))
+            return rc;
         p = m->probe_host;
     }
-    fp_probe_tensor_dt(m->probe, layer, role, p, sd, cnt);
+    return fp_probe_tensor_dt(pr, layer, role, p, sd, cnt);
 }
+
+void fp_mi_probe_value(fp_model *m, const void *p, fp_dtype d, size_t cnt, int layer, fp_tensor_role role)
+{
+    probe_value(m, m->probe, fp_probe_wants_in_place(m->probe), fp_probe_wants_values(m->probe), p, d, cnt, layer,
+                role);
+}
+
+int fp_model_probe_backend(fp_model *m, fp_probe *p, int layer, int role, const float *x, size_t cnt)
+{
+    if (!m || (!x && cnt))
+        return fp_fail(FP_EINVAL, "model: probe_backend of %s", m ? "a NULL tensor" : "a NULL model");
+    return probe_value(m, p, 0, fp_probe_wants_values_all(p), x, FP_DT_F32, cnt, layer, (fp_tensor_role)role);
+}
+
+const float *fp_model_backend_params_view(fp_model *m) { return fp_mi_to_device(m) ? NULL : m->dparams; }
+const float *fp_model_backend_grads_view(fp_model *m) { return fp_mi_to_device(m) ? NULL : m->dgrads; }
 
 /* ---------------------------------------------------------------- device to device (model.h) */
 

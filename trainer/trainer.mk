@@ -1,7 +1,7 @@
 # trainer/trainer.mk — the trainer: for now the fp32 layer kernels of the CPU backend (NHWC, CBLAS).
 lib_libfp_a_SOURCES += trainer/layers.h trainer/cpu/workspace.c trainer/cpu/conv.c \
 	trainer/cpu/batchnorm.c trainer/cpu/pool.c trainer/cpu/elementwise.c trainer/cpu/linear.c trainer/cpu/gemm.h trainer/cpu/gemm.c \
-	trainer/cpu/xent.c
+	trainer/cpu/xent.c trainer/cpu/update_delta.c
 
 # The backend table (trainer/backend.h) and its CPU implementation over the kernels above.
 lib_libfp_a_SOURCES += trainer/backend.h trainer/backend_check.h trainer/backend_check.c trainer/backend_cpu.h \

@@ -140,6 +140,32 @@ int fp_probe_params_steppable(fp_model *m, const struct fp_optim *opt);
 double fp_probe_sample_params_stepping(fp_probe *p, fp_model *m, struct fp_optim *opt, const float *grads,
                                        double *per_layer);
 
+/* The roles the parameter pass hands to p now: the update when some backend wants it, the weight and the
+ * weight gradient when wanted and taken over by the caller (fp_probe_caller_roles). */
+unsigned fp_probe_params_roles(const fp_probe *p);
+
+/* ---- the same pass where the parameters lie (param_pass_device.c) ----
+ * For a model on a device backend (any backend whose table has update_delta: the CPU one too): the
+ * parameters before the step are copied backend to backend (fp_param_dev_before, queued before the step on
+ * the model's backend) into a buffer the pass owns, allocated once from the model's backend at create (the
+ * parameters plus the largest layer's update: fp_param_dev_bytes); after the step, fp_param_dev_after runs,
+ * layer by layer, the backend's update_delta op (d = new - old, the lost / moved counts) and hands the roles
+ * of fp_probe_params_roles to p through fp_model_probe_backend (old as FP_ROLE_WEIGHT, the gradients as
+ * FP_ROLE_WEIGHT_GRAD at loss scale 1, d as FP_ROLE_UPDATE): histograms counted by the backend's hist op when
+ * p's backends take ready histograms (only counts come back), else the tensor downloaded. per_layer and *all
+ * (either may be NULL) get what fp_probe_sample_params gives on the same values, bit for bit; the histograms
+ * the same counts (sum_abs up to summation order). No host mirror is read or marked: the parameters and
+ * gradients stay on the device. Call after before on the same model, before fp_probe_step_end. create:
+ * FP_EUNAVAIL when the backend has no update_delta, FP_ENOMEM (the backend's message) without the memory;
+ * before / after: FP_EINVAL for another model or after without before, the backend's error otherwise. The
+ * pass must be freed before the model's backend goes (fp_model_set_backend, fp_model_free). */
+typedef struct fp_param_dev fp_param_dev;
+int fp_param_dev_create(fp_param_dev **out, fp_model *m);
+void fp_param_dev_free(fp_param_dev *pd);   /* NULL is fine */
+size_t fp_param_dev_bytes(const fp_param_dev *pd);
+int fp_param_dev_before(fp_param_dev *pd, fp_model *m);
+int fp_param_dev_after(fp_param_dev *pd, fp_probe *p, fp_model *m, double *all, double *per_layer);
+
 /* ---- a skipped step ----
  * From the parameter gradients of a skipped step as the backward left them (scaled), in backward
  * order (last layer first): the first layer whose gradient holds Inf or NaN, and each layer's

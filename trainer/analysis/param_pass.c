@@ -11,6 +11,7 @@
 #include <string.h>
 #include "trainer/analysis/analysis.h"
 #include "thread_pool.h"
+#include "trainer/layers.h"
 #include "trainer/optim.h"
 
 double fp_lost_update_fraction(const float *old_w, const float *new_w, const float *grad, size_t n)
@@ -25,28 +26,10 @@ double fp_lost_update_fraction(const float *old_w, const float *new_w, const flo
     return moved ? (double)lost / (double)moved : NAN;
 }
 
-/* One piece of at most UPDATE_CHUNK weights: d = new - old, and the weights with a finite nonzero
- * gradient (moved) and of those the unchanged ones (lost). Branch-free, 32-bit counts: vectorised. */
+/* Pieces of at most UPDATE_CHUNK weights: d = new - old, and the weights with a finite nonzero gradient (moved)
+ * and of those the unchanged ones (lost): layers.h fp_update_piece (branch-free, 32-bit counts: vectorised). */
 #define UPDATE_CHUNK 65536   /* 256 KiB per array: in L2, and few histogram calls */
 #define UPDATE_CHUNK_SMALL 4096
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
-__attribute__((target_clones("arch=x86-64-v3", "default"), optimize("tree-vectorize")))
-#endif
-static void update_piece(float *restrict d, const float *restrict nw, const float *restrict old,
-                         const float *restrict g, size_t c, uint32_t *lost, uint32_t *moved)
-{
-    uint32_t lo = 0, mv = 0;
-    for (size_t k = 0; k < c; k++) {
-        uint32_t gb;
-        memcpy(&gb, &g[k], sizeof gb);
-        uint32_t m = (gb & 0x7FFFFFFFu) - 1u < 0x7F7FFFFFu;   /* finite and nonzero */
-        mv += m;
-        lo += m & (uint32_t)(nw[k] == old[k]);
-        d[k] = nw[k] - old[k];
-    }
-    *lost = lo;
-    *moved = mv;
-}
 
 /* The same counts from the update the optimizer wrote (fp_optim_step_part_delta) and the new values:
  * new == old exactly when d == 0, or when d is NaN (inf - inf) with an infinite new value. */
@@ -89,7 +72,7 @@ static void layer_params(fp_probe *p, unsigned roles, int layer, size_t off, con
             fp_optim_step_part_delta(opt, off + i, off + i + c, d);
             delta_counts(d, nw + i, g + i, c, &l32, &m32);
         } else {
-            update_piece(d, nw + i, old + i, g + i, c, &l32, &m32);
+            fp_update_piece(d, nw + i, old + i, g + i, c, &l32, &m32);
             if (roles & FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT))
                 fp_probe_tensor(p, layer, FP_ROLE_WEIGHT, old + i, c);
         }
@@ -212,15 +195,20 @@ static void split_layers(const fp_model *m, int nl, int parts, int *first)
         first[j++] = nl;
 }
 
+unsigned fp_probe_params_roles(const fp_probe *p)
+{
+    /* the weight roles when the caller took them over from the model; the update always (the model has none) */
+    const unsigned wroles = FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT) | FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD);
+    return ((fp_probe_wants_all(p) & ~fp_probe_wants(p)) & wroles) |
+           (fp_probe_wants_all(p) & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE));
+}
+
 /* The pass over m's layers, its parts over the pool, with old_params or the optimizer run piece by
  * piece (opt); returns the lost-update fraction over all parameters. */
 static double params_pass(fp_probe *p, fp_model *m, const float *old_params, fp_optim *opt, const float *grads,
                           double *per_layer)
 {
-    /* the weight roles when the caller took them over from the model; the update always (the model has none) */
-    const unsigned wroles = FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT) | FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD);
-    unsigned roles = ((fp_probe_wants_all(p) & ~fp_probe_wants(p)) & wroles) |
-                     (fp_probe_wants_all(p) & FP_PROBE_ROLE_BIT(FP_ROLE_UPDATE));
+    unsigned roles = fp_probe_params_roles(p);
     float scale = fp_probe_loss_scale(p), small[UPDATE_CHUNK_SMALL];
     int nl = fp_model_layer_count(m);
     pass_t ps;

@@ -275,6 +275,7 @@ static const fp_backend_ops cpu_ops = {
     .accumulate = fp_bcpu_accumulate,
     .softmax_xent = fp_bcpu_softmax_xent,
     .unscale_check = fp_bcpu_unscale_check,
+    .update_delta = fp_bcpu_update_delta,
 };
 
 const fp_backend_ops *fp_backend_cpu(void) { return &cpu_ops; }

@@ -1,6 +1,7 @@
 /* backend_cpu_elementwise.c — the CPU backend's element-wise ops: casts and rounding, relu forward /
- * backward (16-bit storage handled bit-wise), residual add / accumulate, softmax cross-entropy and the
- * fused unscale + non-finite check. Promises: the former model helpers and layers.h kernels bit for bit. */
+ * backward (16-bit storage handled bit-wise), residual add / accumulate, softmax cross-entropy, the fused
+ * unscale + non-finite check and the parameter update with its lost-update counts (update_delta). Promises:
+ * the former model helpers and layers.h kernels bit for bit. */
 /* GCC 12 at -O2 vectorises only loops with known trip counts: turn on the loop vectoriser (relu mask). */
 #pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #include "numfmt.h"
@@ -261,4 +262,14 @@ int fp_bcpu_unscale_check(fp_backend *be, int *found_inf, fp_tensor g, float inv
         return rc;
     *found_inf = fp_unscale_and_check(g.p, fp_tensor_count(&g), inv_scale);
     return FP_OK;
+}
+
+int fp_bcpu_update_delta(fp_backend *be, fp_tensor d, fp_tensor nw, fp_tensor old, fp_tensor g, size_t *lost,
+                         size_t *moved)
+{
+    (void)be;
+    int rc = fp_backend_update_check("update_delta", &d, &nw, &old, &g, lost, moved);
+    if (!rc)
+        fp_update_delta(d.p, nw.p, old.p, g.p, fp_tensor_count(&d), lost, moved);
+    return rc;
 }

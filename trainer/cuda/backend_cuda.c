@@ -1,11 +1,12 @@
 /* backend_cuda.c — the CUDA backend of backend.h: instance (arena, cuDNN contexts on one stream), device
  * memory with accounting, staging (the uploads' paths are upload.c's), the 16-bit weight copy the optimizer
  * writes (conv / linear read it instead of casting), casts, relu, residual add / accumulate, softmax
- * cross-entropy, the fused unscale + check, device histograms for the probes, the per-layer error's sums for the
- * analysis (layer_error_dev.h), and the ops table. Promises: backend.h's semantics (accumulate flags, dtypes,
- * compute formats: fp32 never TF32); every op checks dims and dtypes first; all work on one stream (large uploads'
- * and prefetches' host-to-device copies on a copy stream, ordered with it by events); the synchronisation waits for
- * both, so that an upload's source (upload.c says when it is not free at once) is free when it returns. */
+ * cross-entropy, the fused unscale + check, device histograms for the probes and the parameter pass's update with
+ * its lost updates (update_delta), the per-layer error's sums for the analysis (layer_error_dev.h), and the ops
+ * table. Promises: backend.h's semantics (accumulate flags, dtypes, compute formats: fp32 never TF32); every op
+ * checks dims and dtypes first; all work on one stream (large uploads' and prefetches' host-to-device copies on a
+ * copy stream, ordered with it by events); the synchronisation waits for both, so that an upload's source
+ * (upload.c says when it is not free at once) is free when it returns. */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -667,6 +668,21 @@ static int cuda_hist(fp_backend *be, fp_hist_t *h, const void *x, fp_dtype dt, s
     return fp_cuda_hist_add(h, x, n, dt, work, be->stream);
 }
 
+/* The parameter pass's update and lost updates (kernels.h fp_cuda_update_delta): two counts come back, through
+ * a staging slot (not kept between ops). */
+static int cuda_update_delta(fp_backend *be, fp_tensor d, fp_tensor nw, fp_tensor old, fp_tensor g, size_t *lost,
+                             size_t *moved)
+{
+    TRY(fp_backend_update_check("update_delta", &d, &nw, &old, &g, lost, moved));
+    void *counts = fp_bcu_stage(be, FP_BCU_OUT2, 2 * sizeof(unsigned long long));
+    if (!counts)
+        return FP_ENOMEM;
+    size_t n = fp_tensor_count(&d);
+    fp_bcu_wc_touch(be, d.p, n * sizeof(float));
+    be->host_waits++;
+    return fp_cuda_update_delta(d.p, nw.p, old.p, g.p, n, lost, moved, counts, be->stream);
+}
+
 /* The per-layer error's sums (layer_error_dev.h) on the instance's stream: its own workspace, not the
  * scratch (an arm may hold that across the step). */
 int fp_backend_cuda_layer_error_sums(fp_backend *be, const float *ref, const void *x, fp_dtype dt, size_t n,
@@ -724,6 +740,7 @@ static const fp_backend_ops cuda_ops = {
     .softmax_xent = cuda_softmax_xent,
     .unscale_check = cuda_unscale_check,
     .hist = cuda_hist,
+    .update_delta = cuda_update_delta,
 };
 
 const fp_backend_ops *fp_backend_cuda(void) { return &cuda_ops; }

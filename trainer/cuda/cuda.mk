@@ -2,13 +2,15 @@
 # per-arm device arena, the kernel-name classifier, and their tests (GPU tests skip without one).
 if HAVE_CUDA
 lib_libfp_a_SOURCES += trainer/cuda/kernels.h trainer/cuda/xent.cu trainer/cuda/amp.cu trainer/cuda/sgd.cu \
-	trainer/cuda/adam.cu trainer/cuda/hist.cu trainer/cuda/layer_error.cu trainer/cuda/step.cu
+	trainer/cuda/adam.cu trainer/cuda/hist.cu trainer/cuda/layer_error.cu trainer/cuda/step.cu \
+	trainer/cuda/update_delta.cu
 # nvcc objects get no automatic header dependencies: list them.
 FP_CUDA_KERNEL_DEPS = trainer/cuda/kernels.h lib/error.h lib/hist.h lib/hist_counts.h lib/formats.h trainer/precision.h \
 	trainer/optim.h
 trainer/cuda/xent.$(OBJEXT) trainer/cuda/amp.$(OBJEXT) trainer/cuda/sgd.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
 trainer/cuda/adam.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
 trainer/cuda/hist.$(OBJEXT) trainer/cuda/layer_error.$(OBJEXT) trainer/cuda/step.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
+trainer/cuda/update_delta.$(OBJEXT): $(FP_CUDA_KERNEL_DEPS)
 trainer/cuda/layer_error.$(OBJEXT): trainer/cuda/layer_error_dev.h lib/dtype.h
 endif
 # The layer error's sums on the device for the analysis (every build includes the header: trainer/analysis).
@@ -24,7 +26,7 @@ trainer/cuda/backend_kernels.$(OBJEXT): trainer/cuda/backend_kernels.h $(FP_CUDA
 endif
 EXTRA_DIST += $(FP_CUDA_BACKEND_SOURCES)
 EXTRA_DIST += trainer/cuda/kernels.h trainer/cuda/xent.cu trainer/cuda/amp.cu trainer/cuda/sgd.cu \
-	trainer/cuda/adam.cu trainer/cuda/hist.cu trainer/cuda/layer_error.cu trainer/cuda/step.cu
+	trainer/cuda/adam.cu trainer/cuda/hist.cu trainer/cuda/layer_error.cu trainer/cuda/step.cu trainer/cuda/update_delta.cu
 
 # The arena: bookkeeping in C (CPU-tested with a host block), cudaMalloc only in a CUDA build.
 lib_libfp_a_SOURCES += trainer/cuda/arena.c trainer/cuda/arena.h

@@ -1,6 +1,6 @@
 /* kernels.h — the CUDA backend's own kernels (not cuDNN / cuBLAS): loss, AMP unscale + check, fused
- * SGD and Adam / AdamW, the device step's state and scalars, exponent histogram, per-layer error; pinned memory,
- * events and the step's CUDA graph. Each mirrors a CPU reference function and promises its
+ * SGD and Adam / AdamW, the device step's state and scalars, exponent histogram, a parameter step's update and
+ * lost updates, per-layer error; pinned memory, events and the step's CUDA graph. Each mirrors a CPU reference function and promises its
  * semantics (named below). Pointers marked d_ are device pointers; stream is a cudaStream_t passed as
  * void* (NULL: the default stream). Every function returns FP_OK or a negative FP_E* code with
  * fp_error_message() naming the CUDA error; FP_EINVAL for bad arguments (checked before any launch). */
@@ -216,6 +216,13 @@ void fp_cuda_graph_fail_next_for_test(void);
  * fp_cuda_hist_work_bytes() bytes. Synchronises the stream (the result is copied back). */
 size_t fp_cuda_hist_work_bytes(void);
 int fp_cuda_hist_add(fp_hist_t *h, const void *d_x, size_t n, fp_dtype dtype, void *d_work, void *stream);
+
+/* ---- a parameter step's update and lost updates (trainer/layers.h fp_update_delta) ----
+ * d_d[i] = d_nw[i] - d_old[i] (__fsub_rn: no contraction, denormals kept) and, over the i with d_g[i] finite
+ * and nonzero, *moved their number and *lost those with d_nw[i] == d_old[i]: bit for bit fp_update_delta.
+ * d_counts: device scratch of 2 unsigned long long. Synchronises the stream (the counts are copied back). */
+int fp_cuda_update_delta(float *d_d, const float *d_nw, const float *d_old, const float *d_g, size_t n, size_t *lost,
+                         size_t *moved, unsigned long long *d_counts, void *stream);
 
 /* ---- per-layer error (trainer/analysis/analysis.h fp_layer_error) ----
  * d_x (n values of x_dtype: fp32, or fp16 / bf16 patterns) against the fp32 reference d_ref:

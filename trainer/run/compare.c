@@ -222,11 +222,18 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, int j, double 
     if (a->hist)
         fp_hist_probe_sample_next(a->hist, sampled);
     fp_probe_step_begin(a->probe, step_no, sc->mode == FP_SCALE_NONE ? 1.0f : sc->scale);
-    /* the parameters before the step, unless the pass rides on it (host mirror: a device model downloads) */
-    const float *p0 = sampled && !a->steppable ? fp_model_params(m) : NULL;
-    rc = sampled && !a->steppable && !p0 ? FP_EINTERNAL : FP_OK;
+    /* the parameters before the step, unless the pass rides on it: on the device for a GPU arm (a copy queued
+     * before the step), else into the host copy (host mirror: a device model downloads) */
+    const int host_pass = sampled && !a->steppable && !a->pdev;
+    const float *p0 = host_pass ? fp_model_params(m) : NULL;
+    rc = host_pass && !p0 ? FP_EINTERNAL : FP_OK;
     if (p0)
         fp_probe_copy_params(a->old_params, p0, fp_model_num_params(m));
+    if (!rc && sampled && a->pdev) {   /* the device pass's own time: the copy queued here, the pass after */
+        int64_t t = fp_clock_wall_ns();
+        rc = fp_param_dev_before(a->pdev, m);
+        a->pdev_ns = fp_clock_wall_ns() - t;
+    }
     if (!rc && sampled && a->steppable) {
         rc = fp_arm_set_update_hook(a->arm, fp_cmp_params_while_stepping, a);
         rides = 1;
@@ -246,6 +253,10 @@ static int arm_step(fp_compare *c, fp_compare_result *res, int i, int j, double 
     double lost_all = NAN;   /* the parameter roles and the lost updates, one pass */
     if (!rc && sampled && a->steppable && !r.skipped && !r.diverged) {   /* the hook ran (arm.h) */
         lost_all = a->lost_all;
+    } else if (!rc && sampled && a->pdev) {   /* on the device: only counts come back */
+        int64_t t = fp_clock_wall_ns();
+        rc = fp_param_dev_after(a->pdev, a->probe, m, &lost_all, a->per_layer);
+        a->pdev_ns += fp_clock_wall_ns() - t;
     } else if (!rc && sampled) {   /* after the step; riding on it but it did not update: nothing moved */
         const float *g = fp_model_grads(m);
         if (!g || !fp_model_params(m))   /* a device model whose download failed: the message says why */

@@ -42,3 +42,9 @@ tests/libfake_nvml.so: tests/test_compare_fake_nvml.c
 	$(AM_V_CC)$(MKDIR_P) tests && $(CC) -shared -fPIC -O1 -o $@ $(srcdir)/tests/test_compare_fake_nvml.c
 CLEANFILES += tests/libfake_nvml.so
 EXTRA_DIST += tests/test_compare_fake_nvml.c
+# The parameter pass on the GPU (the CUDA update_delta op against the CPU's, the device pass against the host
+# pass after GPU arm steps, a comparison's GPU arms running it); skips without a GPU.
+check_PROGRAMS += tests/gpu/test_cuda_param_pass
+TESTS += tests/gpu/test_cuda_param_pass
+tests_gpu_test_cuda_param_pass_SOURCES = tests/gpu/test_cuda_param_pass.c $(GPU_TEST_UTIL) $(STORE_TEST_UTIL)
+tests_gpu_test_cuda_param_pass_LDADD = $(TEST_LDADD)

@@ -56,6 +56,9 @@ typedef struct {
     int perr_mem_told;          /* the info event on its GPU clones' memory is written */
     float *old_params;          /* the parameters before a sampled step (updates, lost updates), unless steppable */
     int steppable;              /* the parameter pass rides on the optimizer step (fp_arm_set_update_hook) */
+    fp_param_dev *pdev;         /* a GPU arm's parameter pass on the device (analysis.h), NULL: on the host */
+    char pdev_off[256];         /* a GPU arm's pass on the host: why ("" otherwise) */
+    int64_t pdev_ns;            /* the last sampled step's device pass: wall time outside the step (the host's) */
     double lost_all;            /* the lost-update fraction of the pass riding on the last step */
     float *scratch;             /* a skipped step's gradients, scaled back */
     double *per_layer;          /* lost-update fraction per layer */

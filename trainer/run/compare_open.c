@@ -146,6 +146,7 @@ void fp_compare_close(fp_compare *c)
         fp_perf_close(a->perf);
         fp_hist_probe_free(a->hist);
         fp_prec_err_free(a->perr);
+        fp_param_dev_free(a->pdev);   /* before the arm: its memory is the model's backend's */
         free(a->old_params);
         free(a->scratch);
         free(a->per_layer);

@@ -202,7 +202,11 @@ int fp_cmp_attach_probes(fp_compare *c, int i)
         /* on the host with fp32 master weights the pass rides on the optimizer (no copy before the step) */
         a->steppable = !a->gpu && fp_arm_policy(a->arm)->master == FP_DT_F32 &&
                        fp_probe_params_steppable(m, fp_arm_optim(a->arm));
-        if (!rc && !a->steppable && !(a->old_params = malloc(fp_model_num_params(m) * sizeof *a->old_params)))
+        /* on a GPU where the parameters lie (only counts come back); without the op or the memory, on the host */
+        if (!rc && a->gpu && fp_param_dev_create(&a->pdev, m) != FP_OK)
+            snprintf(a->pdev_off, sizeof a->pdev_off, "%s", fp_error_message());
+        if (!rc && !a->steppable && !a->pdev &&
+            !(a->old_params = malloc(fp_model_num_params(m) * sizeof *a->old_params)))
             rc = fp_fail(FP_ENOMEM, "out of memory");
         if (!rc && !(a->per_layer = malloc((size_t)(nl > 0 ? nl : 1) * sizeof *a->per_layer)))
             rc = fp_fail(FP_ENOMEM, "out of memory");
@@ -245,7 +249,7 @@ const char *fp_cmp_skip_detail(arm_state *a, const fp_arm_step_result *r, char *
 }
 
 /* At a histogram step: the fraction of weights whose update vanished in rounding, as an event naming the
- * layers that lost the most. */
+ * layers that lost the most (a GPU arm's: and the time its pass on the device took). */
 void fp_cmp_lost_updates_event(fp_compare *c, arm_state *a, int64_t step, double all)
 {
     fp_model *m = fp_arm_model(a->arm);
@@ -266,6 +270,9 @@ void fp_cmp_lost_updates_event(fp_compare *c, arm_state *a, int64_t step, double
                                 fp_model_layer(m, best)->name, 100 * a->per_layer[best]);
         a->per_layer[best] = NAN;
     }
+    if (a->pdev && len < sizeof text)   /* the pass's time, outside the step's (steps.wall_ns leaves it out) */
+        snprintf(text + len, sizeof text - len, "; the parameter pass on the GPU took %.2f ms outside the step",
+                 (double)a->pdev_ns / 1e6);
     fp_store_event(c->store, a->run, 0, step, -1, FP_EVENT_INFO, text);
 }
 
@@ -299,6 +306,16 @@ void fp_cmp_gpu_probes_begin(fp_compare *c)
         fp_store_event(c->store, a->run, 0, 0, -1, FP_EVENT_INFO, text);
         if (!fp_nvtx_compiled())
             fp_store_event(c->store, a->run, 0, 0, -1, FP_EVENT_INFO, "NVTX ranges: built without NVTX3");
+        if (a->hist) {   /* where the histogram steps' parameter pass runs */
+            if (a->pdev)
+                snprintf(text, sizeof text, "parameter pass (weights, updates, lost updates): on the GPU, the "
+                         "parameters before the step copied device to device (%.1f MiB in the arm's arena), only "
+                         "counts come back", (double)fp_param_dev_bytes(a->pdev) / 1048576.0);
+            else
+                snprintf(text, sizeof text, "parameter pass (weights, updates, lost updates): on the host, parameters "
+                         "and gradients downloaded: %s", a->pdev_off);
+            fp_store_event(c->store, a->run, 0, 0, -1, FP_EVENT_INFO, text);
+        }
     }
     if (!first || !c->store)
         return;
