@@ -55,6 +55,7 @@ void fp_bcpu_add16(uint16_t *y, const uint16_t *a, const uint16_t *b, size_t n, 
 FP_BCPU_OP(cast) FP_BCPU_OP(round) FP_BCPU_OP(relu_forward) FP_BCPU_OP(relu_backward) FP_BCPU_OP(add)
 FP_BCPU_OP(accumulate) FP_BCPU_OP(softmax_xent) FP_BCPU_OP(unscale_check)
 FP_BACKEND_LAYER_OPS(FP_BCPU_OP)
+FP_BACKEND_SYNC_BN_OPS(FP_BCPU_OP)   /* trainer/cpu/sync_bn.c */
 #undef FP_BCPU_OP
 
 #endif

@@ -115,6 +115,7 @@ static inline fp_dtensor fp_bcu_dt(const fp_tensor *t) { fp_dtensor d = {t->p, t
 /* The layer ops (backend_cuda_layers.c), with the table's types (backend.h): fp_bcu_<op>. */
 #define FP_BCU_OP(op) extern FP_BACKEND_OP_TYPE(op) fp_bcu_##op;
 FP_BACKEND_LAYER_OPS(FP_BCU_OP)
+FP_BACKEND_SYNC_BN_OPS(FP_BCU_OP)   /* sync_bn.cu */
 #undef FP_BCU_OP
 
 /* host_register.c: [src, src + bytes) lies whole inside one range page-locked by fp_backend_cuda_host_register. */
