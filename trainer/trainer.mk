@@ -66,6 +66,12 @@ tests_test_dist_SOURCES = tests/test_dist.c $(DIST_TEST_UTIL)
 tests_test_dist_LDADD = $(TEST_LDADD)
 TESTS += tests/test_dist.sh
 dist_check_SCRIPTS += tests/test_dist.sh
+# ... and --sync-bn, batchnorm over the global batch (test_dist_sync_bn.sh, the same way).
+check_PROGRAMS += tests/test_dist_sync_bn
+tests_test_dist_sync_bn_SOURCES = tests/test_dist_sync_bn.c $(DIST_TEST_UTIL)
+tests_test_dist_sync_bn_LDADD = $(TEST_LDADD)
+TESTS += tests/test_dist_sync_bn.sh
+dist_check_SCRIPTS += tests/test_dist_sync_bn.sh
 # ... and the all-reduce overlapped with the backward (test_dist_overlap.sh, the same way).
 check_PROGRAMS += tests/test_dist_overlap
 tests_test_dist_overlap_SOURCES = tests/test_dist_overlap.c $(DIST_TEST_UTIL)
