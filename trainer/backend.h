@@ -135,7 +135,8 @@ typedef struct fp_backend_ops {
      * so that a TRAIN forward normalises with the global batch's statistics and the backward's dx uses the
      * global sums. acc: F32 {1, 1, 1, 2c + 1}, backend memory; x, y, dy, dx as bn_*; gamma, beta, save (2c:
      * mean then inverse std), running stats, dgamma, dbeta: F32 {1, 1, 1, c}. Local sums accumulate in
-     * double on the CPU (fp32 partials per thread block on a device); the reduction carries them in fp32.
+     * double (CPU: rows in order; CUDA: fixed blocks of rows, added in block order); the reduction carries
+     * them in fp32.
      * sync_stats: acc = [sum(x - k), sum((x - k)^2), rows] per channel over this x, rows = n*h*w (written as
      *   a float: exact up to 2^24); the shift k = center[j] / center[2c] (center: an acc of this op
      *   without center, already reduced: the global mean, so that the second pass is the two-pass
