@@ -105,7 +105,8 @@ static void ops_case(fp_dtype dt)
                                    ten(rm, FP_DT_F32, 1, 1, 1, C), ten(rv, FP_DT_F32, 1, 1, 1, C),
                                    ten(x, dt, 2 * NH, H, W, C), G, B, &p);
     rc = rc ? rc : ops->bn_backward(be, ten(dx, dt, 2 * NH, H, W, C), ten(dg, FP_DT_F32, 1, 1, 1, C),
-                                    ten(db, FP_DT_F32, 1, 1, 1, C), ten(dy, dt, 2 * NH, H, W, C), ten(x, dt, 2 * NH, H, W, C),
+                                    ten(db, FP_DT_F32, 1, 1, 1, C), ten(dy, dt, 2 * NH, H, W, C),
+                                    ten(x, dt, 2 * NH, H, W, C),
                                     G, ten(save, FP_DT_F32, 1, 1, 1, 2 * C), 0);
     tap_is_int(rc, FP_OK, "%s: plain batchnorm over the batch of %d", fmt, 2 * NH);
 
@@ -151,8 +152,8 @@ static void ops_case(fp_dtype dt)
     double rel = dt == FP_DT_F32 ? 1e-5 : 1.0 / 1024, abs = dt == FP_DT_F32 ? 1e-5 : 6e-8;
     float *w1 = malloc(all * sizeof *w1), *w2 = malloc(all * sizeof *w2);
     for (int h = 0; h < 2; h++) {
-        tap_ok(worst(ssave[h], save, 2 * C, 1e-6, 1e-5) <= 1, "%s: half %d saved mean / invstd = the batch's (rel 1e-5)",
-               fmt, h);
+        tap_ok(worst(ssave[h], save, 2 * C, 1e-6, 1e-5) <= 1,
+               "%s: half %d saved mean / invstd = the batch's (rel 1e-5)", fmt, h);
         tap_ok(worst(srm[h], rm, C, 1e-6, 1e-5) <= 1 && worst(srv[h], rv, C, 1e-6, 1e-5) <= 1,
                "%s: half %d running mean / var (unbiased, global count) = the batch's (rel 1e-5)", fmt, h);
     }
@@ -195,7 +196,8 @@ static void bad_input(void)
     a[2 * C] = 1.0f;   /* one value per channel over the ranks: no unbiased variance */
     fp_bn_params p = {0.1f, 1e-5f};
     rc = ops->bn_sync_forward(be, ten(xv, FP_DT_F32, 1, 1, 1, C), ten(save, FP_DT_F32, 1, 1, 1, 2 * C),
-                              (fp_tensor){0}, (fp_tensor){0}, ten(xv, FP_DT_F32, 1, 1, 1, C), ten(g, FP_DT_F32, 1, 1, 1, C),
+                              (fp_tensor){0}, (fp_tensor){0}, ten(xv, FP_DT_F32, 1, 1, 1, C),
+                              ten(g, FP_DT_F32, 1, 1, 1, C),
                               ten(b, FP_DT_F32, 1, 1, 1, C), ten(a, FP_DT_F32, 1, 1, 1, 2 * C + 1),
                               ten(a, FP_DT_F32, 1, 1, 1, 2 * C + 1), &p);
     tap_is_int(rc, FP_EINVAL, "bn_sync_forward refuses a global count of 1: %s", fp_error_message());
