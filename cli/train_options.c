@@ -88,6 +88,10 @@ int fp_train_options_parse(fp_train_options *o, int argc, char **argv, int *i)
 #define NUM(flag, name, dst) RET((o->flag = 1, m > 0 && parse_double(c, name, v, dst)))
     if (strcmp(argv[*i], "--cuda-graph") == 0)   /* a flag: no value */
         return (o->cuda_graph = 1);
+    if (strcmp(argv[*i], "--sync-bn") == 0)
+        return (o->sync_bn = 1);
+    if (strncmp(argv[*i], "--sync-bn=", 10) == 0)
+        return cli_error(2, "%s: --sync-bn takes no value (got '%s')", c, argv[*i] + 10);
     if (OPT("--model"))
         RET((o->model = v, 0));
     if (OPT("--precision"))
@@ -195,6 +199,7 @@ int fp_train_options_apply(const fp_train_options *o, fp_compare_config *cfg)
     if (o->allreduce)
         a->allreduce = o->allreduce;
     a->cuda_graph = o->cuda_graph;
+    a->sync_bn = o->sync_bn;
     if (o->data)
         c->data = o->data;
     if (o->set_augment)
@@ -252,6 +257,8 @@ void fp_train_options_device_note(const fp_train_options *o)
         fprintf(stderr, "%s\n", o->device_note);
     if (o->cuda_graph && !o->gpu)
         fprintf(stderr, "fp16probe: %s: --cuda-graph: no effect: the arms train on the CPU\n", o->cmd);
+    if (o->sync_bn && fp_dist_launched_size() < 2)
+        fprintf(stderr, "fp16probe: %s: --sync-bn: no effect: one process (it needs mpirun -np N, N > 1)\n", o->cmd);
 }
 
 void fp_cli_fmt_time(char *buf, size_t size, double s)
@@ -309,5 +316,5 @@ void fp_cli_print_dist_summary(const fp_compare_config *cfg, const fp_compare_re
            r->comm_bytes / 1e6);
     if (!isnan(r->reduce_rel_l2))
         printf(", rounding vs fp32 rel. L2 %.3g", r->reduce_rel_l2);
-    printf("\n");
+    printf("%s\n", a->sync_bn ? ", sync-bn" : "");
 }

@@ -18,6 +18,7 @@ typedef struct {
     int batch, image_size, classes, threads, eval_every, augment, shuffle, hist_every, error_every, trace_every;
     double lr, momentum, weight_decay;
     int cuda_graph;                   /* --cuda-graph: GPU arms replay their step as a CUDA graph */
+    int sync_bn;                      /* --sync-bn: batchnorm over the global batch under mpirun */
     int set_steps, set_warmup, set_seed, set_eval_batches, set_batch, set_image_size, set_classes, set_threads,
         set_eval_every, set_augment, set_shuffle, set_hist, set_error, set_trace, set_lr, set_momentum,
         set_weight_decay;
@@ -71,7 +72,8 @@ int fp_train_options_dist_end(fp_train_options *o, int status);
 void fp_cli_print_dist_summary(const fp_compare_config *cfg, const fp_compare_result *res, int i);
 
 /* Prints o->device_note (when there is one) once the command's arguments are known to be good, so that a
- * usage error stays one line; and with --cuda-graph on the CPU, one line saying it does nothing there. */
+ * usage error stays one line; and with --cuda-graph on the CPU, one line saying it does nothing there; with
+ * --sync-bn in one process (no launcher, or one rank), one line saying it does nothing there. */
 void fp_train_options_device_note(const fp_train_options *o);
 
 /* "m:ss" / "h:mm:ss", "?" when unknown. */

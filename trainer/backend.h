@@ -153,6 +153,34 @@ typedef struct fp_backend_ops {
                            fp_tensor dy, fp_tensor y, fp_tensor x, fp_tensor gamma, fp_tensor beta, fp_tensor save,
                            const fp_bn_params *p, void *reserve, size_t reserve_bytes, int accumulate_dx,
                            int accumulate_dz);
+    /* -- synchronised batchnorm (--sync-bn, PyTorch's SyncBatchNorm; trainer/model_sync_bn.c) --
+     * The model sums the small per-channel vectors `acc` over the ranks between these ops (its reduce hook),
+     * so that a TRAIN forward normalises with the global batch's statistics and the backward's dx uses the
+     * global sums. acc: F32 {1, 1, 1, 2c + 1}, backend memory; x, y, dy, dx as bn_*; gamma, beta, save (2c:
+     * mean then inverse std), running stats, dgamma, dbeta: F32 {1, 1, 1, c}. Local sums accumulate in
+     * double (CPU: rows in order; CUDA: fixed blocks of rows, added in block order); the reduction carries
+     * them in fp32.
+     * sync_stats: acc = [sum(x - k), sum((x - k)^2), rows] per channel over this x, rows = n*h*w (written as
+     *   a float: exact up to 2^24); the shift k = center[j] / center[2c] (center: an acc of this op
+     *   without center, already reduced: the global mean, so that the second pass is the two-pass
+     *   algorithm), or 0 when center.p is NULL.
+     * sync_forward: from a1 (the reduced acc without shift) and a2 (the reduced acc shifted by a1's mean),
+     *   N = a2[2c], mean = k + a2[j] / N, var = a2[c + j] / N - (a2[j] / N)^2 (biased; >= 0): save written,
+     *   running stats updated as bn_forward_train with the unbiased var * N / (N - 1) (may be skipped),
+     *   y = (x - mean) * invstd * gamma + beta (y may alias x when the formats agree).
+     * sync_backward_sums: acc = [sum dy, sum dy * xhat, rows] over this dy and x (xhat from save); dgamma
+     *   += sum dy * xhat and dbeta += sum dy (this rank's: data parallel averages them as other gradients;
+     *   may be skipped).
+     * sync_backward_dx: dx (accumulate) = gamma * invstd * (dy - acc[j] / N - xhat * acc[c + j] / N) with
+     *   N = acc[2c] (acc: sync_backward_sums' reduced). */
+    int (*bn_sync_stats)(fp_backend *be, fp_tensor acc, fp_tensor x, fp_tensor center);
+    int (*bn_sync_forward)(fp_backend *be, fp_tensor y, fp_tensor save, fp_tensor running_mean,
+                           fp_tensor running_var, fp_tensor x, fp_tensor gamma, fp_tensor beta, fp_tensor a1,
+                           fp_tensor a2, const fp_bn_params *p);
+    int (*bn_sync_backward_sums)(fp_backend *be, fp_tensor acc, fp_tensor dgamma, fp_tensor dbeta, fp_tensor dy,
+                                 fp_tensor x, fp_tensor save);
+    int (*bn_sync_backward_dx)(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_tensor x, fp_tensor gamma,
+                               fp_tensor save, fp_tensor acc, int accumulate);
 
     /* -- relu --
      * forward: y = max(x, 0) (v < 0 ? 0 : v: -0 and NaN pass), y and x of one format (any), y may
@@ -223,6 +251,8 @@ typedef struct fp_backend_ops {
     X(conv_forward) X(conv_backward_data) X(conv_backward_weights) X(bn_forward_train) X(bn_forward_eval) \
     X(bn_backward) X(maxpool_forward) X(maxpool_backward) X(avgpool_forward) X(avgpool_backward)         \
     X(linear_forward) X(linear_backward_data) X(linear_backward_weights)
+/* The synchronised batchnorm's ops (--sync-bn), declared by each backend like the layer ops. */
+#define FP_BACKEND_SYNC_BN_OPS(X) X(bn_sync_stats) X(bn_sync_forward) X(bn_sync_backward_sums) X(bn_sync_backward_dx)
 
 /* The CPU backend (trainer/cpu/backend_cpu*.c): host memory, the fp32 kernels of layers.h, 16-bit
  * tensors widened into fp32 staging around each kernel and narrowed after. */

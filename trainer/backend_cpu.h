@@ -56,6 +56,7 @@ FP_BCPU_OP(cast) FP_BCPU_OP(round) FP_BCPU_OP(relu_forward) FP_BCPU_OP(relu_back
 FP_BCPU_OP(accumulate) FP_BCPU_OP(softmax_xent) FP_BCPU_OP(unscale_check) FP_BCPU_OP(update_delta)
 FP_BCPU_OP(bn_act_query) FP_BCPU_OP(bn_act_forward_train) FP_BCPU_OP(bn_act_backward)   /* backend_cpu_bn_act.c */
 FP_BACKEND_LAYER_OPS(FP_BCPU_OP)
+FP_BACKEND_SYNC_BN_OPS(FP_BCPU_OP)   /* trainer/cpu/sync_bn.c */
 #undef FP_BCPU_OP
 
 #endif

@@ -214,6 +214,19 @@ int fp_model_backward(fp_model *m, const float *dlogits);
 typedef int (*fp_model_grad_ready_fn)(void *ctx, int layer, size_t offset, size_t count);
 void fp_model_set_grad_ready(fp_model *m, fp_model_grad_ready_fn fn, void *ctx);
 
+/* Synchronised batchnorm (data parallel's --sync-bn, PyTorch's SyncBatchNorm; trainer/model_sync_bn.c): with fn
+ * set, every TRAIN forward's batchnorm normalises with the mean and variance of the global batch (every rank's
+ * shard) and updates the running statistics from them (unbiased variance with the global count), and the
+ * backward's input gradient uses the globally summed sum(dy) and sum(dy * xhat); dgamma and dbeta stay this
+ * rank's (the gradient all-reduce averages them with the rest, as DDP does). fn(ctx, buf, count) replaces
+ * buf[0..count) in place by the sum over the ranks of every rank's buf: fp32 backend memory (host memory on
+ * the CPU backend; on a device backend device memory, the sum queued on the backend's stream). Every rank
+ * calls it in the same order: twice per batchnorm in the forward (the sums, then the sums centred on the
+ * global mean: the two-pass variance), once in the backward where dx is computed. A non-zero return stops
+ * the pass with that code. fn NULL (the default): per-rank statistics. EVAL forwards never call it. */
+typedef int (*fp_model_bn_reduce_fn)(void *ctx, float *buf, size_t count);
+void fp_model_set_bn_reduce(fp_model *m, fp_model_bn_reduce_fn fn, void *ctx);
+
 /* forward (TRAIN) + softmax cross-entropy (mean) with the loss gradient (times loss_scale) kept in
  * backend memory, and no backward yet (the caller may stop on a non-finite loss); labels are host
  * memory (uploaded on a device backend). backward_loss: the backward of that gradient. */

@@ -207,7 +207,8 @@ int fp_mi_backward(fp_model *m, const float *dlogits)
             fp_tensor dg = fp_tensor_of(G + nd->pw, FP_DT_F32, (fp_dims){1, 1, 1, c});
             fp_tensor db = fp_tensor_of(G + nd->pb, FP_DT_F32, (fp_dims){1, 1, 1, c});
             fp_tensor gamma = fp_tensor_of(P + nd->pw, FP_DT_F32, (fp_dims){1, 1, 1, c});
-            rc = ops->bn_backward(be, DX, dg, db, DY, X, gamma, save, acc);
+            rc = m->bn_reduce ? fp_mi_sync_bn_backward(m, DX, dg, db, DY, X, gamma, save, acc)
+                              : ops->bn_backward(be, DX, dg, db, DY, X, gamma, save, acc);
             break;
         }
         case FP_LAYER_RELU: {

@@ -76,6 +76,7 @@ void fp_mi_release_backend_memory(fp_model *m)
     o->free(m->be, m->wlow, m->nparams * sizeof(float));
     o->free(m->be, m->logits32, m->logits32_cap * sizeof(float));
     o->free(m->be, m->dlabels, m->dlabels_cap * sizeof(int));
+    fp_mi_sync_bn_release(m);
     m->dlogits = m->wlow = m->logits32 = NULL;
     m->dlabels = NULL;
     m->dlogits_cap = m->logits32_cap = m->dlabels_cap = 0;

@@ -130,7 +130,9 @@ int fp_mi_forward(fp_model *m, const float **logits, const float *x, int n, fp_m
             if (mode == FP_MODE_TRAIN) {
                 fp_tensor save = vec32((float *)pl->aux, (long long)nd->aux, 2 * c);
                 fp_tensor rm = vec32(B, nd->brm, c), rv = vec32(B, nd->brv, c);
-                rc = ops->bn_forward_train(be, Y, save, rm, rv, X, vec32(P, nd->pw, c), vec32(P, nd->pb, c), &nd->bn);
+                fp_tensor gamma = vec32(P, nd->pw, c), beta = vec32(P, nd->pb, c);
+                rc = m->bn_reduce ? fp_mi_sync_bn_forward(m, nd, Y, save, rm, rv, X, gamma, beta)   /* --sync-bn */
+                                  : ops->bn_forward_train(be, Y, save, rm, rv, X, gamma, beta, &nd->bn);
                 rc = rc ? rc : fp_mi_round_running(m, rm, rv);
             } else if (m->bn_stats) {
                 const float *mv = NULL;

@@ -1,7 +1,7 @@
 /* model_fuse.c — batchnorm -> relu and batchnorm -> add -> relu chains run as the backend's fused op
  * (backend.h bn_act_*) in TRAIN forwards that sample nothing, and in their unsampled backwards.
- * Promises: a chain fuses only where its intermediate values have no other reader; a sampled, EVAL or
- * caller-statistics forward runs every node; after a fused forward the chain's batchnorm / add outputs
+ * Promises: a chain fuses only where its intermediate values have no other reader; a sampled, EVAL,
+ * caller-statistics or --sync-bn forward runs every node; after a fused forward the chain's batchnorm / add outputs
  * hold stale bytes, which fp_model_layer_output refuses (fp_mi_fuse_hidden) and nothing else reads. */
 #include "trainer/model_internal.h"
 
@@ -119,7 +119,8 @@ int fp_mi_fuse_begin(fp_model *m, fp_mode mode, unsigned want)
         m->fuse[k].ran = 0;
     int on = 0;
     fp_model_fusion(m, NULL, &on);
-    m->fwd_fused = mode == FP_MODE_TRAIN && !want && !m->bn_stats && on && m->nfuse > 0;
+    /* --sync-bn's batchnorm (model_sync_bn.c) normalises over the ranks: never fused */
+    m->fwd_fused = mode == FP_MODE_TRAIN && !want && !m->bn_stats && !m->bn_reduce && on && m->nfuse > 0;
     return m->fwd_fused;
 }
 

@@ -129,6 +129,10 @@ struct fp_model {
     int *fuse_at;
     int fusion;                   /* fp_model_set_fusion: 1 on, 0 off, -1 the backend's default */
     int fwd_fused;                /* the last TRAIN forward ran its chains fused */
+    fp_model_bn_reduce_fn bn_reduce;   /* fp_model_set_bn_reduce; NULL: per-rank batchnorm */
+    void *bn_reduce_ctx;
+    float *sync_acc;              /* model_sync_bn.c's reduced sums (backend memory) */
+    size_t sync_acc_cap;          /* floats */
 };
 
 /* m->stale: which copy is behind. HOST_*: the device copy is newer (download before host reads);
@@ -222,6 +226,13 @@ static inline int devmem(const fp_model *m) { return !m->ops->host_memory; }
 int fp_mi_to_host(fp_model *m, unsigned host_bits);   /* downloads the HOST_* parts asked that are behind */
 int fp_mi_to_device(fp_model *m);                     /* uploads every DEV_* part that is behind */
 void fp_mi_release_backend_memory(fp_model *m);       /* plans, gradient blocks, scratch, mirrors, weight copy */
+/* model_sync_bn.c: batchnorm nd's TRAIN forward / backward with the statistics summed over the ranks by
+ * m->bn_reduce (the arguments those of bn_forward_train / bn_backward); its scratch freed. */
+int fp_mi_sync_bn_forward(fp_model *m, const node_t *nd, fp_tensor y, fp_tensor save, fp_tensor rm, fp_tensor rv,
+                          fp_tensor x, fp_tensor gamma, fp_tensor beta);
+int fp_mi_sync_bn_backward(fp_model *m, fp_tensor dx, fp_tensor dgamma, fp_tensor dbeta, fp_tensor dy, fp_tensor x,
+                           fp_tensor gamma, fp_tensor save, int accumulate);
+void fp_mi_sync_bn_release(fp_model *m);
 /* Forward / backward on backend memory: *blogits (backend memory, fp32); bdlogits backend memory. */
 int fp_mi_forward(fp_model *m, const float **blogits, const float *x, int n, fp_mode mode);
 int fp_mi_backward(fp_model *m, const float *bdlogits);

@@ -7,6 +7,11 @@ lib_libfp_a_SOURCES += trainer/layers.h trainer/cpu/workspace.c trainer/cpu/conv
 lib_libfp_a_SOURCES += trainer/backend.h trainer/backend_check.h trainer/backend_check.c trainer/backend_cpu.h \
 	trainer/cpu/backend_cpu.c \
 	trainer/cpu/backend_cpu_elementwise.c trainer/cpu/backend_cpu_layers.c trainer/cpu/backend_cpu_bn_act.c
+# The synchronised batchnorm's ops (--sync-bn): their checks and the CPU implementation.
+lib_libfp_a_SOURCES += trainer/backend_sync_bn.h trainer/backend_sync_bn.c trainer/cpu/sync_bn.c
+check_PROGRAMS += tests/test_sync_bn
+TESTS += tests/test_sync_bn
+tests_test_sync_bn_LDADD = $(TEST_LDADD)
 
 check_PROGRAMS += tests/test_layers_conv tests/test_layers_misc tests/test_backend_cpu
 TESTS += tests/test_layers_conv tests/test_layers_misc tests/test_backend_cpu
@@ -20,7 +25,8 @@ bench_bench_conv_LDADD = $(FP_LDADD)
 # The model brick: node list, planning, forward/backward, the ResNet zoo; `fp16probe models`.
 lib_libfp_a_SOURCES += trainer/model.h trainer/model_internal.h trainer/model_build.c trainer/model_init.c \
 	trainer/model_info.c trainer/model_plan.c trainer/model_policy.c trainer/model_forward.c \
-	trainer/model_backward.c trainer/model_fuse.c trainer/model_clone.c trainer/model_st.c trainer/model_device.c trainer/resnet.c
+	trainer/model_backward.c trainer/model_fuse.c trainer/model_clone.c trainer/model_st.c trainer/model_device.c trainer/resnet.c \
+	trainer/model_sync_bn.c
 fp16probe_SOURCES += cli/cmd_models.c
 
 check_PROGRAMS += tests/test_model tests/test_model_reference tests/test_model_device tests/test_model_fuse
@@ -61,6 +67,12 @@ tests_test_dist_SOURCES = tests/test_dist.c $(DIST_TEST_UTIL)
 tests_test_dist_LDADD = $(TEST_LDADD)
 TESTS += tests/test_dist.sh
 dist_check_SCRIPTS += tests/test_dist.sh
+# ... and --sync-bn, batchnorm over the global batch (test_dist_sync_bn.sh, the same way).
+check_PROGRAMS += tests/test_dist_sync_bn
+tests_test_dist_sync_bn_SOURCES = tests/test_dist_sync_bn.c $(DIST_TEST_UTIL)
+tests_test_dist_sync_bn_LDADD = $(TEST_LDADD)
+TESTS += tests/test_dist_sync_bn.sh
+dist_check_SCRIPTS += tests/test_dist_sync_bn.sh
 # ... and the all-reduce overlapped with the backward (test_dist_overlap.sh, the same way).
 check_PROGRAMS += tests/test_dist_overlap
 tests_test_dist_overlap_SOURCES = tests/test_dist_overlap.c $(DIST_TEST_UTIL)

@@ -129,6 +129,7 @@ static inline fp_dtensor fp_bcu_dt(const fp_tensor *t) { fp_dtensor d = {t->p, t
 #define FP_BCU_OP(op) extern FP_BACKEND_OP_TYPE(op) fp_bcu_##op;
 FP_BACKEND_LAYER_OPS(FP_BCU_OP)
 FP_BCU_OP(bn_act_query) FP_BCU_OP(bn_act_forward_train) FP_BCU_OP(bn_act_backward)   /* backend_cuda_layers.c */
+FP_BACKEND_SYNC_BN_OPS(FP_BCU_OP)   /* sync_bn.cu */
 #undef FP_BCU_OP
 
 /* backend_cuda.c: a CUDA error as the backend's code (FP_ENOMEM for memory, else FP_EINTERNAL) with what failed;

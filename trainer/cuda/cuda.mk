@@ -19,10 +19,12 @@ EXTRA_DIST += trainer/cuda/layer_error_dev.h
 # The backend table's CUDA implementation (trainer/backend_cuda.h) over cuDNN / cuBLASLt, the kernels
 # above and its own element-wise / pooling kernels.
 FP_CUDA_BACKEND_SOURCES = trainer/backend_cuda.h trainer/cuda/backend_cuda_internal.h trainer/cuda/backend_cuda.c \
-	trainer/cuda/host_register.c trainer/cuda/upload.c trainer/cuda/backend_cuda_layers.c trainer/cuda/backend_kernels.h trainer/cuda/backend_kernels.cu
+	trainer/cuda/host_register.c trainer/cuda/upload.c trainer/cuda/backend_cuda_layers.c trainer/cuda/backend_kernels.h \
+	trainer/cuda/backend_kernels.cu trainer/cuda/backend_cuda_sync_bn.c trainer/cuda/sync_bn.h trainer/cuda/sync_bn.cu
 if HAVE_CUDA
 lib_libfp_a_SOURCES += $(FP_CUDA_BACKEND_SOURCES)
 trainer/cuda/backend_kernels.$(OBJEXT): trainer/cuda/backend_kernels.h $(FP_CUDA_KERNEL_DEPS)
+trainer/cuda/sync_bn.$(OBJEXT): trainer/cuda/sync_bn.h trainer/cuda/backend_kernels.h $(FP_CUDA_KERNEL_DEPS)
 endif
 EXTRA_DIST += $(FP_CUDA_BACKEND_SOURCES)
 EXTRA_DIST += trainer/cuda/kernels.h trainer/cuda/xent.cu trainer/cuda/amp.cu trainer/cuda/sgd.cu \
@@ -57,6 +59,12 @@ check_PROGRAMS += tests/gpu/test_cuda_bn_act
 TESTS += tests/gpu/test_cuda_bn_act
 tests_gpu_test_cuda_bn_act_SOURCES = tests/gpu/test_cuda_bn_act.c $(GPU_TEST_UTIL)
 tests_gpu_test_cuda_bn_act_LDADD = $(TEST_LDADD)
+
+# The synchronised batchnorm's ops (--sync-bn) against the CPU backend's, one rank's (identity) reduction.
+check_PROGRAMS += tests/gpu/test_cuda_sync_bn
+TESTS += tests/gpu/test_cuda_sync_bn
+tests_gpu_test_cuda_sync_bn_SOURCES = tests/gpu/test_cuda_sync_bn.c $(GPU_TEST_UTIL)
+tests_gpu_test_cuda_sync_bn_LDADD = $(TEST_LDADD)
 
 # The element-wise kernels' 8-wide and one-at-a-time paths (odd sizes, misaligned views, in place) against
 # the CPU backend: bit for bit.

@@ -78,6 +78,10 @@ int fp_dist_reduce_end(fp_dist *d, fp_dist_stats *st);
  * dies or the job is stopped while waiting; FP_EINVAL for a wire that is not fp32 / fp16 / bf16. */
 int fp_dist_allreduce_mean(fp_dist *d, float *x, size_t n, fp_dtype wire, size_t bucket_bytes, fp_dist_stats *st);
 
+/* buf[0..n) (host fp32) <- the sum over the ranks of every rank's buf, in place (MPI_Iallreduce, MPI_FLOAT,
+ * MPI_SUM, waited for by polling): the synchronised batchnorm's statistics (--sync-bn, model.h
+ * fp_model_set_bn_reduce). d NULL or one rank: unchanged. FP_EIO naming the peer when a rank dies. */
+int fp_dist_allreduce_sum_f32(fp_dist *d, float *buf, size_t n);
 /* *flag <- the maximum of every rank's *flag (found-inf: every rank skips the same steps). */
 int fp_dist_allreduce_max_int(fp_dist *d, int *flag);
 /* all[r * n + k] <- rank r's mine[k] on rank 0 (all may be NULL elsewhere); d NULL copies mine. */
@@ -109,6 +113,11 @@ int fp_dist_nccl_allreduce_mean(fp_dist *d, void *dev, size_t n, fp_dtype wire, 
 int fp_dist_nccl_reduce_begin(fp_dist *d, void *dev, size_t n, fp_dtype wire, size_t bucket_bytes);
 int fp_dist_nccl_reduce_ready(fp_dist *d, size_t off, size_t count, void *stream);
 int fp_dist_nccl_reduce_end(fp_dist *d, void *stream, fp_dist_stats *st);
+/* dev[0..n) (device fp32) <- the sum over the ranks (ncclAllReduce, ncclFloat32, ncclSum), in place: the
+ * synchronised batchnorm's statistics. Queued on the communicator's stream between events both ways with
+ * `stream` (the model's cudaStream_t), so that every NCCL call of the communicator runs in issue order on one
+ * stream (after the gradient buckets posted before it); the host does not wait. */
+int fp_dist_nccl_allreduce_sum_f32(fp_dist *d, float *dev, size_t n, void *stream);
 #endif
 
 #endif

@@ -5,6 +5,7 @@
  * with a message naming the peer; without MPI support the single-process answers hold and init says why not. */
 #include "config.h"
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,7 @@ int fp_dist_reduce_begin(fp_dist *d, float *x, size_t n, fp_dtype wire, size_t b
 int fp_dist_reduce_ready(fp_dist *d, size_t off, size_t count) { (void)d; (void)off; (void)count; return FP_OK; }
 int fp_dist_reduce_end(fp_dist *d, fp_dist_stats *st) { (void)d; (void)st; return FP_OK; }
 int fp_dist_allreduce_max_int(fp_dist *d, int *flag) { (void)d; (void)flag; return FP_OK; }
+int fp_dist_allreduce_sum_f32(fp_dist *d, float *buf, size_t n) { (void)d; (void)buf; (void)n; return FP_OK; }
 int fp_dist_gather_f64(fp_dist *d, const double *mine, int n, double *all)
 {
     (void)d;
@@ -518,6 +520,18 @@ int fp_dist_allreduce_max_int(fp_dist *d, int *flag)
     if (MPI_Iallreduce(MPI_IN_PLACE, flag, 1, MPI_INT, MPI_MAX, d->comm, &r) != MPI_SUCCESS)
         return fp_fail(FP_EIO, "MPI_Iallreduce (found-inf) failed");
     return fp_dist_wait(d, 1, &r, "reducing found-inf");
+}
+
+int fp_dist_allreduce_sum_f32(fp_dist *d, float *buf, size_t n)
+{
+    if (!d || d->size == 1 || n == 0)
+        return FP_OK;
+    if (n > (size_t)INT_MAX)
+        return fp_fail(FP_EINVAL, "all-reduce of %zu floats: more than MPI's int count", n);
+    MPI_Request r;
+    if (MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, d->comm, &r) != MPI_SUCCESS)
+        return fp_fail(FP_EIO, "MPI_Iallreduce (batchnorm statistics) failed");
+    return fp_dist_wait(d, 1, &r, "all-reducing the batchnorm statistics");
 }
 
 int fp_dist_gather_f64(fp_dist *d, const double *mine, int n, double *all)

@@ -167,3 +167,22 @@ int fp_dist_nccl_allreduce_mean(fp_dist *d, void *dev, size_t n, fp_dtype wire, 
         st->early = early;   /* all posted at once, after the backward: none overlapped */
     return rc;
 }
+
+int fp_dist_nccl_allreduce_sum_f32(fp_dist *d, float *dev, size_t n, void *stream)
+{
+    int rc = fp_dist_nccl_init(d);
+    nccl_state *s = d ? d->nccl : NULL;
+    if (rc || !s)
+        return rc;
+    cudaError_t ce;
+    if ((ce = cudaEventRecord(s->ready, (cudaStream_t)stream)) != cudaSuccess ||
+        (ce = cudaStreamWaitEvent(s->stream, s->ready, 0)) != cudaSuccess)
+        return cuda_fail(ce, "ordering the batchnorm statistics' all-reduce after them");
+    ncclResult_t nr = ncclAllReduce(dev, dev, n, ncclFloat32, ncclSum, s->comm, s->stream);
+    if (nr != ncclSuccess)
+        return nccl_fail(nr, "ncclAllReduce (batchnorm statistics)");
+    if ((ce = cudaEventRecord(s->done, s->stream)) != cudaSuccess ||
+        (ce = cudaStreamWaitEvent((cudaStream_t)stream, s->done, 0)) != cudaSuccess)
+        return cuda_fail(ce, "ordering the batchnorm after its statistics' all-reduce");
+    return FP_OK;
+}

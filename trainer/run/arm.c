@@ -178,6 +178,8 @@ int fp_arm_create(fp_arm **out, const fp_arm_config *cfg)
         goto fail;
     if (fp_dist_size(cfg->dist) > 1)   /* data parallel: buckets go while the backward runs */
         fp_model_set_grad_ready(a->model, grad_ready, a);
+    if (fp_dist_size(cfg->dist) > 1 && cfg->sync_bn)   /* --sync-bn: the global batch's statistics */
+        fp_model_set_bn_reduce(a->model, fp_arm_bn_reduce, a);
     *out = a;
     return FP_OK;
 fail:

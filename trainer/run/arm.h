@@ -42,10 +42,18 @@ typedef struct {
     fp_dist *dist;
     const char *allreduce;
     size_t bucket_bytes;
+    /* --sync-bn (PyTorch's SyncBatchNorm): with ranks, every TRAIN batchnorm normalises with the global batch's
+     * statistics and its dx uses the global sums (model.h fp_model_set_bn_reduce; the sums all-reduced in fp32
+     * by fp_arm_bn_reduce); 0: per-rank statistics, DDP's default. No effect alone (one rank). */
+    int sync_bn;
     /* A device arm (the CUDA one) captures its step in a CUDA graph once the buffers are fixed and replays it
      * (issue 22, point 1; arm_device.c says which steps still run eagerly); no effect on a host arm. */
     int cuda_graph;
 } fp_arm_config;
+
+/* The model's batchnorm reduce hook of an arm with sync_bn and ranks (arm_sync_bn.c): buf summed over the ranks
+ * in place (dist.h: MPI on a host arm, NCCL on the model's stream on a device arm). */
+int fp_arm_bn_reduce(void *ctx, float *buf, size_t count);
 
 /* {"resnet18", 10 classes, 32 px, width 64, seed 0, "fp32", SGD lr 0.1 momentum 0.9 weight decay 5e-4,
  * constant lr, 1 thread, no weights, scaler defaults} */

@@ -58,9 +58,10 @@ static void extra_json(char *buf, size_t size, const fp_compare *c)
                  c->cfg.trace_every);
     len = strlen(buf);
     if (c->ranks > 1 && len < size)   /* data parallel: batch_size stays per rank; the all-reduce's format as asked
-                                       * (each run's own is in allreduce_error.wire) */
-        snprintf(buf + len, size - len, ",\"ranks\":%d,\"global_batch\":%d,\"allreduce\":\"%s\"", c->ranks,
-                 c->cfg.base.batch * c->ranks, wire_name(c->acfg.allreduce));
+                                       * (each run's own is in allreduce_error.wire); --sync-bn or not */
+        snprintf(buf + len, size - len, ",\"ranks\":%d,\"global_batch\":%d,\"allreduce\":\"%s\",\"sync_bn\":%s",
+                 c->ranks, c->cfg.base.batch * c->ranks, wire_name(c->acfg.allreduce),
+                 c->acfg.sync_bn ? "true" : "false");
 }
 
 /* The k-th arm in reference-first order: the reference, then the others in list order. */

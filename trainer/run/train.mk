@@ -5,7 +5,8 @@
 lib_libfp_a_SOURCES += trainer/run/arm.h trainer/run/arm_internal.h trainer/run/arm.c \
 	trainer/run/checkpoint.h trainer/run/checkpoint.c \
 	trainer/run/train.h trainer/run/train.c trainer/run/record.h trainer/run/record.c \
-	trainer/run/config_json.h trainer/run/config_json.c trainer/run/environment.h trainer/run/environment.c trainer/run/blas_core.c
+	trainer/run/config_json.h trainer/run/config_json.c trainer/run/environment.h trainer/run/environment.c trainer/run/blas_core.c \
+	trainer/run/arm_sync_bn.c
 # The arm's device step (arm_device.c: CUDA builds).
 if HAVE_CUDA
 lib_libfp_a_SOURCES += trainer/run/arm_device.c
