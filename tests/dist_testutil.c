@@ -67,6 +67,15 @@ void td_arm_config(fp_arm_config *c, const char *policy, int width, int seed, fp
     fp_lr_schedule_default(&c->lr, FP_LR_CONSTANT, 0.01);
 }
 
+void td_images(float *images, int32_t *labels, int n, size_t px, int64_t first)
+{
+    for (int i = 0; i < n; i++) {
+        int lab = 0;
+        fp_dataset_get(td_ds, FP_SPLIT_TRAIN, first + i, 0, images + (size_t)i * px, &lab);
+        labels[i] = lab;
+    }
+}
+
 double td_rel_l2(const float *a, const float *b, size_t n)
 {
     double num = 0, den = 0;

@@ -25,14 +25,7 @@ static float images[2 * B * PX];   /* a global batch of 2 x B (two shards) */
 static int32_t labels[2 * B];
 
 /* The global batch of step t; shard s is images + s * B * PX. */
-static void global_batch(int t)
-{
-    for (int i = 0; i < 2 * B; i++) {
-        int lab = 0;
-        fp_dataset_get(td_ds, FP_SPLIT_TRAIN, (int64_t)t * 2 * B + i, 0, images + (size_t)i * PX, &lab);
-        labels[i] = lab;
-    }
-}
+static void global_batch(int t) { td_images(images, labels, 2 * B, PX, (int64_t)t * 2 * B); }
 
 static fp_batch shard(int s)
 {

@@ -24,14 +24,8 @@
 static float images[2 * B * PX];   /* a global batch of 2 x B (two shards) */
 static int32_t labels[2 * B];
 
-static void global_batch(int t)
-{
-    for (int i = 0; i < 2 * B; i++) {
-        int lab = 0;
-        fp_dataset_get(td_ds, FP_SPLIT_TRAIN, (int64_t)t * 2 * B + i, 0, images + (size_t)i * PX, &lab);
-        labels[i] = lab;
-    }
-}
+/* The global batch of step t (two shards). */
+static void global_batch(int t) { td_images(images, labels, 2 * B, PX, (int64_t)t * 2 * B); }
 
 /* Rank r's shard (n = B), or the whole global batch (r = -1, n = 2B). */
 static fp_batch part(int r)

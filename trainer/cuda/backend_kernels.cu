@@ -7,43 +7,10 @@
 #include <cuda_fp16.h>
 #include <type_traits>
 #include "backend_kernels.h"
+#include "typed_access.cuh"
 #include "kernels.h"
 
-/* ---------------------------------------------------------------- typed access */
-
-__device__ __forceinline__ float ld(const void *p, fp_dtype t, size_t i)
-{
-    if (t == FP_DT_F16)
-        return __half2float(((const __half *)p)[i]);
-    if (t == FP_DT_BF16)
-        return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    return ((const float *)p)[i];
-}
-
-__device__ __forceinline__ float rnd(float v, fp_dtype t)
-{
-    if (t == FP_DT_F16)
-        return __half2float(__float2half_rn(v));
-    if (t == FP_DT_BF16)
-        return __bfloat162float(__float2bfloat16_rn(v));
-    if (t == FP_DT_TF32) {   /* lib/numfmt_scalar.c fp_f32_to_tf32 */
-        unsigned u = __float_as_uint(v);
-        if ((u & 0x7FFFFFFFu) > 0x7F800000u)
-            return __uint_as_float((u | 0x00400000u) & 0xFFFFE000u);
-        return __uint_as_float((u + 0xFFFu + ((u >> 13) & 1u)) & 0xFFFFE000u);
-    }
-    return v;
-}
-
-__device__ __forceinline__ void st(void *p, fp_dtype t, size_t i, float v)
-{
-    if (t == FP_DT_F16)
-        ((__half *)p)[i] = __float2half_rn(v);
-    else if (t == FP_DT_BF16)
-        ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
-    else
-        ((float *)p)[i] = v;
-}
+/* ---------------------------------------------------------------- typed access (typed_access.cuh) */
 
 __device__ __forceinline__ int is16(fp_dtype t) { return t == FP_DT_F16 || t == FP_DT_BF16; }
 
@@ -147,11 +114,11 @@ template <class Op> static int ew_launch(const Op &op, size_t n, int vec, void *
 #define FP_CBK_FORMATS(X, dt) \
     ((dt) == FP_DT_F16 ? X(FP_DT_F16) : (dt) == FP_DT_BF16 ? X(FP_DT_BF16) : X(FP_DT_F32))
 
-/* round: dst = rnd(src, To) (fp32 containers; To F32 copies, TF32 as rnd above). */
+/* round: dst = fp_dev_rnd(src, To) (fp32 containers; To F32 copies, TF32 as typed_access.cuh). */
 template <fp_dtype To> struct round_op {
     float *dst;
     const float *src;
-    static __device__ __forceinline__ float r(float v) { return rnd(v, To); }
+    static __device__ __forceinline__ float r(float v) { return fp_dev_rnd(v, To); }
     __device__ __forceinline__ void one(size_t i) const { dst[i] = r(src[i]); }
     __device__ __forceinline__ void vec(size_t i) const
     {
@@ -304,7 +271,7 @@ __global__ void k_maxpool_fwd(void *y, int *argmax, const void *x, int n, int h,
                 if (ix < 0 || ix >= w)
                     continue;
                 size_t idx = fp_cbk_nhwc(img, (int)iy, (int)ix, ch, h, w, c);
-                float v = ld(x, xt, idx);
+                float v = fp_dev_ld(x, xt, idx);
                 if (!found || v > best || v != v) {
                     best = v;
                     arg = idx;
@@ -312,7 +279,7 @@ __global__ void k_maxpool_fwd(void *y, int *argmax, const void *x, int n, int h,
                 }
             }
         }
-        st(y, yt, o, best);
+        fp_dev_st(y, yt, o, best);
         if (argmax)
             argmax[o] = found ? (int)arg : -1;
     }
@@ -322,9 +289,9 @@ __global__ void k_maxpool_fwd(void *y, int *argmax, const void *x, int n, int h,
 __device__ __forceinline__ void grad_store(void *dx, fp_dtype t, size_t i, float s, int acc)
 {
     if (is16(t) && acc)
-        st(dx, t, i, __fadd_rn(ld(dx, t, i), rnd(s, t)));
+        fp_dev_st(dx, t, i, __fadd_rn(fp_dev_ld(dx, t, i), fp_dev_rnd(s, t)));
     else
-        st(dx, t, i, s);
+        fp_dev_st(dx, t, i, s);
 }
 
 template <fp_dtype dxt, fp_dtype dyt>
@@ -335,7 +302,7 @@ __global__ void k_maxpool_bwd(void *dx, const void *dy, const int *argmax, int n
     GRID_STRIDE(i, total) {
         int img, iy, ix, ch;
         fp_cbk_coords(i, h, w, c, &img, &iy, &ix, &ch);
-        float s = acc && !is16(dxt) ? ld(dx, dxt, i) : 0.0f;
+        float s = acc && !is16(dxt) ? fp_dev_ld(dx, dxt, i) : 0.0f;
         /* the outputs whose window holds (iy, ix), in increasing flat order: the CPU's order of adds */
         int oy0, oy1, ox0, ox1;
         fp_cbk_window(iy, k, stride, pad, oh, &oy0, &oy1);
@@ -344,7 +311,7 @@ __global__ void k_maxpool_bwd(void *dx, const void *dy, const int *argmax, int n
             for (int ox = ox0; ox <= ox1; ox++) {
                 size_t o = fp_cbk_nhwc(img, oy, ox, ch, oh, ow, c);
                 if (argmax[o] >= 0 && (size_t)argmax[o] == i)
-                    s = __fadd_rn(s, ld(dy, dyt, o));
+                    s = __fadd_rn(s, fp_dev_ld(dy, dyt, o));
             }
         grad_store(dx, dxt, i, s, acc);
     }
@@ -361,8 +328,8 @@ __global__ void k_avgpool_fwd(void *y, const void *x, int n, size_t hw, int c)
         size_t img = o / (size_t)c, ch = o % (size_t)c;
         float s = 0.0f;
         for (size_t i = 0; i < hw; i++)
-            s = __fadd_rn(s, ld(x, xt, (img * hw + i) * (size_t)c + ch));
-        st(y, yt, o, __fmul_rn(s, inv));
+            s = __fadd_rn(s, fp_dev_ld(x, xt, (img * hw + i) * (size_t)c + ch));
+        fp_dev_st(y, yt, o, __fmul_rn(s, inv));
     }
 }
 
@@ -375,8 +342,8 @@ __global__ void k_avgpool_bwd(void *dx, const void *dy, int n, size_t hw, int c,
     const float inv = __fdiv_rn(1.0f, (float)hw);
     GRID_STRIDE(i, total) {
         size_t ch = i % (size_t)c, img = i / (hw * (size_t)c);
-        float s = acc && !is16(dxt) ? ld(dx, dxt, i) : 0.0f;
-        s = __fadd_rn(s, __fmul_rn(ld(dy, dyt, img * (size_t)c + ch), inv));
+        float s = acc && !is16(dxt) ? fp_dev_ld(dx, dxt, i) : 0.0f;
+        s = __fadd_rn(s, __fmul_rn(fp_dev_ld(dy, dyt, img * (size_t)c + ch), inv));
         grad_store(dx, dxt, i, s, acc);
     }
 }

@@ -20,11 +20,11 @@ EXTRA_DIST += trainer/cuda/layer_error_dev.h
 # above and its own element-wise / pooling kernels.
 FP_CUDA_BACKEND_SOURCES = trainer/backend_cuda.h trainer/cuda/backend_cuda_internal.h trainer/cuda/backend_cuda.c \
 	trainer/cuda/host_register.c trainer/cuda/upload.c trainer/cuda/backend_cuda_layers.c trainer/cuda/backend_kernels.h \
-	trainer/cuda/backend_kernels.cu trainer/cuda/backend_cuda_sync_bn.c trainer/cuda/sync_bn.h trainer/cuda/sync_bn.cu
+	trainer/cuda/typed_access.cuh trainer/cuda/backend_kernels.cu trainer/cuda/backend_cuda_sync_bn.c trainer/cuda/sync_bn.h trainer/cuda/sync_bn.cu
 if HAVE_CUDA
 lib_libfp_a_SOURCES += $(FP_CUDA_BACKEND_SOURCES)
-trainer/cuda/backend_kernels.$(OBJEXT): trainer/cuda/backend_kernels.h $(FP_CUDA_KERNEL_DEPS)
-trainer/cuda/sync_bn.$(OBJEXT): trainer/cuda/sync_bn.h trainer/cuda/backend_kernels.h $(FP_CUDA_KERNEL_DEPS)
+trainer/cuda/backend_kernels.$(OBJEXT): trainer/cuda/backend_kernels.h trainer/cuda/typed_access.cuh $(FP_CUDA_KERNEL_DEPS)
+trainer/cuda/sync_bn.$(OBJEXT): trainer/cuda/sync_bn.h trainer/cuda/typed_access.cuh trainer/cuda/backend_kernels.h $(FP_CUDA_KERNEL_DEPS)
 endif
 EXTRA_DIST += $(FP_CUDA_BACKEND_SOURCES)
 EXTRA_DIST += trainer/cuda/kernels.h trainer/cuda/xent.cu trainer/cuda/amp.cu trainer/cuda/sgd.cu \

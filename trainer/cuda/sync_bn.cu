@@ -8,38 +8,11 @@
 #include "backend_kernels.h"
 #include "kernels.h"
 #include "sync_bn.h"
+#include "typed_access.cuh"
 
 #define SBN_THREADS 256
 #define SBN_ROWS 64u                   /* rows per block of the sums */
 #define SBN_MAX_PARTS ((size_t)1 << 18) /* doubles of partials at most: blocks grow their rows beyond that */
-
-__device__ __forceinline__ float ldv(const void *p, fp_dtype t, size_t i)
-{
-    if (t == FP_DT_F16)
-        return __half2float(((const __half *)p)[i]);
-    if (t == FP_DT_BF16)
-        return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    return ((const float *)p)[i];
-}
-
-__device__ __forceinline__ float rndv(float v, fp_dtype t)
-{
-    if (t == FP_DT_F16)
-        return __half2float(__float2half_rn(v));
-    if (t == FP_DT_BF16)
-        return __bfloat162float(__float2bfloat16_rn(v));
-    return v;
-}
-
-__device__ __forceinline__ void stv(void *p, fp_dtype t, size_t i, float v)
-{
-    if (t == FP_DT_F16)
-        ((__half *)p)[i] = __float2half_rn(v);
-    else if (t == FP_DT_BF16)
-        ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
-    else
-        ((float *)p)[i] = v;
-}
 
 #define GRID_STRIDE(i, n) for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
                                i += (size_t)gridDim.x * blockDim.x)
@@ -78,16 +51,16 @@ __global__ void k_partials(double *part, const void *x, fp_dtype xt, const void 
         if (mode == 0) {
             double k = center ? (double)__fdiv_rn(center[j], center[2 * c]) : 0.0;
             for (size_t r = r0; r < r1; r++) {
-                double v = (double)ldv(x, xt, r * (size_t)c + j) - k;
+                double v = (double)fp_dev_ld(x, xt, r * (size_t)c + j) - k;
                 s1 += v;
                 s2 += v * v;
             }
         } else {
             double m = (double)save[j];
             for (size_t r = r0; r < r1; r++) {
-                double g = (double)ldv(dy, dyt, r * (size_t)c + j);
+                double g = (double)fp_dev_ld(dy, dyt, r * (size_t)c + j);
                 s1 += g;
-                s2 += g * ((double)ldv(x, xt, r * (size_t)c + j) - m);
+                s2 += g * ((double)fp_dev_ld(x, xt, r * (size_t)c + j) - m);
             }
         }
         part[b * 2 * (size_t)c + j] = s1;
@@ -174,7 +147,7 @@ __global__ void k_scale_shift(void *y, fp_dtype yt, const void *x, fp_dtype xt, 
 {
     GRID_STRIDE(i, n) {
         int j = (int)(i % (size_t)c);
-        stv(y, yt, i, __fadd_rn(__fmul_rn(ldv(x, xt, i), coef[j]), coef[c + j]));
+        fp_dev_st(y, yt, i, __fadd_rn(__fmul_rn(fp_dev_ld(x, xt, i), coef[j]), coef[c + j]));
     }
 }
 
@@ -211,12 +184,12 @@ __global__ void k_dx(void *dx, fp_dtype dxt, const void *dy, fp_dtype dyt, const
 {
     GRID_STRIDE(i, n) {
         int j = (int)(i % (size_t)c);
-        float r = __fadd_rn(__fadd_rn(__fmul_rn(coef[j], ldv(dy, dyt, i)),
-                                      __fmul_rn(coef[c + j], __fsub_rn(ldv(x, xt, i), save[j]))),
+        float r = __fadd_rn(__fadd_rn(__fmul_rn(coef[j], fp_dev_ld(dy, dyt, i)),
+                                      __fmul_rn(coef[c + j], __fsub_rn(fp_dev_ld(x, xt, i), save[j]))),
                             coef[2 * c + j]);
         if (accumulate)
-            r = __fadd_rn(ldv(dx, dxt, i), dxt == FP_DT_F32 ? r : rndv(r, dxt));
-        stv(dx, dxt, i, r);
+            r = __fadd_rn(fp_dev_ld(dx, dxt, i), dxt == FP_DT_F32 ? r : fp_dev_rnd(r, dxt));
+        fp_dev_st(dx, dxt, i, r);
     }
 }
 
