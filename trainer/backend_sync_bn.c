@@ -21,7 +21,10 @@ int fp_backend_sync_forward_check(const char *op, const fp_tensor *y, const fp_t
     TRY(fp_backend_bn_check(op, y, x, gamma, beta, rm, rv, 1, p));
     TRY(fp_backend_vec_check(op, "save", save, 2 * x->d.c, 0));
     TRY(fp_backend_vec_check(op, "a1", a1, 2 * x->d.c + 1, 0));
-    return fp_backend_vec_check(op, "a2", a2, 2 * x->d.c + 1, 0);
+    TRY(fp_backend_vec_check(op, "a2", a2, 2 * x->d.c + 1, 0));
+    if (!(p->eps > 0.0f) || !(p->momentum >= 0.0f && p->momentum <= 1.0f))
+        return fp_fail(FP_EINVAL, "%s: bad eps %g or momentum %g", op, p->eps, p->momentum);
+    return FP_OK;
 }
 
 int fp_backend_sync_backward_check(const char *op, const fp_tensor *acc, const fp_tensor *dy, const fp_tensor *x,

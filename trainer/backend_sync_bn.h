@@ -9,7 +9,7 @@
 /* bn_sync_stats: x any format; acc F32 of 2c + 1; center F32 of 2c + 1 or skipped. */
 int fp_backend_sync_stats_check(const char *op, const fp_tensor *acc, const fp_tensor *x, const fp_tensor *center);
 /* bn_sync_forward: bn_forward_train's checks (running stats may be skipped, save not), a1 and a2 F32 of
- * 2c + 1. */
+ * 2c + 1, eps > 0 and momentum in [0, 1]. */
 int fp_backend_sync_forward_check(const char *op, const fp_tensor *y, const fp_tensor *save, const fp_tensor *rm,
                                   const fp_tensor *rv, const fp_tensor *x, const fp_tensor *gamma,
                                   const fp_tensor *beta, const fp_tensor *a1, const fp_tensor *a2,

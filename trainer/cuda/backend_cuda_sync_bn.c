@@ -37,8 +37,6 @@ int fp_bcu_bn_sync_forward(fp_backend *be, fp_tensor y, fp_tensor save, fp_tenso
 {
     const char *op = "bn_sync_forward";
     TRY(fp_backend_sync_forward_check(op, &y, &save, &running_mean, &running_var, &x, &gamma, &beta, &a1, &a2, p));
-    if (!(p->eps > 0.0f) || !(p->momentum >= 0.0f && p->momentum <= 1.0f))
-        return fp_fail(FP_EINVAL, "%s: bad eps %g or momentum %g", op, p->eps, p->momentum);
     void *w = work_for(be, &x);
     if (!w)
         return FP_ENOMEM;
