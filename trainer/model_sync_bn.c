@@ -58,15 +58,24 @@ static int reduce(fp_model *m, fp_tensor acc)
     return m->bn_reduce(m->bn_reduce_ctx, acc.p, fp_tensor_count(&acc));
 }
 
+/* The model's sums for c channels with the backend's sync-bn ops present: NULL with *rc the failure. */
+static float *sums_ready(fp_model *m, int c, int *rc)
+{
+    float *s = NULL;
+    if ((*rc = have_ops(m)) == FP_OK && !(s = sums(m, c)))
+        *rc = fp_fail(FP_ENOMEM, "model %s: out of memory (synchronised batchnorm)", m->name);
+    return s;
+}
+
 /* Pass 1: this rank's sums -> the global sum and count; pass 2: the sums centred on that global mean -> the
  * global centred sums (the two-pass variance, without the cancellation of sum(x^2) - N mean^2 in fp32). */
 int fp_mi_sync_bn_forward(fp_model *m, const node_t *nd, fp_tensor y, fp_tensor save, fp_tensor rm, fp_tensor rv,
                           fp_tensor x, fp_tensor gamma, fp_tensor beta)
 {
-    int c = x.d.c, rc = have_ops(m);
-    float *s = rc ? NULL : sums(m, c);
-    if (rc || !s)
-        return rc ? rc : fp_fail(FP_ENOMEM, "model %s: out of memory (synchronised batchnorm)", m->name);
+    int c = x.d.c, rc;
+    float *s = sums_ready(m, c, &rc);
+    if (!s)
+        return rc;
     const fp_backend_ops *o = m->ops;
     fp_tensor a1 = acc_view(s, c), a2 = acc_view(s + 2 * c + 1, c), none = {0};
     rc = o->bn_sync_stats(m->be, a1, x, none);
@@ -81,10 +90,10 @@ int fp_mi_sync_bn_forward(fp_model *m, const node_t *nd, fp_tensor y, fp_tensor 
 int fp_mi_sync_bn_backward(fp_model *m, fp_tensor dx, fp_tensor dgamma, fp_tensor dbeta, fp_tensor dy, fp_tensor x,
                            fp_tensor gamma, fp_tensor save, int accumulate)
 {
-    int c = x.d.c, rc = have_ops(m);
-    float *s = rc ? NULL : sums(m, c);
-    if (rc || !s)
-        return rc ? rc : fp_fail(FP_ENOMEM, "model %s: out of memory (synchronised batchnorm)", m->name);
+    int c = x.d.c, rc;
+    float *s = sums_ready(m, c, &rc);
+    if (!s)
+        return rc;
     const fp_backend_ops *o = m->ops;
     fp_tensor acc = acc_view(s, c);
     rc = o->bn_sync_backward_sums(m->be, acc, dgamma, dbeta, dy, x, save);
