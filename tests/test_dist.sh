@@ -11,15 +11,7 @@
 bin="${top_builddir:-.}/fp16probe"
 prog="${top_builddir:-.}/tests/test_dist"
 . "$(dirname "$0")/tap.sh"
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "1..0 # SKIP mpirun not found (Debian: openmpi-bin)"; exit 0
-fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-# Under the ASan suite: Open MPI's own allocations (its components, freed or unloaded at MPI_Finalize) are reported as
-# leaks by LeakSanitizer with no usable stack, so MPI ranks run without leak detection (address and UB checks stay on);
-# our code's leaks are checked by the single-process tests.
-case "${ASAN_OPTIONS:-}" in *detect_leaks=1*) export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" ;; esac
-MPI="mpirun --oversubscribe -np 2"
+tap_mpi
 prog_abs=$(cd "$(dirname "$prog")" && pwd)/$(basename "$prog")
 bin_abs=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 tap_workdir dist
