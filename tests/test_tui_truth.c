@@ -295,14 +295,22 @@ int main(void)
                     ok = 0;
                 }
         }
+        rect_text(&g, l.p[FP_P_LOSS], buf, sizeof buf);   /* each arm's validation accuracy stays */
+        int npct = 0;
+        for (const char *p = buf; (p = strchr(p, '%')); p++)
+            npct++;
+        if (npct < 4) {
+            tap_diag("%dx%d: loss panel shows %d of 4 validation accuracies:\n%s", sz[k][0], sz[k][1], npct, buf);
+            ok = 0;
+        }
         rect_text(&g, l.p[FP_P_THR], buf, sizeof buf);   /* each arm's step time whole: 40ms 20ms 32ms 25ms */
         ok &= has(buf, "40") && has(buf, "20") && has(buf, "32") && has(buf, "25");
         rect_text(&g, l.p[FP_P_HEADER], buf, sizeof buf);
         ok &= has(buf, "12%") && has(buf, "bf16") && has(buf, "lost");
         rect_text(&g, l.p[FP_P_SCALE], buf, sizeof buf);
         ok &= has(buf, "bf16 -");   /* a stored 1 (old files) is no loss scaler */
-        tap_ok(ok, "%dx%d, 4 arms: loss, throughput, memory and loss-scale panels list every arm; the verdict "
-                   "lines are whole", sz[k][0], sz[k][1]);
+        tap_ok(ok, "%dx%d, 4 arms: loss, throughput, memory and loss-scale panels list every arm (the loss panel with "
+                   "its validation accuracy); the verdict lines are whole", sz[k][0], sz[k][1]);
     }
     frame(&g, &l, &m, &ui, 80, 24);
     rect_text(&g, l.p[FP_P_LAYERS], buf, sizeof buf);

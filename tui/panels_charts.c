@@ -107,8 +107,8 @@ static void loss_item(const fp_draw_t *d, int i, int lv, char *buf, size_t cap)
         isnan(v) ? snprintf(buf, cap, " %.4g val n/a", a->last_loss) : snprintf(buf, cap, " %.4g val %.1f%%", a->last_loss, v);
     else if (lv == 1)
         isnan(v) ? snprintf(buf, cap, " %.3g", a->last_loss) : snprintf(buf, cap, " %.3g val %.0f%%", a->last_loss, v);
-    else
-        snprintf(buf, cap, " %.3g", a->last_loss);
+    else   /* the tightest: "v" for validation top-1, never dropped (the arms go on two lines first) */
+        isnan(v) ? snprintf(buf, cap, " %.3g", a->last_loss) : snprintf(buf, cap, " %.3g v%.0f%%", a->last_loss, v);
 }
 
 void fp_panel_loss(fp_draw_t *d, fp_rect_t r)
