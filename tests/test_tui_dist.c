@@ -9,6 +9,7 @@
 #include "error.h"
 #include "store.h"
 #include "tap.h"
+#include "tui_screen_testutil.h"
 #include "testutil.h"
 #include "tui/tui.h"
 #include "tui/tui_internal.h"
@@ -49,20 +50,6 @@ static int write_session(const char *path, int ranks, int slow_ms)
     return rc ? rc : crc;
 }
 
-static char *screen(const char *path, int w, int h)
-{
-    fp_tui_options o;
-    fp_tui_options_init(&o);
-    o.db_path = path;
-    o.ascii = 1;
-    char *t = NULL;
-    if (fp_tui_render_text(&o, w, h, "", &t) != FP_OK) {
-        tap_diag("render: %s", fp_error_message());
-        return NULL;
-    }
-    return t;
-}
-
 /* The line of t that starts with prefix (malloc'd), or NULL. */
 static char *line_of(const char *t, const char *prefix)
 {
@@ -85,7 +72,7 @@ int main(void)
     char *dp = tu_path(dir, "dp.db"), *one = tu_path(dir, "one.db");
     tap_is_int(write_session(dp, 2, 15) == FP_OK && write_session(one, 0, 0) == FP_OK, 1, "sessions written");
 
-    char *t = screen(dp, 160, 30), *l = t ? line_of(t, "data parallel:") : NULL;
+    char *t = ts_screen(dp, 160, 30, "", 1), *l = t ? line_of(t, "data parallel:") : NULL;
     tap_ok(l != NULL, "a 2-rank session: a data-parallel line in the header (%s)", l ? l : "none");
     /* shares over the ranks: exposed 2 / 25 = 8.0%, all-reduce 6 / 25 = 24.0%; rank 1 at 15 / 10 = 1.50x */
     tap_ok(l && strstr(l, "data parallel: 2 ranks") && strstr(l, "fp32 8.0%/24.0% r1 1.50x") &&
@@ -97,8 +84,8 @@ int main(void)
     free(v);
     free(t);
 
-    t = screen(one, 160, 30);
-    tap_ok(t && !strstr(t, "data parallel") && !strstr(t, "ranks"), "a session trained alone: no such line");
+    t = ts_screen(one, 160, 30, "", 1);
+    tap_ok(t && *t && !strstr(t, "data parallel") && !strstr(t, "ranks"), "a session trained alone: no such line");
     free(t);
 
     fp_tui_model_t m;

@@ -10,53 +10,8 @@
 #include "tap.h"
 #include "tui/tui.h"
 #include "tui/tui_internal.h"
+#include "tui_screen_testutil.h"
 #include "tui_testutil.h"
-
-static char *screen(const char *db, int w, int h, const char *keys, int ascii)
-{
-    fp_tui_options o;
-    fp_tui_options_init(&o);
-    o.db_path = db;
-    o.ascii = ascii;
-    char *t = NULL;
-    if (fp_tui_render_text(&o, w, h, keys, &t) != FP_OK) {
-        tap_diag("render failed: %s", fp_error_message());
-        return strdup("");
-    }
-    return t;
-}
-
-static int has(const char *t, const char *s)
-{
-    int ok = strstr(t, s) != NULL;
-    if (!ok)
-        tap_diag("missing \"%s\"", s);
-    return ok;
-}
-
-static int lines(const char *t)
-{
-    int n = 0;
-    for (; *t; t++)
-        n += *t == '\n';
-    return n;
-}
-
-/* The line of the screen that contains s (static buffer). */
-static const char *line_with(const char *t, const char *s)
-{
-    static char buf[4096];
-    const char *p = strstr(t, s);
-    if (!p)
-        return "";
-    const char *b = p, *e = p;
-    while (b > t && b[-1] != '\n')
-        b--;
-    while (*e && *e != '\n')
-        e++;
-    snprintf(buf, sizeof buf, "%.*s", (int)(e - b), b);
-    return buf;
-}
 
 int main(void)
 {
@@ -68,24 +23,24 @@ int main(void)
         return 1;
     }
     /* 80x24, ASCII: the golden screen and its numbers */
-    char *t = screen(db, 80, 24, "", 1);
-    tap_is_int(lines(t), 24, "80x24: 24 lines");
+    char *t = ts_screen(db, 80, 24, "", 1);
+    tap_is_int(ts_lines(t), 24, "80x24: 24 lines");
     int ascii_only = 1;
     for (const char *p = t; *p; p++)
         ascii_only &= (unsigned char)*p < 0x80;
     tap_ok(ascii_only, "80x24 --ascii: only ASCII bytes");
-    tap_ok(has(t, "resnet50") && has(t, "fp32") && has(t, "fp16"), "header: model and arms");
-    tap_ok(has(t, "step 120/120") && has(t, "finished"), "header: steps and status");
-    tap_ok(has(t, "speedup 2.00x"), "throughput: speedup of median step times 2.00x");
-    tap_ok(has(t, "E n/a") && has(t, "P n/a"), "memory/energy: energy and power n/a");
-    tap_ok(has(t, "pk 200.0M") && has(t, "pk 120.0M"), "memory/energy: peaks");
-    tap_ok(has(t, "skipped 2"), "loss scale: 2 skipped steps counted");
-    tap_ok(has(t, "x"), "loss scale: skipped steps marked");
-    tap_ok(has(t, "layer3.2.conv2") && has(t, "conv1") && has(t, "bn1"), "layer table: names");
-    const char *hot = line_with(t, "layer3.2.conv2");
+    tap_ok(ts_has(t, "resnet50") && ts_has(t, "fp32") && ts_has(t, "fp16"), "header: model and arms");
+    tap_ok(ts_has(t, "step 120/120") && ts_has(t, "finished"), "header: steps and status");
+    tap_ok(ts_has(t, "speedup 2.00x"), "throughput: speedup of median step times 2.00x");
+    tap_ok(ts_has(t, "E n/a") && ts_has(t, "P n/a"), "memory/energy: energy and power n/a");
+    tap_ok(ts_has(t, "pk 200.0M") && ts_has(t, "pk 120.0M"), "memory/energy: peaks");
+    tap_ok(ts_has(t, "skipped 2"), "loss scale: 2 skipped steps counted");
+    tap_ok(ts_has(t, "x"), "loss scale: skipped steps marked");
+    tap_ok(ts_has(t, "layer3.2.conv2") && ts_has(t, "conv1") && ts_has(t, "bn1"), "layer table: names");
+    const char *hot = ts_line_with(t, "layer3.2.conv2");
     tap_ok(strstr(hot, " 3 ") && strstr(hot, " 2 ") && strstr(hot, "2.00x"), "hot layer row: ovf 3, unf 2, 2.00x: %s",
            hot);
-    tap_ok(strstr(line_with(t, "bn1"), "0.50x") != NULL, "bn1 slower in fp16: 0.50x");
+    tap_ok(strstr(ts_line_with(t, "bn1"), "0.50x") != NULL, "bn1 slower in fp16: 0.50x");
     char gp[4096];
     snprintf(gp, sizeof gp, "%s/tests/fixtures/tui/screen_80x24.txt", getenv("top_srcdir") ? getenv("top_srcdir") : "..");
     if (getenv("TUI_REGEN")) {
@@ -108,43 +63,43 @@ int main(void)
     free(t);
 
     /* 200x50, UTF-8: events, every layer, braille */
-    t = screen(db, 200, 50, "", 0);
-    tap_is_int(lines(t), 50, "200x50: 50 lines");
-    tap_ok(has(t, "first non-finite gradient in layer3.2.conv2"), "events: skipped step with its layer");
-    tap_ok(has(t, "loss scale 65536 -> 32768") && has(t, "loss scale 32768 -> 16384"), "events: loss-scale changes");
-    tap_ok(has(t, "fc") && has(t, "avgpool") && has(t, "layer4.0.conv3"), "200x50: every layer listed");
-    tap_ok(has(t, "val 71.2%") && has(t, "val 70.9%"), "loss panel: validation top-1 of both arms");
-    tap_ok(has(t, "\xe2\xa0") || has(t, "\xe2\xa1") || has(t, "\xe2\xa2") || has(t, "\xe2\xa3"), "braille chart cells");
-    tap_ok(has(t, "speedup over time"), "200x50: speedup over time chart");
-    tap_ok(has(t, "5.0e-02"), "relative error of the hot layer");
+    t = ts_screen(db, 200, 50, "", 0);
+    tap_is_int(ts_lines(t), 50, "200x50: 50 lines");
+    tap_ok(ts_has(t, "first non-finite gradient in layer3.2.conv2"), "events: skipped step with its layer");
+    tap_ok(ts_has(t, "loss scale 65536 -> 32768") && ts_has(t, "loss scale 32768 -> 16384"), "events: loss-scale changes");
+    tap_ok(ts_has(t, "fc") && ts_has(t, "avgpool") && ts_has(t, "layer4.0.conv3"), "200x50: every layer listed");
+    tap_ok(ts_has(t, "val 71.2%") && ts_has(t, "val 70.9%"), "loss panel: validation top-1 of both arms");
+    tap_ok(ts_has(t, "\xe2\xa0") || ts_has(t, "\xe2\xa1") || ts_has(t, "\xe2\xa2") || ts_has(t, "\xe2\xa3"), "braille chart cells");
+    tap_ok(ts_has(t, "speedup over time"), "200x50: speedup over time chart");
+    tap_ok(ts_has(t, "5.0e-02"), "relative error of the hot layer");
     free(t);
 
     /* keys */
-    t = screen(db, 120, 40, "ssssssss", 1);   /* sort by overflow, worst first */
-    tap_ok(has(t, "sort overflow"), "s: sort column overflow");
+    t = ts_screen(db, 120, 40, "ssssssss", 1);   /* sort by overflow, worst first */
+    tap_ok(ts_has(t, "sort overflow"), "s: sort column overflow");
     {
         const char *p = strstr(t, "layer3.2.conv2"), *q = strstr(t, "conv1");
         tap_ok(p && q && p < q, "sorted by overflow: layer3.2.conv2 first");
     }
     free(t);
-    t = screen(db, 120, 40, "jjjjjj", 1);     /* select layer 6 */
-    tap_ok(has(t, "layer3.2.conv2 activation fp16"), "j: histogram of the selected layer");
-    tap_ok(has(t, "ovf 3 sub 4 unf 2"), "histogram: fp16 overflow/subnormal/underflow counts");
+    t = ts_screen(db, 120, 40, "jjjjjj", 1);     /* select layer 6 */
+    tap_ok(ts_has(t, "layer3.2.conv2 activation fp16"), "j: histogram of the selected layer");
+    tap_ok(ts_has(t, "ovf 3 sub 4 unf 2"), "histogram: fp16 overflow/subnormal/underflow counts");
     free(t);
-    t = screen(db, 120, 40, "jjjjjjf", 1);
-    tap_ok(has(t, "layer3.2.conv2 activation bf16") && has(t, "ovf 0 sub 0 unf 0"), "f: bf16 (no overflow)");
+    t = ts_screen(db, 120, 40, "jjjjjjf", 1);
+    tap_ok(ts_has(t, "layer3.2.conv2 activation bf16") && ts_has(t, "ovf 0 sub 0 unf 0"), "f: bf16 (no overflow)");
     free(t);
-    t = screen(db, 120, 40, "jjjjjjr", 1);
-    tap_ok(has(t, "layer3.2.conv2 act grad fp16"), "r: role activation gradient");
+    t = ts_screen(db, 120, 40, "jjjjjjr", 1);
+    tap_ok(ts_has(t, "layer3.2.conv2 act grad fp16"), "r: role activation gradient");
     free(t);
-    t = screen(db, 120, 40, "jjjjjj<enter>", 1);
-    tap_ok(has(t, "layer 6: layer3.2.conv2") && has(t, "E4M3"), "Enter: the layer's detail with every format");
+    t = ts_screen(db, 120, 40, "jjjjjj<enter>", 1);
+    tap_ok(ts_has(t, "layer 6: layer3.2.conv2") && ts_has(t, "E4M3"), "Enter: the layer's detail with every format");
     free(t);
-    t = screen(db, 100, 30, "?", 1);
-    tap_ok(has(t, "Ctrl-L") && has(t, "E4M3"), "?: help");
+    t = ts_screen(db, 100, 30, "?", 1);
+    tap_ok(ts_has(t, "Ctrl-L") && ts_has(t, "E4M3"), "?: help");
     free(t);
-    t = screen(db, 80, 24, "j<resize 60x20>", 1);
-    tap_ok(lines(t) == 20 && has(t, "terminal too small: 60x20") && has(t, "need 80x24"),
+    t = ts_screen(db, 80, 24, "j<resize 60x20>", 1);
+    tap_ok(ts_lines(t) == 20 && ts_has(t, "terminal too small: 60x20") && ts_has(t, "need 80x24"),
            "too small: a clear message");
     free(t);
     /* A history longer than one frame reads: read over several updates (each bounded), in order, the
@@ -173,8 +128,8 @@ int main(void)
     fp_tui_layout_hdr(&l, 200, 50, fp_tui_header_lines(&m, 200));   /* as the dashboard lays it out */
     fp_tui_render(&g, &m, &ui, &l, FP_TUI_CHART_BRAILLE, 0);
     char *mine = fp_grid_to_text(&g);
-    t = screen(big, 200, 50, "", 0);
-    tap_ok(mine && strcmp(mine, t) == 0 && has(t, "step 3007"), "read over several updates: the same screen");
+    t = ts_screen(big, 200, 50, "", 0);
+    tap_ok(mine && strcmp(mine, t) == 0 && ts_has(t, "step 3007"), "read over several updates: the same screen");
     free(mine);
     free(t);
     fp_grid_free(&g);

@@ -13,6 +13,7 @@
 #include "store_reader.h"
 #include "store_reader_tui.h"
 #include "tap.h"
+#include "tui_screen_testutil.h"
 #include "testutil.h"
 #include "tui/tui.h"
 #include "tui/tui_internal.h"
@@ -98,44 +99,6 @@ static int write_db(const char *path, int n, const char *device)
     return rc ? rc : rc2;
 }
 
-static char *screen(const char *db, int w, int h, const char *keys)
-{
-    fp_tui_options o;
-    fp_tui_options_init(&o);
-    o.db_path = db;
-    o.ascii = 1;
-    char *t = NULL;
-    if (fp_tui_render_text(&o, w, h, keys, &t) != FP_OK) {
-        tap_diag("render failed: %s", fp_error_message());
-        return strdup("");
-    }
-    return t;
-}
-
-static int has(const char *t, const char *s)
-{
-    int ok = t && strstr(t, s) != NULL;
-    if (!ok)
-        tap_diag("missing \"%s\"", s);
-    return ok;
-}
-
-/* The line of t that contains s ("" if none; static buffer). */
-static const char *line_with(const char *t, const char *s)
-{
-    static char buf[4096];
-    const char *p = strstr(t, s);
-    if (!p)
-        return "";
-    const char *b = p, *e = p;
-    while (b > t && b[-1] != '\n')
-        b--;
-    while (*e && *e != '\n')
-        e++;
-    snprintf(buf, sizeof buf, "%.*s", (int)(e - b), b);
-    return buf;
-}
-
 /* The text of a panel's rectangle in a grid (rows joined by '\n'). */
 static void rect_text(const fp_grid_t *g, fp_rect_t r, char *out, size_t cap)
 {
@@ -203,7 +166,7 @@ int main(void)
     char buf[16384];
     frame(&g, &l, &m, &ui, 200, 50);
     rect_text(&g, l.p[FP_P_LOSS], buf, sizeof buf);
-    tap_ok(has(buf, "val 43.8%") && has(buf, "val 50.0%"), "the loss panel shows the final top-1 of both arms");
+    tap_ok(ts_has(buf, "val 43.8%") && ts_has(buf, "val 50.0%"), "the loss panel shows the final top-1 of both arms");
     /* Ctrl-L re-reads what is not appended: a model whose evaluation went stale comes back */
     m.arm[1].val_top1 = NAN;
     m.arm[1].val_step = -1;
@@ -217,10 +180,10 @@ int main(void)
     fp_store_close(s, FP_RUN_FINISHED, NULL);
 
     /* 2. throughput and step time: one figure (batch 8 / 40 ms = 200/s; the last step's own rate 800/s) */
-    char *t = screen(db3, 200, 50, "");
-    tap_ok(has(line_with(t, "40.00ms"), "fp32 200/s 40.00ms") && has(t, "fp16 400/s 20.00ms") &&
-               has(t, "half 250/s 32.00ms") && !strstr(t, "800/s"),
-           "throughput is batch / the median step time: %s", line_with(t, "40.00ms"));
+    char *t = ts_screen(db3, 200, 50, "", 1);
+    tap_ok(ts_has(ts_line_with(t, "40.00ms"), "fp32 200/s 40.00ms") && ts_has(t, "fp16 400/s 20.00ms") &&
+               ts_has(t, "half 250/s 32.00ms") && !strstr(t, "800/s"),
+           "throughput is batch / the median step time: %s", ts_line_with(t, "40.00ms"));
 
     /* 3. three arms: the loss-scale panel, the memory panel, the compared arm and its key */
     if ((rc = fp_tui_model_open(&m, db3, 0)) == FP_OK)
@@ -228,27 +191,27 @@ int main(void)
     fp_tui_ui_init(&ui);
     frame(&g, &l, &m, &ui, 80, 24);
     rect_text(&g, l.p[FP_P_SCALE], buf, sizeof buf);
-    tap_ok(rc == FP_OK && has(buf, "loss scale fp16") && !strstr(buf, "loss scale half") && has(buf, "fp16 32768") &&
-               has(buf, "fp32 -") && has(buf, "half -"),
+    tap_ok(rc == FP_OK && ts_has(buf, "loss scale fp16") && !strstr(buf, "loss scale half") && ts_has(buf, "fp16 32768") &&
+               ts_has(buf, "fp32 -") && ts_has(buf, "half -"),
            "80x24, 3 arms: the loss-scale panel is fp16's; every arm's scale, '-' without a scaler:\n%s", buf);
     rect_text(&g, l.p[FP_P_MEM], buf, sizeof buf);
-    tap_ok(has(buf, "fp32") && has(buf, "fp16") && has(buf, "half") && has(buf, "100.0M") && has(buf, "60.0M") &&
-               has(buf, "50.0M"),
+    tap_ok(ts_has(buf, "fp32") && ts_has(buf, "fp16") && ts_has(buf, "half") && ts_has(buf, "100.0M") && ts_has(buf, "60.0M") &&
+               ts_has(buf, "50.0M"),
            "80x24, 3 arms: the memory panel lists every arm's peak:\n%s", buf);
     rect_text(&g, l.p[FP_P_LAYERS], buf, sizeof buf);
     char thr[4096];
     rect_text(&g, l.p[FP_P_THR], thr, sizeof thr);
-    tap_ok(has(buf, "layers fp16 vs fp32") && has(thr, "fp16 speedup 2.00x"),
+    tap_ok(ts_has(buf, "layers fp16 vs fp32") && ts_has(thr, "fp16 speedup 2.00x"),
            "the compared arm is fp16 (the first low-precision arm): the table and the speedup name it");
     fp_tui_key(&ui, 'a', 0);
     frame(&g, &l, &m, &ui, 80, 24);
     rect_text(&g, l.p[FP_P_LAYERS], buf, sizeof buf);
     rect_text(&g, l.p[FP_P_THR], thr, sizeof thr);
-    tap_ok(has(buf, "layers half vs fp32") && has(thr, "half speedup 1.25x"),
+    tap_ok(ts_has(buf, "layers half vs fp32") && ts_has(thr, "half speedup 1.25x"),
            "'a': the compared arm is half: the table and the throughput title follow");
     frame(&g, &l, &m, &ui, 200, 50);
     rect_text(&g, l.p[FP_P_LAYERS], buf, sizeof buf);
-    tap_ok(has(buf, "F half") && !strstr(buf, "F fp16"), "200x50 after 'a': the table's columns are half's");
+    tap_ok(ts_has(buf, "F half") && !strstr(buf, "F fp16"), "200x50 after 'a': the table's columns are half's");
     fp_tui_key(&ui, 'a', 0);
     int back = fp_tui_cmp_arm(&m, &ui);
     fp_tui_key(&ui, 'A', 0);
@@ -257,25 +220,25 @@ int main(void)
 
     /* 4. the verdict: per arm against fp32, with the emulation note next to the speedups */
     free(t);
-    t = screen(db4, 80, 24, "");
+    t = ts_screen(db4, 80, 24, "", 1);
     double lo, hi;
     fp_wilson95(TOP1[2], 16, &lo, &hi);
     char ci[64];
     snprintf(ci, sizeof ci, "[%.0f-%.0f%%] n.s.", 100 * lo, 100 * hi);
-    const char *h16 = line_with(t, "fp16 2.00x*");
-    tap_ok(has(h16, "+0.500") && has(h16, "-6.2pt") && has(h16, " 2 ") && has(h16, "0.002%"),
+    const char *h16 = ts_line_with(t, "fp16 2.00x*");
+    tap_ok(ts_has(h16, "+0.500") && ts_has(h16, "-6.2pt") && ts_has(h16, " 2 ") && ts_has(h16, "0.002%"),
            "verdict fp16: speedup 2.00x*, loss gap +0.500, top-1 -6.2pt, skipped 2, lost 0.002%%: %s", h16);
-    const char *hh = line_with(t, "half 1.25x*");
-    tap_ok(has(hh, "-0.100") && has(hh, "+0.0pt") && has(hh, ci) && has(hh, "12%"),
+    const char *hh = ts_line_with(t, "half 1.25x*");
+    tap_ok(ts_has(hh, "-0.100") && ts_has(hh, "+0.0pt") && ts_has(hh, ci) && ts_has(hh, "12%"),
            "verdict half: loss gap -0.100, top-1 +0.0pt %s, lost updates the mean of 10%% and 14%%: %s", ci, hh);
-    tap_ok(has(line_with(t, "bf16 1.60x*"), "+0.100") && has(line_with(t, "bf16 1.60x*"), "-25.0pt"),
+    tap_ok(ts_has(ts_line_with(t, "bf16 1.60x*"), "+0.100") && ts_has(ts_line_with(t, "bf16 1.60x*"), "-25.0pt"),
            "verdict bf16: 1.60x*, +0.100, -25.0pt");
-    tap_ok(has(line_with(t, "vs fp32"), "* emulated on the CPU: speed not representative") &&
-               has(line_with(t, "throughput"), "speedup 2.00x*"),
+    tap_ok(ts_has(ts_line_with(t, "vs fp32"), "* emulated on the CPU: speed not representative") &&
+               ts_has(ts_line_with(t, "throughput"), "speedup 2.00x*"),
            "CPU: the note next to the speedups, '*' on each");
     free(t);
-    t = screen(dbg, 80, 24, "");
-    tap_ok(!strstr(t, "emulated") && has(t, "fp16 2.00x ") && !strstr(t, "2.00x*"), "GPU (cuda: ...): no note, no '*'");
+    t = ts_screen(dbg, 80, 24, "", 1);
+    tap_ok(!strstr(t, "emulated") && ts_has(t, "fp16 2.00x ") && !strstr(t, "2.00x*"), "GPU (cuda: ...): no note, no '*'");
 
     /* 5. four arms at 80x24 and 120x40: every panel lists every arm, nothing cut */
     if ((rc = fp_tui_model_open(&m, db4, 0)) == FP_OK)
@@ -304,17 +267,17 @@ int main(void)
             ok = 0;
         }
         rect_text(&g, l.p[FP_P_THR], buf, sizeof buf);   /* each arm's step time whole: 40ms 20ms 32ms 25ms */
-        ok &= has(buf, "40") && has(buf, "20") && has(buf, "32") && has(buf, "25");
+        ok &= ts_has(buf, "40") && ts_has(buf, "20") && ts_has(buf, "32") && ts_has(buf, "25");
         rect_text(&g, l.p[FP_P_HEADER], buf, sizeof buf);
-        ok &= has(buf, "12%") && has(buf, "bf16") && has(buf, "lost");
+        ok &= ts_has(buf, "12%") && ts_has(buf, "bf16") && ts_has(buf, "lost");
         rect_text(&g, l.p[FP_P_SCALE], buf, sizeof buf);
-        ok &= has(buf, "bf16 -");   /* a stored 1 (old files) is no loss scaler */
+        ok &= ts_has(buf, "bf16 -");   /* a stored 1 (old files) is no loss scaler */
         tap_ok(ok, "%dx%d, 4 arms: loss, throughput, memory and loss-scale panels list every arm (the loss panel with "
                    "its validation accuracy); the verdict lines are whole", sz[k][0], sz[k][1]);
     }
     frame(&g, &l, &m, &ui, 80, 24);
     rect_text(&g, l.p[FP_P_LAYERS], buf, sizeof buf);
-    tap_ok(has(buf, "counts: step 40"), "the layer table says which sampled step its counts are");
+    tap_ok(ts_has(buf, "counts: step 40"), "the layer table says which sampled step its counts are");
     fp_tui_model_close(&m);
 
     /* an event longer than a screen line: cut, and it says so */

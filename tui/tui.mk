@@ -8,11 +8,12 @@ lib_libfp_a_SOURCES += lib/store_reader_tui.h lib/store_reader_tui.c \
 fp16probe_SOURCES += cli/cmd_tui.c
 
 TUI_TEST_UTIL = tests/tui_testutil.c tests/tui_testutil.h
+TUI_SCREEN_TEST_UTIL = tests/tui_screen_testutil.c tests/tui_screen_testutil.h
 TUI_TESTS = tests/test_tui_screen tests/test_tui_units tests/test_tui_bad_input tests/test_tui_live \
 	tests/test_tui_truth tests/test_tui_dist
 check_PROGRAMS += $(TUI_TESTS) tests/test_tui_fixture
 TESTS += $(TUI_TESTS)
-tests_test_tui_screen_SOURCES = tests/test_tui_screen.c $(TUI_TEST_UTIL)
+tests_test_tui_screen_SOURCES = tests/test_tui_screen.c $(TUI_TEST_UTIL) $(TUI_SCREEN_TEST_UTIL)
 tests_test_tui_screen_LDADD = $(TEST_LDADD)
 tests_test_tui_units_SOURCES = tests/test_tui_units.c $(TUI_TEST_UTIL)
 tests_test_tui_units_LDADD = $(TEST_LDADD)
@@ -21,10 +22,10 @@ tests_test_tui_bad_input_LDADD = $(TEST_LDADD)
 tests_test_tui_live_SOURCES = tests/test_tui_live.c $(TUI_TEST_UTIL)
 tests_test_tui_live_LDADD = $(TEST_LDADD)
 # issue 19: the newest rows, one throughput figure, N arms and the compared arm, the verdict lines
-tests_test_tui_truth_SOURCES = tests/test_tui_truth.c
+tests_test_tui_truth_SOURCES = tests/test_tui_truth.c $(TUI_SCREEN_TEST_UTIL)
 tests_test_tui_truth_LDADD = $(TEST_LDADD)
 # issue 23: the data-parallel line of the header (ranks, comm share per arm, slowest rank)
-tests_test_tui_dist_SOURCES = tests/test_tui_dist.c
+tests_test_tui_dist_SOURCES = tests/test_tui_dist.c $(TUI_SCREEN_TEST_UTIL)
 tests_test_tui_dist_LDADD = $(TEST_LDADD)
 # the dashboard's speedup is the end-of-run summary's (lib/step_time.h)
 check_PROGRAMS += tests/test_tui_speedup
