@@ -15,6 +15,7 @@
 #include "hist.h"
 #include "hist_ref.h"
 #include "probe/probe.h"
+#include "param_pass_testutil.h"
 #include "tap.h"
 #include "testutil.h"
 #include "trainer/analysis/analysis.h"
@@ -27,7 +28,6 @@
 #define B 8
 #define MAXL 64
 
-static int same_double(double a, double b) { return a == b || (isnan(a) && isnan(b)); }
 static fp_tensor flat(float *p, size_t n) { return fp_tensor_of(p, FP_DT_F32, (fp_dims){1, 1, 1, (int)n}); }
 
 /* ---- the op on crafted values */
@@ -84,58 +84,6 @@ static void test_op(void)
 
 /* ---- the two passes side by side */
 
-typedef struct {
-    fp_probe *p;
-    fp_hist_probe *hp;
-} probe_t;
-
-static void probe_open(probe_t *t, int L, int64_t step, float scale)
-{
-    fp_probe_create(&t->p);
-    fp_hist_probe_create(&t->hp, L, 1, 0, NULL, 0);
-    fp_hist_probe_attach(t->hp, t->p);
-    fp_probe_caller_roles(t->p, FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT) | FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD));
-    fp_probe_step_begin(t->p, step, scale);
-}
-
-static void probe_end(probe_t *t) { fp_probe_step_end(t->p); }   /* the histograms are complete */
-
-static void probe_close(probe_t *t)
-{
-    fp_probe_free(t->p);
-    fp_hist_probe_free(t->hp);
-}
-
-/* The host pass's figures (h) against the device pass's (dv): every layer's fraction and three histograms. */
-static int same_pass(const probe_t *h, const probe_t *dv, double all_h, double all_d, const double *per_h,
-                     const double *per_d, int L, int *cells)
-{
-    int ok = same_double(all_h, all_d);
-    if (!ok)
-        tap_diag("overall lost fraction: host %.17g, device %.17g", all_h, all_d);
-    for (int l = 0; l < L; l++) {
-        if (!same_double(per_h[l], per_d[l])) {
-            ok = 0;
-            tap_diag("layer %d lost fraction: host %.17g, device %.17g", l, per_h[l], per_d[l]);
-        }
-        const fp_tensor_role roles[] = {FP_ROLE_WEIGHT, FP_ROLE_WEIGHT_GRAD, FP_ROLE_UPDATE};
-        for (int r = 0; r < 3; r++) {
-            const fp_hist_t *a = fp_hist_probe_get(h->hp, l, roles[r]), *b = fp_hist_probe_get(dv->hp, l, roles[r]);
-            if (!a || !b) {
-                ok &= !a && !b;
-                continue;
-            }
-            ++*cells;
-            if (!tu_hist_same(b, a, 1e-12)) {
-                ok = 0;
-                tap_diag("layer %d role %d differs (device / host):", l, (int)roles[r]);
-                tu_hist_diag(b, a);
-            }
-        }
-    }
-    return ok;
-}
-
 static fp_dataset *ds;
 static float images[B * S * S * 3];
 static int32_t labels[B];
@@ -175,10 +123,10 @@ static void test_arm_policy(const char *policy, double *lost_seen)
     if (rc)
         tap_diag("%s", fp_error_message());
     for (int step = 1; ok && step <= 3; step++) {
-        probe_t h, dv;
+        pp_probe_t h, dv;
         float scale = fp_arm_scaler(a)->mode == FP_SCALE_NONE ? 1.0f : fp_arm_scaler(a)->scale;
-        probe_open(&h, L, step, scale);
-        probe_open(&dv, L, step, scale);
+        pp_probe_open(&h, L, step, scale);
+        pp_probe_open(&dv, L, step, scale);
         memcpy(old, fp_model_params(m), np * sizeof *old);
         fp_batch b = batch_at((int64_t)step * B);
         fp_arm_step_result r = {0};
@@ -188,14 +136,14 @@ static void test_arm_policy(const char *policy, double *lost_seen)
         rc = rc ? rc : fp_param_dev_after(pd, dv.p, m, &all_d, per_d);
         if (rc)
             tap_diag("step %d: %s", step, fp_error_message());
-        probe_end(&h);
-        probe_end(&dv);
-        ok = rc == FP_OK && same_pass(&h, &dv, all_h, all_d, per_h, per_d, L, &cells);
+        fp_probe_step_end(h.p);
+        fp_probe_step_end(dv.p);
+        ok = rc == FP_OK && pp_same_pass(&h, &dv, all_h, all_d, per_h, per_d, L, 1e-12, &cells);
         steps += !r.skipped;
         if (isfinite(all_h) && all_h > *lost_seen)
             *lost_seen = all_h;
-        probe_close(&h);
-        probe_close(&dv);
+        pp_probe_close(&h);
+        pp_probe_close(&dv);
     }
     tap_ok(ok && cells > 0 && steps > 0, "%s: 3 arm steps, the pass on the backend (CPU op) = the host pass: %d "
            "histograms, lost updates per layer and overall (last %g) bit for bit", policy, cells, all_h);
@@ -262,9 +210,9 @@ static void test_fake_device(const char *policy, int with_hist)
         memcpy(old, p, np * sizeof *old);
         for (size_t i = 0; i < np; i++)   /* the host writes the new weights: the device copy is stale */
             p[i] -= (i % 3 ? 1e-6f : 0.05f) * g[i];
-        probe_t h, dv;
-        probe_open(&h, L, step, 1.0f);
-        probe_open(&dv, L, step, 1.0f);
+        pp_probe_t h, dv;
+        pp_probe_open(&h, L, step, 1.0f);
+        pp_probe_open(&dv, L, step, 1.0f);
         int d0 = downloads, h0 = hists;
         rc = fp_param_dev_after(pd, dv.p, m, &all_d, per_d);   /* uploads the host's weights first */
         pass_downloads += downloads - d0;
@@ -272,11 +220,11 @@ static void test_fake_device(const char *policy, int with_hist)
         all_h = fp_probe_sample_params(h.p, m, old, fp_model_grads(m), per_h);
         if (rc)
             tap_diag("step %d: %s", step, fp_error_message());
-        probe_end(&h);
-        probe_end(&dv);
-        ok = rc == FP_OK && same_pass(&h, &dv, all_h, all_d, per_h, per_d, L, &cells);
-        probe_close(&h);
-        probe_close(&dv);
+        fp_probe_step_end(h.p);
+        fp_probe_step_end(dv.p);
+        ok = rc == FP_OK && pp_same_pass(&h, &dv, all_h, all_d, per_h, per_d, L, 1e-12, &cells);
+        pp_probe_close(&h);
+        pp_probe_close(&dv);
     }
     tap_ok(ok && cells > 0 && isfinite(all_h) && all_h > 0 && all_h < 1,
            "%s on a device model, %s: the host's new weights uploaded, the pass = the host pass (%d histograms, lost "

@@ -21,6 +21,7 @@
 #include "hist.h"
 #include "hist_ref.h"
 #include "probe/probe.h"
+#include "param_pass_testutil.h"
 #include "store_testutil.h"
 #include "trainer/analysis/analysis.h"
 #include "trainer/backend_cuda.h"
@@ -30,7 +31,6 @@
 
 #define MAXL 64
 
-static int same_double(double a, double b) { return a == b || (isnan(a) && isnan(b)); }
 static fp_tensor flat(void *p, size_t n) { return fp_tensor_of(p, FP_DT_F32, (fp_dims){1, 1, 1, (int)n}); }
 
 /* ---- the op: CUDA against CPU on n values (host arrays uploaded) */
@@ -100,26 +100,6 @@ static void test_op(const fp_backend_ops *C, fp_backend *cb, const fp_backend_op
 
 /* ---- the device pass against the host pass after GPU arm steps */
 
-typedef struct {
-    fp_probe *p;
-    fp_hist_probe *hp;
-} probe_t;
-
-static void probe_open(probe_t *t, int L, int64_t step, float scale)
-{
-    fp_probe_create(&t->p);
-    fp_hist_probe_create(&t->hp, L, 1, 0, NULL, 0);
-    fp_hist_probe_attach(t->hp, t->p);
-    fp_probe_caller_roles(t->p, FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT) | FP_PROBE_ROLE_BIT(FP_ROLE_WEIGHT_GRAD));
-    fp_probe_step_begin(t->p, step, scale);
-}
-
-static void probe_close(probe_t *t)
-{
-    fp_probe_free(t->p);
-    fp_hist_probe_free(t->hp);
-}
-
 static void test_arm(const char *policy, const float *x, const int *lab)
 {
     enum { S = 32, NB = 8 };
@@ -147,9 +127,9 @@ static void test_arm(const char *policy, const float *x, const int *lab)
         fp_arm_step_result r = {0};
         rc = rc ? rc : fp_arm_step(a, &b, &r);
         float scale = r.scale;
-        probe_t h, dv;
-        probe_open(&h, L, step, scale);
-        probe_open(&dv, L, step, scale);
+        pp_probe_t h, dv;
+        pp_probe_open(&h, L, step, scale);
+        pp_probe_open(&dv, L, step, scale);
         rc = rc ? rc : fp_param_dev_after(pd, dv.p, m, &all_d, per_d);   /* first: nothing downloaded yet */
         const float *g = rc ? NULL : fp_model_grads(m);
         if (g)
@@ -158,28 +138,11 @@ static void test_arm(const char *policy, const float *x, const int *lab)
         fp_probe_step_end(dv.p);
         if (rc || !g)
             tap_diag("step %d: %s", step, fp_error_message());
-        ok = rc == FP_OK && g && same_double(all_h, all_d);
-        for (int l = 0; ok && l < L; l++) {
-            ok &= same_double(per_h[l], per_d[l]);
-            const fp_tensor_role roles[] = {FP_ROLE_WEIGHT, FP_ROLE_WEIGHT_GRAD, FP_ROLE_UPDATE};
-            for (int k = 0; k < 3; k++) {
-                const fp_hist_t *hh = fp_hist_probe_get(h.hp, l, roles[k]), *hd = fp_hist_probe_get(dv.hp, l, roles[k]);
-                if (!hh || !hd) {
-                    ok &= !hh && !hd;
-                    continue;
-                }
-                cells++;
-                if (!tu_hist_same(hd, hh, 1e-9)) {
-                    ok = 0;
-                    tap_diag("step %d layer %d role %d (device / host):", step, l, (int)roles[k]);
-                    tu_hist_diag(hd, hh);
-                }
-            }
-        }
+        ok = rc == FP_OK && g && pp_same_pass(&h, &dv, all_h, all_d, per_h, per_d, L, 1e-9, &cells);
         if (!ok)
             tap_diag("step %d: lost overall host %.17g device %.17g", step, all_h, all_d);
-        probe_close(&h);
-        probe_close(&dv);
+        pp_probe_close(&h);
+        pp_probe_close(&dv);
     }
     tap_ok(ok && cells > 0, "%s: 3 GPU arm steps, the pass on the device = the host pass (%d histograms, lost "
            "updates per layer and overall bit for bit, last %g)", policy, cells, all_h);

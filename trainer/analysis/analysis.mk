@@ -18,6 +18,8 @@ TESTS += tests/test_summary_precision
 tests_test_summary_precision_SOURCES = tests/test_summary_precision.c $(STORE_TEST_UTIL)
 tests_test_summary_precision_LDADD = tests/libtap.a $(REPORT_LDADD)
 # the parameter pass where the parameters lie (fp_param_dev, the backend op update_delta) against the host pass
+PARAM_PASS_TEST_UTIL = tests/param_pass_testutil.c tests/param_pass_testutil.h
 check_PROGRAMS += tests/test_param_pass_device
 TESTS += tests/test_param_pass_device
+tests_test_param_pass_device_SOURCES = tests/test_param_pass_device.c $(PARAM_PASS_TEST_UTIL)
 tests_test_param_pass_device_LDADD = $(TEST_LDADD)

@@ -46,5 +46,6 @@ EXTRA_DIST += tests/test_compare_fake_nvml.c
 # pass after GPU arm steps, a comparison's GPU arms running it); skips without a GPU.
 check_PROGRAMS += tests/gpu/test_cuda_param_pass
 TESTS += tests/gpu/test_cuda_param_pass
-tests_gpu_test_cuda_param_pass_SOURCES = tests/gpu/test_cuda_param_pass.c $(GPU_TEST_UTIL) $(STORE_TEST_UTIL)
+tests_gpu_test_cuda_param_pass_SOURCES = tests/gpu/test_cuda_param_pass.c $(GPU_TEST_UTIL) $(STORE_TEST_UTIL) \
+	$(PARAM_PASS_TEST_UTIL)
 tests_gpu_test_cuda_param_pass_LDADD = $(TEST_LDADD)
