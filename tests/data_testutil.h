@@ -43,6 +43,19 @@ static inline fp_dataset *dt_open_ok(const char *spec, int size, uint64_t seed, 
     return ds;
 }
 
+/* Training samples first .. first + n - 1 of ds (size x size, as loaded, no augmentation RNG) into images and
+ * labels: a batch over them. */
+static inline fp_batch dt_batch(fp_dataset *ds, int64_t first, int n, int size, float *images, int32_t *labels)
+{
+    for (int i = 0; i < n; i++) {
+        int lab = 0;
+        fp_dataset_get(ds, FP_SPLIT_TRAIN, first + i, 0, images + (size_t)i * size * size * 3, &lab);
+        labels[i] = lab;
+    }
+    fp_batch b = {n, size, images, labels, 0, 0};
+    return b;
+}
+
 /* What byte v of channel c becomes after the ImageNet normalisation. */
 static inline float dt_norm(uint8_t v, int c)
 {

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "data_testutil.h"
 #include "error.h"
 #include "hist.h"
 #include "hist_ref.h"
@@ -88,16 +89,7 @@ static fp_dataset *ds;
 static float images[B * S * S * 3];
 static int32_t labels[B];
 
-static fp_batch batch_at(int64_t first)
-{
-    for (int i = 0; i < B; i++) {
-        int lab = 0;
-        fp_dataset_get(ds, FP_SPLIT_TRAIN, first + i, 0, images + (size_t)i * S * S * 3, &lab);
-        labels[i] = lab;
-    }
-    fp_batch b = {B, S, images, labels, 0, 0};
-    return b;
-}
+static fp_batch batch_at(int64_t first) { return dt_batch(ds, first, B, S, images, labels); }
 
 /* Real arm steps under a policy: both passes on the same step, the device one through the CPU backend's op. */
 static void test_arm_policy(const char *policy, double *lost_seen)
