@@ -95,7 +95,8 @@ static void op_case(fp_dtype dt, int with_add)
     fp_dims vd = {1, 1, 1, c}, sd = {1, 1, 1, 2 * c};
     pair g = mk(FP_DT_F32, vd, 0.5f, 1.0f), b = mk(FP_DT_F32, vd, 0.2f, 0.0f), rm = mk(FP_DT_F32, vd, 0.0f, 0.0f);
     pair rv = mk(FP_DT_F32, vd, 0.0f, 1.0f), sv = mk(FP_DT_F32, sd, 0.0f, 0.0f);
-    pair dg = mk(FP_DT_F32, vd, 0.0f, 0.0f), db = mk(FP_DT_F32, vd, 0.0f, 0.0f);
+    /* dgamma / dbeta start non-zero: backend.h accumulates into them (cuDNN with beta 1) */
+    pair dg = mk(FP_DT_F32, vd, 0.0f, 0.25f), db = mk(FP_DT_F32, vd, 0.0f, -0.5f);
     fp_bn_params p = {0.1f, 1e-5f};
     size_t rsv_bytes = 0;
     void *rsv = NULL;
@@ -135,7 +136,9 @@ static void op_case(fp_dtype dt, int with_add)
     rc = rc ? rc : G->bn_act_backward(gb, dx.d, with_add ? dz.d : (fp_tensor){0}, dg.d, db.d, dy.d, y.d, x.d, g.d, b.d,
                                       sv.d, &p, rsv, rsv_bytes, 0, 0);
     void *dxc = calloc(1, dx.bytes), *dzc = calloc(1, dz.bytes);
-    float dgc[64] = {0}, dbc[64] = {0};
+    float dgc[64], dbc[64];
+    for (int i = 0; i < c; i++)
+        dgc[i] = 0.25f, dbc[i] = -0.5f;
     fp_tensor DZc = with_add ? fp_tensor_of(dzc, dt, d) : (fp_tensor){0};
     rc = rc ? rc : C->bn_act_backward(cb, fp_tensor_of(dxc, dt, d), DZc, fp_tensor_of(dgc, FP_DT_F32, vd),
                                       fp_tensor_of(dbc, FP_DT_F32, vd), dy.h, y.h, x.h, g.h, b.h, sv.h, &p, NULL, 0,
@@ -147,9 +150,9 @@ static void op_case(fp_dtype dt, int with_add)
     tap_ok(!rc && ex <= tol_of(dt) && eg <= 1e-3 && eb <= 1e-3,
            "%s %s backward: dx within %.3g of max |dx| (%.3g), dgamma / dbeta within 1e-3 (%.3g, %.3g) [%s]", nm, kind,
            tol_of(dt), ex, eg, eb, rc ? fp_error_message() : "ok");
-    /* dz = y > 0 ? dy : 0, exact in its format: the same bits (cuDNN's mask from its own forward, the CPU's from
-     * that forward's y) */
-    tap_ok(!rc && (!with_add || !memcmp(dz.h.p, dzc, dz.bytes)), "%s %s backward: dz bit for bit (the masked dy)", nm,
+    /* dz = y > 0 ? dy : 0, exact in its format: the same values (cuDNN's mask from its own forward, the CPU's from
+     * that forward's y; +0 and -0 count as equal: a mask by multiplication gives -0 where dy < 0) */
+    tap_ok(!rc && (!with_add || rel_max(dz.h.p, dzc, n, dt) == 0), "%s %s backward: dz exact (the masked dy)", nm,
            kind);
     free(yc);
     free(dxc);
@@ -187,7 +190,9 @@ static void model_case(const char *policy)
             memcpy(grads[k], fp_model_grads(m[k]), np * sizeof(float));
     }
     tap_diag("%s: %d chains the backend fuses, %d ran fused with fusion on", policy, found, ran[1]);
-    tap_ok(!rc && ran[0] == 0 && ran[1] == found, "%s: one step each, fusion off runs none, on runs every chain "
+    /* ran counts the chains whose forward ran fused; a backward refusal after it leaves the chain unfused for
+     * good (not in found): so ran >= found */
+    tap_ok(!rc && ran[0] == 0 && ran[1] >= found, "%s: one step each, fusion off runs none, on runs every chain "
            "the backend fuses (%d) [%s]", policy, found, rc ? fp_error_message() : "ok");
     /* stated: fp32 nothing fused differs only by summation order (1e-4); 16-bit one extra rounding per fused
      * layer through ~50 layers: 2^-7 (fp16) and 2^-4 (bf16) on the loss, as the CPU test */

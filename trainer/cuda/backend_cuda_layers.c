@@ -89,7 +89,13 @@ static int zero_t(fp_backend *be, const fp_tensor *t)
 }
 
 /* Whether the input gradient dx, computed in dtype rd, is written by cuDNN / cuBLAS (beta = 1) into dx itself. */
-static int grad_direct(const fp_tensor *dx, fp_dtype rd) { return dx->p && dx->dt == FP_DT_F32 && rd == FP_DT_F32; }
+/* Whether a backward writes dx itself: dx in the format the call computes in, and either fp32 (the library's blend,
+ * old + r, is backend.h's rule) or written over (round(r) straight into a 16-bit dx is the bits a staging then a
+ * copy would give; only a 16-bit accumulation, round(old + round(r)), needs the staging). */
+static int grad_direct(const fp_tensor *dx, fp_dtype rd, int accumulate)
+{
+    return dx->p && dx->dt == rd && (rd == FP_DT_F32 || !accumulate);
+}
 
 /* A staging tensor of dims d and dtype dt in slot, contents undefined (for outputs written with beta 0). */
 static int staged(fp_backend *be, fp_dtensor *g, fp_dims d, fp_dtype dt, int slot)
@@ -108,7 +114,7 @@ static int grad_begin(fp_backend *be, fp_dtensor *g, const fp_tensor *dx, fp_dim
                       float *beta)
 {
     int rc;
-    if (grad_direct(dx, rd)) {
+    if (grad_direct(dx, rd, accumulate)) {
         if (beta)
             *beta = accumulate ? 1.0f : 0.0f;
         else if (!accumulate)
@@ -127,7 +133,7 @@ static int grad_begin(fp_backend *be, fp_dtensor *g, const fp_tensor *dx, fp_dim
 
 static int grad_end(fp_backend *be, const fp_tensor *dx, const fp_dtensor *g, int accumulate)
 {
-    if (!dx->p || grad_direct(dx, g->dtype))
+    if (!dx->p || grad_direct(dx, g->dtype, accumulate))
         return FP_OK;
     return fp_bcu_land_grad(be, dx, g, accumulate);
 }
@@ -302,10 +308,10 @@ int fp_bcu_bn_act_backward(fp_backend *be, fp_tensor dx, fp_tensor dz, fp_tensor
         TRY(grad_begin(be, &g, &dx, x.d, x.dt, accumulate_dx, &beta_dx));
     else   /* cuDNN always writes dx: a skipped one lands in staging */
         TRY(staged(be, &g, x.d, x.dt, FP_BCU_OUT));
-    /* dz is written, not blended (cuDNN): dz itself for an fp32 dz written over, else staged and landed with
+    /* dz is written, not blended (cuDNN): dz itself when written over (any format), else staged and landed with
      * backend.h's rule (the masked gradient is exact in dz's format, so a 16-bit landing matches the unfused
      * copy / 16-bit add) */
-    int dz_direct = dz.p && grad_direct(&dz, dz.dt) && !accumulate_dz;
+    int dz_direct = dz.p && !accumulate_dz;
     if (dz_direct)
         gz = fp_bcu_dt(&dz);
     else if (dz.p)

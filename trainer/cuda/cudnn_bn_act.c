@@ -1,8 +1,9 @@
 /* cudnn_bn_act.c — batchnorm + (add +) relu fused on cuDNN: cudnnBatchNormalizationForwardTrainingEx /
  * BackwardEx with CUDNN_BATCHNORM_OPS_BN_ACTIVATION / BN_ADD_ACTIVATION, SPATIAL_PERSISTENT, NHWC, the
  * context's relu descriptor (d->act), the caller's reserve space (sized by fp_cudnn_bn_act_query).
- * Promises: cuDNN's NOT_SUPPORTED (any refusal at the query) comes back as FP_EUNAVAIL before anything is
- * written, so the caller runs the unfused ops. Compiled, not yet run on a GPU. */
+ * Promises: cuDNN's NOT_SUPPORTED (and any refusal of the size queries, at the query or a call) comes back as
+ * FP_EUNAVAIL before anything is written, so the caller runs the unfused ops; the query sizes the shared workspace,
+ * so a call after it allocates nothing. Compiled, not yet run on a GPU. */
 #include "config.h"
 #include "error.h"
 #include "trainer/cuda/cudnn_internal.h"
@@ -51,6 +52,16 @@ static cudnnStatus_t sizes(fp_cudnn *d, int with_add, size_t ws[2], size_t *rese
     return s;
 }
 
+/* The status of the size queries: any refusal (NOT_SUPPORTED, or BAD_PARAM for a shape the fused kernels do not
+ * take, e.g. C % 4 != 0) is FP_EUNAVAIL, the layer left unfused rather than the plan failed. */
+static int sizes_status(cudnnStatus_t s, const fp_dtensor *x, const char *op)
+{
+    if (s == CUDNN_STATUS_SUCCESS)
+        return FP_OK;
+    return fp_fail(FP_EUNAVAIL, "%s: cuDNN does not fuse %s %dx%dx%dx%d (%s)", op, fpc_dtype_name(x->dtype), x->dims.n,
+                   x->dims.h, x->dims.w, x->dims.c, cudnnGetErrorString(s));
+}
+
 int fp_cudnn_bn_act_query(fp_cudnn *d, const fp_dtensor *x, int with_add, size_t *reserve_bytes)
 {
     const char *op = "batchnorm + relu query";
@@ -58,13 +69,12 @@ int fp_cudnn_bn_act_query(fp_cudnn *d, const fp_dtensor *x, int with_add, size_t
     if (rc != FP_OK)
         return rc;
     size_t ws[2];
-    cudnnStatus_t s = sizes(d, with_add, ws, reserve_bytes);
-    /* any refusal here (BAD_PARAM for a shape the fused kernels do not take, e.g. C % 4 != 0) leaves the
-     * layer unfused rather than failing the plan */
-    if (s != CUDNN_STATUS_SUCCESS && CUDNN_STATUS_CATEGORY(s) != CUDNN_STATUS_NOT_SUPPORTED)
-        return fp_fail(FP_EUNAVAIL, "%s: cuDNN refuses %s %dx%dx%dx%d (%s)", op, fpc_dtype_name(x->dtype),
-                       x->dims.n, x->dims.h, x->dims.w, x->dims.c, cudnnGetErrorString(s));
-    return status(d, s, x, op);
+    if ((rc = sizes_status(sizes(d, with_add, ws, reserve_bytes), x, op)) != FP_OK)
+        return rc;
+    /* the workspace grows now, at plan time: a first fused call inside a CUDA graph's capture (after an eager
+     * sampled step, which runs unfused) must not allocate */
+    size_t need = ws[0] > ws[1] ? ws[0] : ws[1];
+    return need > d->ws_bytes ? fpc_workspace_ensure(d, need, op) : FP_OK;
 }
 
 /* The workspace for direction k (0 forward, 1 backward) and a check of the caller's reserve. */
@@ -74,7 +84,7 @@ static int prepare(fp_cudnn *d, const fp_dtensor *x, int with_add, int k, size_t
     size_t w[2], need = 0;
     int rc = set_descs(d, x, op);
     if (rc == FP_OK)
-        rc = status(d, sizes(d, with_add, w, &need), x, op);
+        rc = sizes_status(sizes(d, with_add, w, &need), x, op);
     if (rc != FP_OK)
         return rc;
     if (need > reserve_bytes)

@@ -149,12 +149,12 @@ int fpc_workspace_ensure(fp_cudnn *d, size_t bytes, const char *op)
     if (bytes <= d->ws_bytes)
         return FP_OK;
     if (d->ws) {
-        /* cudaFree waits for work that may still use the old buffer. */
+        /* cudaFree waits for work that may still use the old buffer; if it fails, the old one stays */
         cudaError_t e = cudaFree(d->ws);
-        d->ws = NULL;
-        d->ws_bytes = 0;
         if (e != cudaSuccess)
             return fpc_fail_cuda(d, e, op);
+        d->ws = NULL;
+        d->ws_bytes = 0;
     }
     cudaError_t e = cudaMalloc(&d->ws, bytes);
     if (e != cudaSuccess) {

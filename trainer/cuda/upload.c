@@ -265,6 +265,11 @@ int fp_backend_cuda_prefetch(fp_backend *be, const void *src, size_t bytes)
     cudaStream_t st = (cudaStream_t)be->stream, cs = (cudaStream_t)be->copy_stream;
     int rc = FP_OK;
     if (bytes > u->dev_cap || !u->dev) {
+        /* the block going back to the arena may still be written by the previous prefetch's copy: the stream, whose
+         * work may reuse it, waits for that copy first */
+        if (u->used && u->dev &&
+            (rc = fp_bcu_cuda_err(cudaStreamWaitEvent(st, (cudaEvent_t)u->copied, 0), "prefetch (wait to grow)")))
+            return rc;
         /* as upload_staged: new device memory may be a block work queued on the stream still uses */
         if (!fp_bcu_grow_slot(be, &u->dev, &u->dev_cap, bytes, "(prefetched batch)")) {
             fp_error_clear();   /* no room for it now: the upload goes its usual way */
