@@ -83,7 +83,7 @@ void fp_wilson(double k, double n, double alpha, double *lo, double *hi);
  * than 2; returns how many were finite. */
 size_t fp_mean_se(const double *x, size_t n, double *mean, double *se);
 
-/* ---- what the gate derives from an arm's step rows (gate.c) ---- */
+/* ---- what the gate derives from an arm's step rows (gate_derive.c) ---- */
 typedef struct {
     int64_t calib_skips;       /* leading skips while the scale first fell + skips right after increases */
     int64_t probe_skips;       /* of those, skips right after a scale increase */
@@ -146,7 +146,7 @@ typedef struct {
  * booleans, null, objects and arrays as written); 0 when absent or the text is no object. */
 int fp_json_lookup(const char *json, const char *key, char *out, size_t cap);
 
-/* ---- checks (gate.c) ---- */
+/* ---- checks (gate.c runs them: gate_checks.h; the result list, gate_result.c) ---- */
 typedef enum {
     FP_CHECK_PASS = 0, FP_CHECK_FAIL, FP_CHECK_INCONCLUSIVE, FP_CHECK_SKIP, FP_CHECK_NOT_COMPARABLE
 } fp_check_status;

@@ -10,7 +10,8 @@ reports_libfpreport_a_SOURCES = reports/report.h reports/summary.h reports/summa
 	reports/report_html_dist.c reports/report_html_layers.c reports/report_html_numerics.c \
 	reports/report_html_precision.c reports/report_html_kernels.c reports/report_html_events.c \
 	reports/report_html_env.c reports/report_csv.c reports/report_write.c \
-	reports/trace_chrome.c reports/gate.h reports/gate_stats.c reports/gate.c reports/gate_output.c \
+	reports/trace_chrome.c reports/gate.h reports/gate_stats.c reports/gate.c reports/gate_checks.h \
+	reports/gate_result.c reports/gate_derive.c reports/gate_checks_cand.c reports/gate_checks_base.c reports/gate_output.c \
 	reports/gate_load.c reports/gate_config.c reports/dist_report.h reports/dist_report.c
 REPORT_LDADD = reports/libfpreport.a $(FP_LDADD)
 
