@@ -1,6 +1,6 @@
 /* cmd_compare.c — `fp16probe compare` and `fp16probe <model>`: one model trained under several precision
  * policies side by side (trainer/run/compare.c), progress lines per arm, and the end-of-run summary table from
- * reports/summary.c (the figures the HTML report and the gate use). Exit status: 0 every arm finished,
+ * reports/summary*.c (the figures the HTML report and the gate use). Exit status: 0 every arm finished,
  * 1 an arm or the comparison failed, 2 usage error (the valid choices listed), 130 interrupted (Ctrl-C or the
  * dashboard's stop; 128 + the signal for another: 143 SIGTERM). */
 #include "config.h"

@@ -2,7 +2,8 @@
 # gate with its statistics and outputs (reports/libfpreport.a), the `report` and `gate` commands and
 # `export --chrome-trace`, their tests and the report benchmark. Included after cli/cli.mk.
 noinst_LIBRARIES += reports/libfpreport.a
-reports_libfpreport_a_SOURCES = reports/report.h reports/summary.h reports/summary.c \
+reports_libfpreport_a_SOURCES = reports/report.h reports/summary.h reports/summary.c reports/summary_internal.h \
+	reports/summary_arm.c reports/summary_numerics.c reports/summary_kernels.c reports/summary_fmt.c reports/summary_print.c \
 	reports/sha256.h reports/sha256.c \
 	reports/html_writer.h reports/html_writer.c reports/units.h reports/units.c \
 	reports/svg_chart.h reports/svg_chart.c reports/report_html.c reports/report_html_internal.h \
