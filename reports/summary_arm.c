@@ -11,6 +11,7 @@
 #include "error.h"
 #include "formats.h"
 #include "gate.h"
+#include "lost_updates.h"
 #include "step_time.h"
 #include "store.h"
 #include "summary_internal.h"
@@ -179,7 +180,7 @@ int fp_summary_load_arm(fp_reader_t *r, fp_arm_t *a, int64_t warmup_req)
         if (strncmp(ev[i].text, ehead, sizeof ehead - 1) == 0)
             snprintf(a->energy_why, sizeof a->energy_why, "%s", ev[i].text + sizeof ehead - 1);
     for (size_t i = 0; i < nev; i++) {
-        double v = fp_gate_lost_pct(ev[i].text);
+        double v = fp_lost_updates_pct(ev[i].text);
         if (isnan(v))
             continue;
         lsum2 += v;

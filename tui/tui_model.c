@@ -12,6 +12,7 @@
 #include <string.h>
 #include "clock.h"
 #include "error.h"
+#include "lost_updates.h"
 #include "step_time.h"
 #include "store.h"
 #include "store_reader_dist.h"
@@ -249,21 +250,6 @@ static int ingest(fp_tui_arm_t *a, const fp_step_row_t *s, size_t n)
         a->nsteps++;
     }
     return FP_OK;
-}
-
-/* X of a parameter pass's "lost updates at step N: X% ..." event (the gate's reading, reports/gate_load.c);
- * NaN for any other text. */
-static double lost_pct(const char *text)
-{
-    static const char head[] = "lost updates at step";
-    if (strncmp(text, head, sizeof head - 1) != 0)
-        return NAN;
-    const char *colon = strchr(text, ':');
-    if (!colon)
-        return NAN;
-    char *end;
-    double v = strtod(colon + 1, &end);
-    return end != colon + 1 && *end == '%' && v >= 0 && v <= 100 ? v : NAN;
 }
 
 static void add_event(fp_tui_model_t *m, int arm, const fp_tui_event_t *e)
@@ -520,7 +506,7 @@ int fp_tui_model_update(fp_tui_model_t *m, int role)
             for (size_t k = 0; k < n; k++) {
                 add_event(m, i, &ev[k]);
                 a->event_id = ev[k].id;
-                double v = lost_pct(ev[k].text);
+                double v = fp_lost_updates_pct(ev[k].text);   /* lib/lost_updates.h: the reports' reading */
                 if (!isnan(v)) {
                     a->lost_sum += v;
                     a->lost_max = a->lost_n ? fmax(a->lost_max, v) : v;
