@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "commands.h"
+#include "db_remove.h"
 #include "error.h"
 #include "probe/probe.h"
 #include "reports/summary.h"
@@ -348,13 +349,7 @@ int cmd_compare(int argc, char **argv)
         if (!tmpdb[0])
             printf("session %" PRId64 " in %s\n", res.session_id, cfg.base.db);
     }
-    if (tmpdb[0]) {
-        char side[96];
-        unlink(tmpdb);
-        snprintf(side, sizeof side, "%s-wal", tmpdb);
-        unlink(side);
-        snprintf(side, sizeof side, "%s-shm", tmpdb);
-        unlink(side);
-    }
+    if (tmpdb[0])
+        fp_db_remove(tmpdb);
     return fp_train_options_dist_end(&o, status);
 }
