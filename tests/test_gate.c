@@ -401,13 +401,7 @@ static void quick_start_tests(void)
      * drop measured on 128 images */
     gt_session_t g;
     gt_default(&g, NULL, 11);
-    g.steps = 80;
-    g.batch = 16;
-    g.image_size = 64;
-    g.eval_batches = 8;
-    g.device = "cpu: AMD EPYC";
-    g.arms[1].calib_skips = 5;
-    g.arms[1].probe_at = 0;
+    gt_quickstart(&g);
     g.arms[0].correct = 56;
     g.arms[1].correct = 52;
     char *qs = fixture(&g);
