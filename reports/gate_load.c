@@ -9,6 +9,7 @@
 #include "error.h"
 #include "gate.h"
 #include "store.h"
+#include "val_images.h"
 
 /* Images in the validation split of a data spec; -1 unknown (trainer/data: synthetic has 10,000,
  * synthetic:N has max(N / 5, 10), CIFAR-10's test batch 10,000; an image folder's size is not stored). */
@@ -76,17 +77,11 @@ static int load_extra(fp_reader_t *r, const fp_arm_t *a, fp_gate_extra_t *x)
     if (rc != FP_OK)
         return rc;
     /* the last validation's image count: the store's, else the configuration's */
-    fp_eval_images_t *im = NULL;
-    size_t nim = 0;
-    if ((rc = fp_reader_eval_images(r, a->run.id, &im, &nim)) != FP_OK)
+    if ((rc = fp_val_images_recorded(r, a->run.id, a->val_step, &x->eval_images)) != FP_OK)
         return rc;
-    for (size_t i = 0; i < nim; i++)
-        if (im[i].step == a->val_step && strcmp(im[i].split, "val") == 0 && im[i].images > 0) {
-            x->eval_images = im[i].images;
-            snprintf(x->eval_from, sizeof x->eval_from, "recorded by the store");
-        }
-    free(im);
-    if (x->eval_images < 0)
+    if (x->eval_images >= 0)
+        snprintf(x->eval_from, sizeof x->eval_from, "recorded by the store");
+    else
         x->eval_images = fp_gate_eval_images_from_config(x->env.config, x->eval_from, sizeof x->eval_from);
     return FP_OK;
 }

@@ -15,6 +15,7 @@
 #include "step_time.h"
 #include "store.h"
 #include "summary_internal.h"
+#include "val_images.h"
 #include "wilson.h"
 
 /* Whether a run's device names a GPU ("cuda: NAME"; older rows: a GPU's name, a CPU arm the CPU's model name). */
@@ -195,15 +196,8 @@ int fp_summary_load_arm(fp_reader_t *r, fp_arm_t *a, int64_t warmup_req)
     else if (!isnan(a->energy_per_step))
         a->energy_why[0] = 0;
     /* the last validation's size and its 95% interval */
-    a->val_images = -1;
-    fp_eval_images_t *im = NULL;
-    size_t nim = 0;
-    if ((rc = fp_reader_eval_images(r, a->run.id, &im, &nim)) != FP_OK)
+    if ((rc = fp_val_images_recorded(r, a->run.id, a->val_step, &a->val_images)) != FP_OK)
         return rc;
-    for (size_t i = 0; i < nim; i++)
-        if (im[i].step == a->val_step && strcmp(im[i].split, "val") == 0 && im[i].images > 0)
-            a->val_images = im[i].images;
-    free(im);
     if (a->val_images < 0 && a->val_step >= 0) {   /* else the run's configuration (the gate's rule) */
         fp_run_env_t *env = calloc(1, sizeof *env);
         if (!env)

@@ -17,6 +17,7 @@
 #include "store.h"
 #include "store_reader_dist.h"
 #include "tui_internal.h"
+#include "val_images.h"
 #include "wilson.h"
 
 /* ---------------------------------------------------------------- attach */
@@ -319,15 +320,9 @@ static int read_evals(fp_tui_model_t *m, fp_tui_arm_t *a)
     free(ev);
     if (a->val_step == step && a->val_images >= 0)
         return FP_OK;
-    a->val_images = -1;   /* the new validation's size: the store's count, else the configuration's */
-    fp_eval_images_t *im;
-    size_t nim;
-    if ((rc = fp_reader_eval_images(r, a->run.id, &im, &nim)) != FP_OK)
+    /* the new validation's size: the store's count, else the configuration's */
+    if ((rc = fp_val_images_recorded(r, a->run.id, a->val_step, &a->val_images)) != FP_OK)
         return rc;
-    for (size_t k = 0; k < nim; k++)
-        if (im[k].step == a->val_step && strcmp(im[k].split, "val") == 0 && im[k].images > 0)
-            a->val_images = im[k].images;
-    free(im);
     if (a->val_images < 0 && a->val_step >= 0) {
         fp_run_env_t *env = calloc(1, sizeof *env);
         if (!env)
