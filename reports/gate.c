@@ -1,7 +1,6 @@
-/* gate.c — the gate's run (gate.h): its default limits, and every check in order on loaded sessions
- * (gate_checks.h): with a baseline, comparable first and, only when comparable, the checks against the
- * baseline's arm of the same policy; then each candidate arm's own. Promise: a baseline that cannot be
- * compared gives NOT_COMPARABLE naming every difference, never a PASS or FAIL of a meaningless comparison. */
+/* gate.c — the gate's run (gate.h): its default limits, and every check in order (gate_checks.h): with a
+ * baseline `comparable` first, the baseline checks only when comparable, then each candidate arm's own.
+ * Promise: an incomparable baseline gives NOT_COMPARABLE, never a PASS or FAIL of a meaningless comparison. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

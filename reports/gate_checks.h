@@ -1,7 +1,6 @@
-/* gate_checks.h — what the gate's checks share, internal to reports/gate*.c: the result list each check
- * appends to and its verdict helpers (gate_result.c), the figures derived from an arm (gate_derive.c), the
- * checks of the candidate's arms (gate_checks_cand.c) and those against the baseline (gate_checks_base.c);
- * gate.c runs them in order (gate.h fp_gate_run). A check appends one fp_check_t, or sets c->rc on error. */
+/* gate_checks.h — what the gate's checks share, internal to reports/gate*.c: the result list (gate_result.c),
+ * the figures derived from an arm (gate_derive.c), the candidate's checks (gate_checks_cand.c) and the
+ * baseline's (gate_checks_base.c); gate.c runs them. A check appends one fp_check_t, or sets c->rc. */
 #ifndef FP_REPORTS_GATE_CHECKS_H
 #define FP_REPORTS_GATE_CHECKS_H
 

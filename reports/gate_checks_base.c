@@ -1,6 +1,5 @@
-/* gate_checks_base.c — the checks against a baseline session (gate.h): comparable first, then per arm
- * step time, loss, accuracy, memory, skipped steps, lost updates, overflow and the data-parallel figures.
- * Promises: a figure with a sampling error FAILs only when its test is significant AND it is above its
+/* gate_checks_base.c — the checks against a baseline (gate.h): comparable, step time, memory, skipped steps,
+ * lost updates, overflow, data parallel. Promises: a noisy figure FAILs only when significant AND above its
  * threshold; a baseline that cannot be compared gives NOT_COMPARABLE naming every difference. */
 #include <math.h>
 #include <stdio.h>

@@ -1,7 +1,6 @@
-/* gate_checks_cand.c — the checks of each candidate arm (gate.h): status, speedup, loss gap, accuracy
- * drop, skipped steps, overflow and lost updates, alone or against the reference arm (loss and accuracy
- * also against the baseline's arm). Promise: noise alone never fails a check, and GradScaler's calibration
- * is never counted as skipped steps. */
+/* gate_checks_cand.c — each candidate arm's checks (gate.h): status, speedup, loss gap, accuracy drop, skipped
+ * steps, overflow, lost updates; loss and accuracy also against the baseline's arm (vs_base). Promise: noise
+ * alone never fails a check, and GradScaler's calibration is never counted as skipped steps. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

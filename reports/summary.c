@@ -1,6 +1,5 @@
-/* summary.c — one session's arms compared (summary.h): loads the session's runs through the store reader
- * (each arm: summary_arm.c; its numerics against the reference: summary_numerics.c), picks the reference arm
- * and derives the ratios and gaps against it; the small lookups over a loaded summary. Promise: what was not
+/* summary.c — one session's arms compared (summary.h): its runs loaded (each arm: summary_arm.c, numerics:
+ * summary_numerics.c), the reference arm and the ratios and gaps against it, lookups. Promise: what was not
  * measured stays NaN (n/a), never 0; on error nothing is left allocated and the message names the file. */
 #include "summary.h"
 #include <math.h>

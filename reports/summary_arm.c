@@ -1,7 +1,6 @@
-/* summary_arm.c — one arm of the summary (summary_internal.h): its steps, layers, numerics, evaluations and
- * events through the store reader, and the figures derived from them: step times after warm-up, throughput,
- * memory, energy (or why there is none), host CPU, final loss, validation and its interval, skips, loss scale,
- * forward overflow, lost updates. Promise: what was not measured stays NaN (n/a) or -1, never 0. */
+/* summary_arm.c — one arm of the summary (summary_internal.h): its rows through the store reader and every
+ * figure that needs no other arm (step times, throughput, memory, energy or why not, host CPU, loss, validation,
+ * skips, loss scale, overflow, lost updates). Promise: what was not measured stays NaN (n/a) or -1, never 0. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

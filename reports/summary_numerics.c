@@ -1,7 +1,6 @@
-/* summary_numerics.c — an arm's overflow and underflow (summary_internal.h, summary.h): per role and layer in
- * the format it computes in (fp16 for fp32 arms: "would be"), the zeros a low-precision arm flushed beyond the
- * reference arm's, the top layers per role and the headline over the roles that matter. Promise: counts are
- * sums over the sampled steps; flushed zeros are scaled when the arms sampled differently. */
+/* summary_numerics.c — an arm's overflow and underflow (summary_internal.h): per role and layer in its format,
+ * zeros flushed beyond the reference arm's, top layers per role and the headline over the roles that matter.
+ * Promise: counts are sums over the sampled steps; flushed zeros are scaled when the arms sampled differently. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

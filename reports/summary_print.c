@@ -1,7 +1,6 @@
-/* summary_print.c — the precision part of the end-of-run summary (summary.h fp_summary_print_precision):
- * per arm the headline layers of overflow and underflow, the counts per role with the flushed zeros, lost
- * updates, accuracy intervals and the notes. Promise: every figure is the summary's (summary.h), so the
- * text, the reports and the gate never disagree; what was not measured says n/a. */
+/* summary_print.c — the precision part of the end-of-run summary (summary.h fp_summary_print_precision): per
+ * arm the headline layers, counts per role with flushed zeros, lost updates, accuracy intervals and notes.
+ * Promise: every figure is the summary's, so text, reports and gate never disagree; not measured says n/a. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
