@@ -9,6 +9,7 @@
 #include <string.h>
 #include "bench/common.h"
 #include "clock.h"
+#include "db_remove.h"
 #include "error.h"
 #include "store.h"
 #include "store_reader.h"
@@ -129,7 +130,7 @@ int main(void)
 {
     char path[4096];
     bench_db_path(path, sizeof path, "bench_store");
-    bench_remove_db(path);
+    fp_db_remove(path);
 
     /* (a) sustained inserts, end to end */
     enum { N = 2000000, CHUNK = 256 };
@@ -152,7 +153,7 @@ int main(void)
     fp_store_stats_t st;
     fp_store_get_stats(s, &st);
     fp_store_close(s, FP_RUN_FINISHED, NULL);
-    bench_remove_db(path);
+    fp_db_remove(path);
     printf("inserts: %d kernel rows from one producer thread: queued in %.3f s (%.0f ns/record on the producer),"
            " all committed after %.3f s; %llu commits, queue grew to %zu records, %llu dropped\n",
            N, produce, produce / N * 1e9, total, (unsigned long long)st.commits, st.queue_capacity,
@@ -199,7 +200,7 @@ int main(void)
     double all_kern = (fp_clock_mono_s() - t0) * 1e3;
     free(ks);
     fp_reader_close(r);
-    bench_remove_db(path);
+    fp_db_remove(path);
     if (rc != FP_OK)
         return die("kernel summary");
     printf("queries (median): steps since k (last 100 steps) %.3f ms; per-layer summary over 100 steps"

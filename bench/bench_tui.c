@@ -10,6 +10,7 @@
 #include <string.h>
 #include "bench/common.h"
 #include "clock.h"
+#include "db_remove.h"
 #include "error.h"
 #include "store.h"
 #include "tui/tui_internal.h"
@@ -67,7 +68,7 @@ int main(void)
 {
     char path[4096];
     bench_db_path(path, sizeof path, "bench_tui");
-    bench_remove_db(path);
+    fp_db_remove(path);
     double t0 = now_ms();
     fp_store_t *s;
     int64_t session, runs[2];
@@ -141,7 +142,7 @@ int main(void)
     fp_grid_free(&g);
     fp_tui_model_close(&m);
     fp_store_close(s, FP_RUN_FINISHED, NULL);
-    bench_remove_db(path);
+    fp_db_remove(path);
     if (!ok)
         return fprintf(stderr, "bench_tui: the model missed steps\n"), 1;
     qsort(idle, N, sizeof idle[0], bench_cmp_double);

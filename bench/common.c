@@ -17,12 +17,3 @@ void bench_db_path(char *path, size_t size, const char *stem)
     snprintf(path, size, "%s/%s_%d.db", tmp && *tmp ? tmp : "/tmp", stem, (int)getpid());
 }
 
-void bench_remove_db(const char *path)
-{
-    char side[4200];
-    remove(path);
-    snprintf(side, sizeof side, "%s-wal", path);
-    remove(side);
-    snprintf(side, sizeof side, "%s-shm", path);
-    remove(side);
-}

@@ -10,7 +10,5 @@
 int bench_cmp_double(const void *a, const void *b);
 /* "$TMPDIR/<stem>_<pid>.db" (/tmp when TMPDIR is unset or empty) into path[size]. */
 void bench_db_path(char *path, size_t size, const char *stem);
-/* Removes the database and its -wal / -shm files; missing files are fine. */
-void bench_remove_db(const char *path);
 
 #endif

@@ -1,6 +1,6 @@
 /* cmd_compare.c — `fp16probe compare` and `fp16probe <model>`: one model trained under several precision
  * policies side by side (trainer/run/compare.c), progress lines per arm, and the end-of-run summary table from
- * reports/summary.c (the figures the HTML report and the gate use). Exit status: 0 every arm finished,
+ * reports/summary*.c (the figures the HTML report and the gate use). Exit status: 0 every arm finished,
  * 1 an arm or the comparison failed, 2 usage error (the valid choices listed), 130 interrupted (Ctrl-C or the
  * dashboard's stop; 128 + the signal for another: 143 SIGTERM). */
 #include "config.h"
@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "commands.h"
+#include "db_remove.h"
 #include "error.h"
 #include "probe/probe.h"
 #include "reports/summary.h"
@@ -247,31 +248,36 @@ static int is_model(const char *name)
     return 0;
 }
 
+/* compare's own options (the rest are train_options.h's) */
+typedef struct {
+    int no_tui, turn;
+} compare_args;
+
+static int compare_arg(void *ctx, int argc, char **argv, int *i)
+{
+    compare_args *c = ctx;
+    const char *a = argv[*i], *v = NULL;
+    int m;
+    if (strcmp(a, "--no-tui") == 0)
+        c->no_tui = 1;
+    else if ((m = cli_option(argc, argv, i, "--turn", &v)) != 0)
+        return m < 0 || fp_cli_parse_int("compare", "--turn", v, 1, 1 << 20, &c->turn);
+    else
+        return cli_error(2, "compare: unexpected argument '%s' (see fp16probe compare --help)", a);
+    return 0;
+}
+
 int cmd_compare(int argc, char **argv)
 {
     fp_train_options o;
     fp_train_options_init(&o, "compare");
-    int no_tui = 0, turn = -1;
+    compare_args ca = {0, -1};
     if (argc > 0 && is_model(argv[0]))   /* fp16probe <model> [options] */
         o.model = argv[0];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        int rc = fp_train_options_next(&o, argc, argv, &i, usage), m = 0;
-        if (rc == 1)
-            continue;
-        if (rc > 1)
-            return rc == 2 ? 2 : 0;
-#define OPT(name) ((m = cli_option(argc, argv, &i, name, &v)) != 0)
-        if (strcmp(a, "--no-tui") == 0)
-            no_tui = 1;
-        else if (OPT("--turn"))
-            rc = m > 0 && fp_cli_parse_int("compare", "--turn", v, 1, 1 << 20, &turn);
-        else
-            return cli_error(2, "compare: unexpected argument '%s' (see fp16probe compare --help)", a);
-#undef OPT
-        if (m < 0 || rc)
-            return 2;
-    }
+    int st = fp_train_options_args(&o, argc, argv, usage, compare_arg, &ca);
+    if (st >= 0)
+        return st;
+    int no_tui = ca.no_tui, turn = ca.turn;
     /* The library's defaults (realistic sizes on a GPU, the embedded run on a CPU), what the user gave over them. */
     const int gpu = fp_train_options_pick_device(&o, "auto");
     if (gpu > 1)
@@ -343,13 +349,7 @@ int cmd_compare(int argc, char **argv)
         if (!tmpdb[0])
             printf("session %" PRId64 " in %s\n", res.session_id, cfg.base.db);
     }
-    if (tmpdb[0]) {
-        char side[96];
-        unlink(tmpdb);
-        snprintf(side, sizeof side, "%s-wal", tmpdb);
-        unlink(side);
-        snprintf(side, sizeof side, "%s-shm", tmpdb);
-        unlink(side);
-    }
+    if (tmpdb[0])
+        fp_db_remove(tmpdb);
     return fp_train_options_dist_end(&o, status);
 }

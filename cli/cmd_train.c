@@ -88,35 +88,36 @@ static void progress(const fp_compare_progress *p, void *user)
     fflush(stdout);
 }
 
+/* train's own options (the rest are train_options.h's), into the comparison's configuration */
+static int train_arg(void *ctx, int argc, char **argv, int *i)
+{
+    fp_compare_config *c = ctx;
+    const char *a = argv[*i], *v = NULL;
+    int m = 0, rc = 0;
+#define OPT(name) ((m = cli_option(argc, argv, i, name, &v)) != 0)
+    if (OPT("--save"))
+        c->base.save = v;
+    else if (OPT("--checkpoint"))
+        c->base.checkpoint = v;
+    else if (OPT("--checkpoint-every"))
+        rc = m > 0 && fp_cli_parse_i64("train", "--checkpoint-every", v, 0, INT64_C(1) << 40, &c->base.checkpoint_every);
+    else if (OPT("--resume"))
+        c->base.resume = v;
+    else
+        return cli_error(2, "train: unexpected argument '%s' (see fp16probe train --help)", a);
+#undef OPT
+    return m < 0 || rc;
+}
+
 int cmd_train(int argc, char **argv)
 {
     fp_compare_config c;   /* train is a comparison of one arm: the same loop, probes and options */
     fp_compare_config_default_train(&c);
     fp_train_options o;
     fp_train_options_init(&o, "train");
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        int rc = fp_train_options_next(&o, argc, argv, &i, usage), m = 0;
-        if (rc == 1)
-            continue;
-        if (rc > 1)
-            return rc == 2 ? 2 : 0;
-#define OPT(name) ((m = cli_option(argc, argv, &i, name, &v)) != 0)
-        if (OPT("--save"))
-            c.base.save = v;
-        else if (OPT("--checkpoint"))
-            c.base.checkpoint = v;
-        else if (OPT("--checkpoint-every"))
-            rc = m > 0 && fp_cli_parse_i64("train", "--checkpoint-every", v, 0, INT64_C(1) << 40,
-                                           &c.base.checkpoint_every);
-        else if (OPT("--resume"))
-            c.base.resume = v;
-        else
-            return cli_error(2, "train: unexpected argument '%s' (see fp16probe train --help)", a);
-#undef OPT
-        if (m < 0 || rc)
-            return 2;
-    }
+    int st = fp_train_options_args(&o, argc, argv, usage, train_arg, &c);
+    if (st >= 0)
+        return st;
     if (fp_train_options_pick_device(&o, "cpu") > 1 || fp_train_options_apply(&o, &c) ||
         fp_train_options_dist(&o, &c))
         return 2;

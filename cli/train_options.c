@@ -46,13 +46,21 @@ int fp_cli_parse_int(const char *cmd, const char *opt, const char *s, int lo, in
     return rc;
 }
 
-int fp_train_options_next(fp_train_options *o, int argc, char **argv, int *i, void (*usage)(FILE *to))
+int fp_train_options_args(fp_train_options *o, int argc, char **argv, void (*usage)(FILE *to),
+                          int (*own)(void *ctx, int argc, char **argv, int *i), void *ctx)
 {
-    if (strcmp(argv[*i], "--help") == 0 || strcmp(argv[*i], "-h") == 0) {
-        usage(stdout);
-        return 3;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        int rc = fp_train_options_parse(o, argc, argv, &i);
+        if (rc == 1)
+            continue;
+        if (rc > 1 || own(ctx, argc, argv, &i))
+            return 2;
     }
-    return fp_train_options_parse(o, argc, argv, i);
+    return -1;
 }
 
 static int parse_double(const char *cmd, const char *opt, const char *s, double *out)

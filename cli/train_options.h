@@ -37,9 +37,12 @@ void fp_train_options_init(fp_train_options *o, const char *cmd);
  * it is another argument; 2 on an error (printed). */
 int fp_train_options_parse(fp_train_options *o, int argc, char **argv, int *i);
 
-/* The head of `train` / `compare`'s argument loop for argv[*i]: -h / --help prints usage(stdout) and gives
- * 3 (the command exits 0); otherwise as fp_train_options_parse (1 taken, 0 the command's own, 2 error). */
-int fp_train_options_next(fp_train_options *o, int argc, char **argv, int *i, void (*usage)(FILE *to));
+/* `train` / `compare`'s argument loop, argv[1] on: -h / --help prints usage(stdout); the shared options as
+ * fp_train_options_parse; every other argument goes to own(ctx, argc, argv, &i), which takes it (advancing i
+ * past a value) and returns 0, or prints one line and returns nonzero. Returns -1 when every argument was
+ * taken, else the command's exit status: 0 after --help, 2 after an error. */
+int fp_train_options_args(fp_train_options *o, int argc, char **argv, void (*usage)(FILE *to),
+                          int (*own)(void *ctx, int argc, char **argv, int *i), void *ctx);
 
 /* Integer parsing with the command's error line (2 on error, printed): plain decimal only (an optional '-' and
  * digits: no spaces, '+' or hex), within [lo, hi]. */

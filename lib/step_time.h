@@ -1,5 +1,5 @@
 /* step_time.h — the one definition of an arm's step time and speedup. The end-of-run summary
- * (reports/summary.c: compare's summary, the HTML / CSV reports, the gate) and the live dashboard (tui/)
+ * (reports/summary_arm.c: compare's summary, the HTML / CSV reports, the gate) and the live dashboard (tui/)
  * both compute them here, so they never disagree (README's `## CI gate`, reports/summary.h):
  *  - warm-up: the first W step rows of an arm are left out of every timing figure; by default W = 10% of
  *    the arm's step rows, at least 5 and at most 100 (a requested W overrides), never more than it has;

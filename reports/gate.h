@@ -83,7 +83,7 @@ void fp_wilson(double k, double n, double alpha, double *lo, double *hi);
  * than 2; returns how many were finite. */
 size_t fp_mean_se(const double *x, size_t n, double *mean, double *se);
 
-/* ---- what the gate derives from an arm's step rows (gate.c) ---- */
+/* ---- what the gate derives from an arm's step rows (gate_derive.c) ---- */
 typedef struct {
     int64_t calib_skips;       /* leading skips while the scale first fell + skips right after increases */
     int64_t probe_skips;       /* of those, skips right after a scale increase */
@@ -97,7 +97,7 @@ void fp_gate_derive(const fp_arm_t *a, fp_gate_derived_t *d);
 
 /* ---- what the gate reads besides the summary (gate_load.c) ---- */
 typedef struct {
-    double lost_pct, lost_max;   /* mean and largest % of lost updates over the sampled steps */
+    double lost_pct, lost_max;   /* mean and largest % of lost updates over the sampled steps (the summary's) */
     int lost_samples;            /* 0: never measured (lost_pct NaN) */
     int64_t eval_images;         /* images the last validation used; -1: unknown */
     char eval_from[160];         /* where that count comes from, for people */
@@ -117,8 +117,6 @@ int fp_gate_load(const char *path, int64_t session, int64_t warmup, fp_gate_side
 /* The ranks the side's arms trained on (the most of any arm): 1 for a session trained alone. */
 int fp_gate_side_ranks(const fp_gate_side_t *side);
 void fp_gate_side_free(fp_gate_side_t *side);
-/* "lost updates at step N: X% of ..." -> X; NaN when text is no such event. */
-double fp_gate_lost_pct(const char *text);
 /* Images a validation used, from a run's configuration JSON: eval_batches x batch (capped at the
  * split's size when known), or the whole split (eval_batches 0) when its size is known; -1 unknown.
  * why (may be NULL) receives the derivation. */
@@ -146,7 +144,7 @@ typedef struct {
  * booleans, null, objects and arrays as written); 0 when absent or the text is no object. */
 int fp_json_lookup(const char *json, const char *key, char *out, size_t cap);
 
-/* ---- checks (gate.c) ---- */
+/* ---- checks (gate.c runs them: gate_checks.h; the result list, gate_result.c) ---- */
 typedef enum {
     FP_CHECK_PASS = 0, FP_CHECK_FAIL, FP_CHECK_INCONCLUSIVE, FP_CHECK_SKIP, FP_CHECK_NOT_COMPARABLE
 } fp_check_status;

@@ -1,28 +1,15 @@
 /* gate_load.c — what the gate reads of a session (gate.h), through the store reader only: the summary
  * (summary.h) and, per arm, its environment and configuration, the lost-update rate of the parameter
- * pass's events and how many images its last validation used (the store's count where it keeps one,
+ * pass's events (as the summary read them) and how many images its last validation used (the store's count where it keeps one,
  * else derived from the run's configuration, saying so), the data-parallel figures and the ranks the session
  * trained on. Promise: what is not recorded stays unknown
  * (NaN, -1), never a guess presented as a measurement. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "error.h"
 #include "gate.h"
 #include "store.h"
-
-double fp_gate_lost_pct(const char *text)
-{
-    static const char head[] = "lost updates at step";
-    if (strncmp(text, head, sizeof head - 1) != 0)
-        return NAN;
-    const char *colon = strchr(text, ':');
-    if (!colon)
-        return NAN;
-    char *end;
-    double v = strtod(colon + 1, &end);
-    return end != colon + 1 && *end == '%' && v >= 0 && v <= 100 ? v : NAN;
-}
+#include "val_images.h"
 
 /* Images in the validation split of a data spec; -1 unknown (trainer/data: synthetic has 10,000,
  * synthetic:N has max(N / 5, 10), CIFAR-10's test batch 10,000; an image folder's size is not stored). */
@@ -82,39 +69,19 @@ int64_t fp_gate_eval_images_from_config(const char *config, char *why, size_t ca
 static int load_extra(fp_reader_t *r, const fp_arm_t *a, fp_gate_extra_t *x)
 {
     memset(x, 0, sizeof *x);
-    x->lost_pct = x->lost_max = NAN;
+    x->lost_pct = a->lost_pct;   /* the summary read the parameter pass's events already */
+    x->lost_max = a->lost_max;
+    x->lost_samples = a->lost_samples;
     x->eval_images = -1;
     int rc = fp_reader_run_env(r, a->run.id, &x->env);
     if (rc != FP_OK)
         return rc;
-    fp_event_row_t *ev = NULL;
-    size_t nev = 0;
-    if ((rc = fp_reader_events(r, a->run.id, FP_EVENT_INFO, 0, &ev, &nev)) != FP_OK)
-        return rc;
-    double sum = 0;
-    for (size_t i = 0; i < nev; i++) {
-        double v = fp_gate_lost_pct(ev[i].text);
-        if (isnan(v))
-            continue;
-        sum += v;
-        x->lost_max = x->lost_samples ? fmax(x->lost_max, v) : v;
-        x->lost_samples++;
-    }
-    free(ev);
-    if (x->lost_samples)
-        x->lost_pct = sum / x->lost_samples;
     /* the last validation's image count: the store's, else the configuration's */
-    fp_eval_images_t *im = NULL;
-    size_t nim = 0;
-    if ((rc = fp_reader_eval_images(r, a->run.id, &im, &nim)) != FP_OK)
+    if ((rc = fp_val_images_recorded(r, a->run.id, a->val_step, &x->eval_images)) != FP_OK)
         return rc;
-    for (size_t i = 0; i < nim; i++)
-        if (im[i].step == a->val_step && strcmp(im[i].split, "val") == 0 && im[i].images > 0) {
-            x->eval_images = im[i].images;
-            snprintf(x->eval_from, sizeof x->eval_from, "recorded by the store");
-        }
-    free(im);
-    if (x->eval_images < 0)
+    if (x->eval_images >= 0)
+        snprintf(x->eval_from, sizeof x->eval_from, "recorded by the store");
+    else
         x->eval_images = fp_gate_eval_images_from_config(x->env.config, x->eval_from, sizeof x->eval_from);
     return FP_OK;
 }

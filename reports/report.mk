@@ -2,7 +2,8 @@
 # gate with its statistics and outputs (reports/libfpreport.a), the `report` and `gate` commands and
 # `export --chrome-trace`, their tests and the report benchmark. Included after cli/cli.mk.
 noinst_LIBRARIES += reports/libfpreport.a
-reports_libfpreport_a_SOURCES = reports/report.h reports/summary.h reports/summary.c \
+reports_libfpreport_a_SOURCES = reports/report.h reports/summary.h reports/summary.c reports/summary_internal.h \
+	reports/summary_arm.c reports/summary_numerics.c reports/summary_kernels.c reports/summary_fmt.c reports/summary_print.c \
 	reports/sha256.h reports/sha256.c \
 	reports/html_writer.h reports/html_writer.c reports/units.h reports/units.c \
 	reports/svg_chart.h reports/svg_chart.c reports/report_html.c reports/report_html_internal.h \
@@ -10,7 +11,8 @@ reports_libfpreport_a_SOURCES = reports/report.h reports/summary.h reports/summa
 	reports/report_html_dist.c reports/report_html_layers.c reports/report_html_numerics.c \
 	reports/report_html_precision.c reports/report_html_kernels.c reports/report_html_events.c \
 	reports/report_html_env.c reports/report_csv.c reports/report_write.c \
-	reports/trace_chrome.c reports/gate.h reports/gate_stats.c reports/gate.c reports/gate_output.c \
+	reports/trace_chrome.c reports/gate.h reports/gate_stats.c reports/gate.c reports/gate_checks.h \
+	reports/gate_result.c reports/gate_derive.c reports/gate_checks_cand.c reports/gate_checks_base.c reports/gate_output.c \
 	reports/gate_load.c reports/gate_config.c reports/dist_report.h reports/dist_report.c
 REPORT_LDADD = reports/libfpreport.a $(FP_LDADD)
 

@@ -376,27 +376,23 @@ static int v_kernels(FILE *f, fp_reader_t *r, const fp_summary_t *s)
     int rc = FP_OK;
     for (size_t i = 0; rc == FP_OK && i < s->narms; i++) {
         const fp_arm_t *a = &s->arms[i];
-        fp_kernel_sum_t *k;
-        fp_kernel_flag_t *fl;
-        size_t n, nf;
-        rc = fp_summary_run_kernels(r, a->run.id, &k, &n, &fl, &nf);
-        for (size_t j = 0; rc == FP_OK && j < n; j++) {
-            int tc = fp_kernel_flag_of(fl, nf, k[j].name);
+        fp_run_kernels_t rk;
+        rc = fp_summary_run_kernels(r, a->run.id, &rk);
+        for (size_t j = 0; rc == FP_OK && j < rk.n; j++) {
             arm_cols(f, a);
-            real(f, k[j].time_pct);
-            integer(f, k[j].total_ns, 0);
-            integer(f, k[j].instances, 0);
-            real(f, k[j].avg_ns);
-            real(f, k[j].med_ns);
-            integer(f, k[j].min_ns, 0);
-            integer(f, k[j].max_ns, 0);
-            real(f, k[j].stddev_ns);
-            integer(f, tc, 1);
-            text(f, k[j].name);
+            real(f, rk.k[j].time_pct);
+            integer(f, rk.k[j].total_ns, 0);
+            integer(f, rk.k[j].instances, 0);
+            real(f, rk.k[j].avg_ns);
+            real(f, rk.k[j].med_ns);
+            integer(f, rk.k[j].min_ns, 0);
+            integer(f, rk.k[j].max_ns, 0);
+            real(f, rk.k[j].stddev_ns);
+            integer(f, fp_run_kernels_tc(&rk, j), 1);
+            text(f, rk.k[j].name);
             eol(f);
         }
-        free(k);
-        free(fl);
+        fp_run_kernels_free(&rk);
     }
     return rc;
 }

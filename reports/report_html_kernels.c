@@ -2,7 +2,6 @@
  * TOP_KERNELS kernels by total time (summary.h fp_summary_run_kernels) in nsys cuda_gpu_kern_sum's columns, with
  * whether each ran on tensor cores (n/a: unknown); the rest are counted and left to kernels.csv. */
 #include <stdio.h>
-#include <stdlib.h>
 #include "error.h"
 #include "html_writer.h"
 #include "report_html_internal.h"
@@ -14,10 +13,10 @@ int fp_rh_kernels(FILE *f, fp_reader_t *r, const fp_summary_t *s)
     int rc = FP_OK;
     for (size_t i = 0; rc == FP_OK && i < s->narms; i++) {
         const fp_arm_t *a = &s->arms[i];
-        fp_kernel_sum_t *k;
-        fp_kernel_flag_t *fl;
-        size_t n, nf;
-        rc = fp_summary_run_kernels(r, a->run.id, &k, &n, &fl, &nf);
+        fp_run_kernels_t rk;
+        rc = fp_summary_run_kernels(r, a->run.id, &rk);
+        const fp_kernel_sum_t *k = rk.k;
+        const size_t n = rk.n;
         if (rc == FP_OK) {
             fputs("<h3>", f);
             fp_html_textf(f, "%s (run %lld): top kernels", fp_rh_arm_label(a), (long long)a->run.id);
@@ -31,7 +30,7 @@ int fp_rh_kernels(FILE *f, fp_reader_t *r, const fp_summary_t *s)
                            "<th>Min (ns)</th><th>Max (ns)</th><th>StdDev (ns)</th><th>Tensor cores</th><th>Name</th>"
                            "</tr></thead><tbody>\n", i);
                 for (size_t j = 0; j < n && j < TOP_KERNELS; j++) {
-                    int tc = fp_kernel_flag_of(fl, nf, k[j].name);
+                    int tc = fp_run_kernels_tc(&rk, j);
                     fprintf(f, "<tr><td class=\"n\">%.1f</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td>"
                                "<td class=\"n\">%.1f</td><td class=\"n\">%.1f</td><td class=\"n\">%lld</td>"
                                "<td class=\"n\">%lld</td><td class=\"n\">%.1f</td><td>%s</td>",
@@ -46,8 +45,7 @@ int fp_rh_kernels(FILE *f, fp_reader_t *r, const fp_summary_t *s)
                     fprintf(f, "<p class=\"muted\">%zu more kernels in kernels.csv.</p>\n", n - TOP_KERNELS);
             }
         }
-        free(k);
-        free(fl);
+        fp_run_kernels_free(&rk);
     }
     return rc;
 }

@@ -118,12 +118,18 @@ const fp_layer_row_t *fp_arm_layer(const fp_arm_t *a, int layer);
 /* One more than the highest layer index of any arm (0 when no arm has layers). */
 int fp_summary_layer_count(const fp_summary_t *s);
 /* A run's kernels over all its steps (fp_reader_kernel_summary) and their tensor-core flags
- * (fp_reader_kernel_flags), as both reports list them; the arrays start NULL and are the caller's to free,
- * also on error. */
-int fp_summary_run_kernels(fp_reader_t *r, int64_t run, fp_kernel_sum_t **k, size_t *n, fp_kernel_flag_t **fl,
-                           size_t *nf);
-/* The tensor-core flag of the kernel called name (the last such row): 1, 0, or -1 when unknown. */
-int fp_kernel_flag_of(const fp_kernel_flag_t *fl, size_t nf, const char *name);
+ * (fp_reader_kernel_flags), as both reports list them. */
+typedef struct {
+    fp_kernel_sum_t *k;
+    size_t n;
+    fp_kernel_flag_t *fl;
+    size_t nf;
+} fp_run_kernels_t;
+/* Reads run's kernels into rk; fp_run_kernels_free frees them, also after an error. */
+int fp_summary_run_kernels(fp_reader_t *r, int64_t run, fp_run_kernels_t *rk);
+void fp_run_kernels_free(fp_run_kernels_t *rk);
+/* The tensor-core flag of kernel j (the last flag row of its name): 1, 0, or -1 when unknown. */
+int fp_run_kernels_tc(const fp_run_kernels_t *rk, size_t j);
 /* The arm's validation top-1 as the summary shows it: "non-finite" when the evaluation was (val_nonfinite),
  * else fp_fmt_pct's text ("n/a" without one). buf holds FP_UNIT_BUF (reports/units.h) bytes; returns buf. */
 char *fp_summary_fmt_val_top1(char *buf, const fp_arm_t *a);

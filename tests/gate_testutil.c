@@ -47,6 +47,17 @@ void gt_default(gt_session_t *g, const char *path, uint64_t seed)
     a->mem_peak = 12LL << 30;
 }
 
+void gt_quickstart(gt_session_t *g)
+{
+    g->steps = 80;
+    g->batch = 16;
+    g->image_size = 64;
+    g->eval_batches = 8;
+    g->device = "cpu: AMD EPYC";
+    g->arms[1].calib_skips = 5;
+    g->arms[1].probe_at = 0;
+}
+
 gt_arm_t *gt_arm(gt_session_t *g, const char *policy)
 {
     for (int i = 0; i < g->narms; i++)
@@ -100,11 +111,10 @@ static fp_run_status status_of(const char *s)
 int gt_write(const gt_session_t *g)
 {
     fp_store_t *st;
-    int rc = fp_store_open(&st, g->path);
+    rt_rng_t rng;
+    int rc = rt_open(&st, g->path, &rng, g->seed);
     if (rc != FP_OK)
         return rc;
-    rt_rng_t rng;
-    rt_seed(&rng, g->seed);
     char opt[256], cfg[2][1024], policies[128] = "";
     snprintf(opt, sizeof opt,
              "{\"lr\":%.17g,\"momentum\":0.9,\"dampening\":0,\"nesterov\":false,\"weight_decay\":0.0005,"
@@ -128,13 +138,10 @@ int gt_write(const gt_session_t *g)
     for (int i = 0; rc == FP_OK && i < g->narms; i++) {
         const gt_arm_t *a = &g->arms[i];
         fp_run_info_t ri = {.session = session, .arm = a->policy, .model = g->model, .policy = a->policy,
-                            .ref_run = strcmp(a->policy, "fp32") ? ref : 0, .device = g->device,
-                            .batch_size = g->batch, .image_size = g->image_size, .dataset = g->data,
-                            .seed = (int64_t)g->seed, .optimizer = g->optimizer, .optimizer_config = opt,
-                            .config_json = cfg[0]};
-        rc = fp_store_begin_run(st, &ri, &runs[i]);
-        if (strcmp(a->policy, "fp32") == 0)
-            ref = runs[i];
+                            .device = g->device, .batch_size = g->batch, .image_size = g->image_size,
+                            .dataset = g->data, .seed = (int64_t)g->seed, .optimizer = g->optimizer,
+                            .optimizer_config = opt, .config_json = cfg[0]};
+        rc = rt_begin_arm(st, &ri, &ref, &runs[i]);
     }
     double scale[GT_MAX_ARMS];
     for (int i = 0; i < g->narms; i++)

@@ -77,6 +77,22 @@ int rt_resnet50_layers(const char ***names, const char ***types)
     return n50;
 }
 
+int rt_open(fp_store_t **st, const char *path, rt_rng_t *rng, uint64_t seed)
+{
+    rt_seed(rng, seed);
+    return fp_store_open(st, path);
+}
+
+int rt_begin_arm(fp_store_t *st, fp_run_info_t *ri, int64_t *ref, int64_t *run)
+{
+    int fp32 = strcmp(ri->policy, "fp32") == 0;
+    ri->ref_run = fp32 ? 0 : *ref;
+    int rc = fp_store_begin_run(st, ri, run);
+    if (fp32)
+        *ref = *run;
+    return rc;
+}
+
 /* ---------------------------------------------------------------- the realistic session */
 
 void rt_default_spec(rt_session_spec_t *s, const char *path)
@@ -129,11 +145,10 @@ int rt_write_session(const rt_session_spec_t *sp, int64_t runs[2])
     if (sp->layers < nl)
         nl = sp->layers;
     fp_store_t *st;
-    int rc = fp_store_open(&st, sp->path);
+    rt_rng_t rng;
+    int rc = rt_open(&st, sp->path, &rng, sp->seed);
     if (rc != FP_OK)
         return rc;
-    rt_rng_t rng;
-    rt_seed(&rng, sp->seed);
     int64_t session;
     fp_session_info_t si = {
         .name = sp->hostile ? "resnet50 <fp32 & fp16> \"side 'by' side\"" : "resnet50 fp32 vs fp16",
@@ -276,11 +291,10 @@ void rt_default_gate(rt_gate_spec_t *g, const char *path, uint64_t seed)
 int rt_write_gate(const rt_gate_spec_t *g)
 {
     fp_store_t *st;
-    int rc = fp_store_open(&st, g->path);
+    rt_rng_t rng;
+    int rc = rt_open(&st, g->path, &rng, g->seed);
     if (rc != FP_OK)
         return rc;
-    rt_rng_t rng;
-    rt_seed(&rng, g->seed);
     int64_t session, runs[8], ref = 0;
     char pol[8][32];
     int np = 0;
@@ -294,11 +308,9 @@ int rt_write_gate(const rt_gate_spec_t *g)
     rc = fp_store_begin_session(st, &si, &session);
     for (int i = 0; rc == FP_OK && i < np; i++) {
         fp_run_info_t ri = {.session = session, .arm = pol[i], .model = g->model, .policy = pol[i],
-                            .ref_run = strcmp(pol[i], "fp32") ? ref : 0, .device = "NVIDIA A100-SXM4-80GB",
-                            .batch_size = 128, .image_size = 224, .seed = 1, .optimizer = "sgd"};
-        rc = fp_store_begin_run(st, &ri, &runs[i]);
-        if (strcmp(pol[i], "fp32") == 0)
-            ref = runs[i];
+                            .device = "NVIDIA A100-SXM4-80GB", .batch_size = 128, .image_size = 224, .seed = 1,
+                            .optimizer = "sgd"};
+        rc = rt_begin_arm(st, &ri, &ref, &runs[i]);
     }
     for (size_t k = 0; rc == FP_OK && k < g->steps; k++)
         for (int i = 0; rc == FP_OK && i < np; i++) {

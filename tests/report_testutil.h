@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "store.h"
 
 /* A deterministic random source (xorshift64*) and the draws the generators use. */
 typedef struct {
@@ -18,6 +19,12 @@ double rt_uniform(rt_rng_t *r);   /* [0, 1) */
 double rt_normal(rt_rng_t *r);
 /* One step time: median x exp(sigma x N(0,1)), and with probability outlier_p x U(1.5, 3). */
 double rt_step_time(rt_rng_t *r, double median_ns, double sigma, double outlier_p);
+
+/* Opens path for writing (fp_store_open) and seeds rng with seed: FP_OK or the store's error. */
+int rt_open(fp_store_t **st, const char *path, rt_rng_t *rng, uint64_t seed);
+/* Begins run ri (fp_store_begin_run) as the generated sessions' arms do: an arm whose policy is not fp32 names
+ * the fp32 run begun before it (*ref, 0 until then) as its reference; an fp32 run becomes *ref. */
+int rt_begin_arm(fp_store_t *st, fp_run_info_t *ri, int64_t *ref, int64_t *run);
 
 /* torchvision's resnet50 layer names (conv1, bn1, ..., layer4.2.relu, avgpool, fc) and types. */
 int rt_resnet50_layers(const char ***names, const char ***types);

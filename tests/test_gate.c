@@ -14,6 +14,7 @@
 #include "error.h"
 #include "reports/gate.h"
 #include "gate_testutil.h"
+#include "lost_updates.h"
 #include "report_testutil.h"
 #include "store.h"
 #include "store_testutil.h"
@@ -283,10 +284,10 @@ static void config_tests(void)
                                            sizeof why) == 64 && strstr(why, "at most"),
            "eval images: an image folder's count is an upper bound, said so");
     tap_is_int(fp_gate_eval_images_from_config("{}", why, sizeof why), -1, "eval images: no configuration, unknown");
-    tap_is_double(fp_gate_lost_pct("lost updates at step 50: 18.37% of the weights with a nonzero gradient did not "
-                                   "change; most in bn1 46.9%"),
+    tap_is_double(fp_lost_updates_pct("lost updates at step 50: 18.37% of the weights with a nonzero gradient did not "
+                                      "change; most in bn1 46.9%"),
                   18.37, 1e-12, 0, "lost updates parsed from the parameter pass's event");
-    tap_ok(isnan(fp_gate_lost_pct("loss scale 65536 -> 32768")), "other events are not lost updates");
+    tap_ok(isnan(fp_lost_updates_pct("loss scale 65536 -> 32768")), "other events are not lost updates");
     tap_is_int(fp_gate_key_parse("image-size"), FP_GK_IMAGE_SIZE, "keys: image-size = image_size");
     tap_is_int(fp_gate_key_parse("policies"), FP_GK_POLICY, "keys: policies = policy");
     tap_is_int(fp_gate_key_parse("LR"), FP_GK_LR, "keys: case-insensitive");
@@ -400,13 +401,7 @@ static void quick_start_tests(void)
      * drop measured on 128 images */
     gt_session_t g;
     gt_default(&g, NULL, 11);
-    g.steps = 80;
-    g.batch = 16;
-    g.image_size = 64;
-    g.eval_batches = 8;
-    g.device = "cpu: AMD EPYC";
-    g.arms[1].calib_skips = 5;
-    g.arms[1].probe_at = 0;
+    gt_quickstart(&g);
     g.arms[0].correct = 56;
     g.arms[1].correct = 52;
     char *qs = fixture(&g);

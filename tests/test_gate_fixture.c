@@ -26,13 +26,7 @@ int main(int argc, char **argv)
         g.steps = 10;
         g.arms[1].probe_at = 0;
     } else if (strcmp(mode, "quickstart") == 0) {
-        g.steps = 80;
-        g.batch = 16;
-        g.image_size = 64;
-        g.eval_batches = 8;
-        g.device = "cpu: AMD EPYC";
-        g.arms[1].calib_skips = 5;
-        g.arms[1].probe_at = 0;
+        gt_quickstart(&g);
         g.arms[0].correct = 69;   /* 53.91% */
         g.arms[1].correct = 65;   /* 50.78% */
     } else if (strcmp(mode, "acc") == 0) {

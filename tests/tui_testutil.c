@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
+#include "db_remove.h"
 #include "error.h"
 #include "hist.h"
 
@@ -18,16 +18,6 @@ static const char *const types[TT_LAYERS] = {"conv2d", "batchnorm2d", "conv2d", 
 const char *tt_layer_name(int l)
 {
     return l >= 0 && l < TT_LAYERS ? names[l] : "?";
-}
-
-void tt_remove_db(const char *path)
-{
-    char side[4200];
-    unlink(path);
-    snprintf(side, sizeof side, "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof side, "%s-shm", path);
-    unlink(side);
 }
 
 static int begin_arms(fp_store_t *s, int64_t runs[2], int arms, int total_steps)
@@ -144,7 +134,7 @@ int tt_write_fixture(const char *path, const tt_opts_t *o)
     if (!o)
         o = &d;
     int arms = o->arms == 1 ? 1 : 2, steps = o->steps > 0 ? o->steps : TT_STEPS;
-    tt_remove_db(path);
+    fp_db_remove(path);
     fp_store_t *s;
     int rc = fp_store_open(&s, path);
     if (rc != FP_OK)

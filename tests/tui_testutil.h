@@ -29,6 +29,5 @@ int tt_write_fixture(const char *path, const tt_opts_t *o);
 int tt_begin(fp_store_t *s, int64_t runs[2], int total_steps);
 /* Record step k of both arms (with layer times; histograms every 50 steps). */
 int tt_record_step(fp_store_t *s, const int64_t runs[2], int64_t k);
-void tt_remove_db(const char *path);
 
 #endif

@@ -12,10 +12,12 @@
 #include <string.h>
 #include "clock.h"
 #include "error.h"
+#include "lost_updates.h"
 #include "step_time.h"
 #include "store.h"
 #include "store_reader_dist.h"
 #include "tui_internal.h"
+#include "val_images.h"
 #include "wilson.h"
 
 /* ---------------------------------------------------------------- attach */
@@ -251,21 +253,6 @@ static int ingest(fp_tui_arm_t *a, const fp_step_row_t *s, size_t n)
     return FP_OK;
 }
 
-/* X of a parameter pass's "lost updates at step N: X% ..." event (the gate's reading, reports/gate_load.c);
- * NaN for any other text. */
-static double lost_pct(const char *text)
-{
-    static const char head[] = "lost updates at step";
-    if (strncmp(text, head, sizeof head - 1) != 0)
-        return NAN;
-    const char *colon = strchr(text, ':');
-    if (!colon)
-        return NAN;
-    char *end;
-    double v = strtod(colon + 1, &end);
-    return end != colon + 1 && *end == '%' && v >= 0 && v <= 100 ? v : NAN;
-}
-
 static void add_event(fp_tui_model_t *m, int arm, const fp_tui_event_t *e)
 {
     fp_tui_ev_t *v = &m->events[m->nev++ % FP_TUI_EVENTS];
@@ -333,15 +320,9 @@ static int read_evals(fp_tui_model_t *m, fp_tui_arm_t *a)
     free(ev);
     if (a->val_step == step && a->val_images >= 0)
         return FP_OK;
-    a->val_images = -1;   /* the new validation's size: the store's count, else the configuration's */
-    fp_eval_images_t *im;
-    size_t nim;
-    if ((rc = fp_reader_eval_images(r, a->run.id, &im, &nim)) != FP_OK)
+    /* the new validation's size: the store's count, else the configuration's */
+    if ((rc = fp_val_images_recorded(r, a->run.id, a->val_step, &a->val_images)) != FP_OK)
         return rc;
-    for (size_t k = 0; k < nim; k++)
-        if (im[k].step == a->val_step && strcmp(im[k].split, "val") == 0 && im[k].images > 0)
-            a->val_images = im[k].images;
-    free(im);
     if (a->val_images < 0 && a->val_step >= 0) {
         fp_run_env_t *env = calloc(1, sizeof *env);
         if (!env)
@@ -520,7 +501,7 @@ int fp_tui_model_update(fp_tui_model_t *m, int role)
             for (size_t k = 0; k < n; k++) {
                 add_event(m, i, &ev[k]);
                 a->event_id = ev[k].id;
-                double v = lost_pct(ev[k].text);
+                double v = fp_lost_updates_pct(ev[k].text);   /* lib/lost_updates.h: the reports' reading */
                 if (!isnan(v)) {
                     a->lost_sum += v;
                     a->lost_max = a->lost_n ? fmax(a->lost_max, v) : v;

@@ -12,7 +12,7 @@ TESTS += tests/test_probe_analysis tests/test_param_pass
 tests_test_probe_analysis_SOURCES = tests/test_probe_analysis.c $(STORE_TEST_UTIL)
 tests_test_probe_analysis_LDADD = $(TEST_LDADD)
 tests_test_param_pass_LDADD = $(TEST_LDADD)
-# issue 19: the summary's precision accounting (reports/summary.c) on a recorded four-arm session
+# issue 19: the summary's precision accounting (reports/summary_numerics.c) on a recorded four-arm session
 check_PROGRAMS += tests/test_summary_precision
 TESTS += tests/test_summary_precision
 tests_test_summary_precision_SOURCES = tests/test_summary_precision.c $(STORE_TEST_UTIL)
