@@ -46,6 +46,8 @@ void fp_arm_round_state(fp_arm *a)
     }
 }
 
+/* ---------------------------------------------------------------- the step, part by part */
+
 /* The result before anything ran: this iteration, the batch, the scale, the scheduled lr. */
 void fp_arm_step_begin(fp_arm *a, const fp_batch *b, fp_arm_step_result *r)
 {
