@@ -124,7 +124,7 @@ long long fp_backend_cuda_host_waits(const fp_backend *be);
  * counter for the tests. */
 void fp_backend_cuda_downloads(long long *count, long long *bytes);
 
-/* ---- a CUDA graph of the device step (issue 22, point 1: trainer/run/arm_device.c) ----
+/* ---- a CUDA graph of the device step (issue 22, point 1: trainer/run/arm_device_graph.c) ----
  * fixed_uploads on: the uploads from now on go, in order, through fixed pinned slots 0, 1, ... (the count restarts
  * at every on): the host data copied into slot k's pinned buffer (kept across steps; fixed_reserve sizes it
  * beforehand, so that no pinned allocation happens while a graph is captured), then one cudaMemcpyAsync from it to

@@ -147,7 +147,7 @@ static void arm_copy(const char *policy, float *x, int *labels)
     void *low = be && p ? fp_backend_cuda_weight_copy_of(be, p, &dt) : NULL;
     tap_ok(!rc && !r.skipped && valid && low && copy_is_cast(m, be, p, dt, &bad),
            "%s arm: after a step its optimizer has written the %s copy, the cast of the weights bit for bit%s", policy,
-           fp_dtype_name(dt), rc ? fp_error_message() : !valid ? " (not valid: trainer/run/arm.c device_optim writes it)" : "");
+           fp_dtype_name(dt), rc ? fp_error_message() : !valid ? " (not valid: trainer/run/arm_device_optim.c writes it)" : "");
     fp_arm_free(a);
 }
 #endif

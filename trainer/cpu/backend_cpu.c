@@ -113,18 +113,21 @@ float *fp_bcpu_dx_begin(fp_backend *be, const fp_tensor *t, int accumulate, int 
     return buf;
 }
 
-/* dst = round_d(dst + round_d(c)): an fp32-computed gradient contribution (a 16-bit tensor in
- * PyTorch) summed into a 16-bit gradient. */
-static void acc16(uint16_t *dst, const float *c, size_t n, fp_dtype d)
+/* y = round_d(a + b), CHUNK values at a time: a in the 16-bit format d; b in d (b16) or, when b16 is NULL, fp32
+ * rounded to d first (b32: an fp32-computed gradient contribution, a 16-bit tensor in PyTorch). y may alias a. */
+static void add16(uint16_t *y, const uint16_t *a, const uint16_t *b16, const float *b32, size_t n, fp_dtype d)
 {
     float ta[CHUNK], tb[CHUNK];
     for (size_t i = 0; i < n; i += CHUNK) {
         size_t k = n - i < CHUNK ? n - i : CHUNK;
-        fp_widen_array(ta, dst + i, k, d);
-        fp_round_to_dtype_copy(tb, c + i, k, d);
+        fp_widen_array(ta, a + i, k, d);
+        if (b16)
+            fp_widen_array(tb, b16 + i, k, d);
+        else
+            fp_round_to_dtype_copy(tb, b32 + i, k, d);
         for (size_t j = 0; j < k; j++)
             ta[j] += tb[j];
-        fp_narrow_array(dst + i, ta, k, d);
+        fp_narrow_array(y + i, ta, k, d);
     }
 }
 
@@ -132,23 +135,15 @@ void fp_bcpu_dx_end(const fp_tensor *t, int accumulate, const float *buf)
 {
     if (!fp_bcpu_is16(t->dt))
         return;
-    if (accumulate)
-        acc16(t->p, buf, fp_tensor_count(t), t->dt);
+    if (accumulate)   /* dst = round_d(dst + round_d(buf)) */
+        add16(t->p, t->p, NULL, buf, fp_tensor_count(t), t->dt);
     else
         fp_narrow_array(t->p, buf, fp_tensor_count(t), t->dt);
 }
 
 void fp_bcpu_add16(uint16_t *y, const uint16_t *a, const uint16_t *b, size_t n, fp_dtype d)
 {
-    float ta[CHUNK], tb[CHUNK];
-    for (size_t i = 0; i < n; i += CHUNK) {
-        size_t c = n - i < CHUNK ? n - i : CHUNK;
-        fp_widen_array(ta, a + i, c, d);
-        fp_widen_array(tb, b + i, c, d);
-        for (size_t k = 0; k < c; k++)
-            ta[k] += tb[k];
-        fp_narrow_array(y + i, ta, c, d);
-    }
+    add16(y, a, b, NULL, n, d);
 }
 
 /* ---------------------------------------------------------------- instance and memory */

@@ -15,6 +15,22 @@ static void note_ws(fp_backend *be)
         be->ws_peak = be->ws.cap * sizeof(float);
 }
 
+/* A backward-data op's operands (conv, linear, the pools): dy in the compute format (fp32: widened when 16-bit), the
+ * weights w when the op has any (NULL: none), and where dx's fp32 result goes (fp_bcpu_dx_begin; fp_bcpu_dx_end lands
+ * it); FP_ENOMEM when one cannot be staged. */
+static int data_operands(fp_backend *be, const fp_tensor *dx, const fp_tensor *dy, const fp_tensor *w, fp_dtype compute,
+                         int accumulate, const float **dyc, const float **w32, float **d)
+{
+    *dyc = fp_bcpu_in_compute(be, dy, compute, S_A);
+    const float *wc = w ? fp_bcpu_weight(be, w, compute, S_W) : NULL;
+    if (!*dyc || (w && !wc))
+        return FP_ENOMEM;
+    if (w32)
+        *w32 = wc;
+    *d = fp_bcpu_dx_begin(be, dx, accumulate, S_DX);
+    return *d ? FP_OK : FP_ENOMEM;
+}
+
 /* ---------------------------------------------------------------- convolution */
 
 int fp_bcpu_conv_forward(fp_backend *be, fp_tensor y, fp_tensor x, fp_tensor w, const fp_conv_params *p,
@@ -36,13 +52,9 @@ int fp_bcpu_conv_backward_data(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_te
                                fp_dtype compute, int accumulate)
 {
     TRY(fp_backend_conv_check("conv_backward_data", &dx, &dy, &w, p, FP_BACKEND_ANY, compute));
-    const float *dyc = fp_bcpu_in_compute(be, &dy, compute, S_A);
-    const float *w32 = fp_bcpu_weight(be, &w, compute, S_W);
-    if (!dyc || !w32)
-        return FP_ENOMEM;
-    float *d = fp_bcpu_dx_begin(be, &dx, accumulate, S_DX);
-    if (!d)
-        return FP_ENOMEM;
+    const float *dyc, *w32;
+    float *d;
+    TRY(data_operands(be, &dx, &dy, &w, compute, accumulate, &dyc, &w32, &d));
     int rc = fp_conv_backward_data(d, dyc, dx.d, w32, p, &be->ws);
     note_ws(be);
     if (!rc)
@@ -147,12 +159,9 @@ int fp_bcpu_maxpool_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, const i
 {
     TRY(fp_backend_pool_check("maxpool_backward", &dx, &dy, p));
     TRY(fp_backend_want(argmax != NULL, "maxpool_backward", "NULL argmax"));
-    const float *dy32 = fp_bcpu_in(be, &dy, S_A);
-    if (!dy32)
-        return FP_ENOMEM;
-    float *d = fp_bcpu_dx_begin(be, &dx, accumulate, S_DX);
-    if (!d)
-        return FP_ENOMEM;
+    const float *dy32;
+    float *d;
+    TRY(data_operands(be, &dx, &dy, NULL, FP_DT_F32, accumulate, &dy32, NULL, &d));
     int rc = fp_maxpool_backward(d, dy32, argmax, dx.d, p);
     if (!rc)
         fp_bcpu_dx_end(&dx, accumulate, d);
@@ -174,12 +183,9 @@ int fp_bcpu_avgpool_forward(fp_backend *be, fp_tensor y, fp_tensor x)
 int fp_bcpu_avgpool_backward(fp_backend *be, fp_tensor dx, fp_tensor dy, int accumulate)
 {
     TRY(fp_backend_avg_check("avgpool_backward", &dx, &dy));
-    const float *dy32 = fp_bcpu_in(be, &dy, S_A);
-    if (!dy32)
-        return FP_ENOMEM;
-    float *d = fp_bcpu_dx_begin(be, &dx, accumulate, S_DX);
-    if (!d)
-        return FP_ENOMEM;
+    const float *dy32;
+    float *d;
+    TRY(data_operands(be, &dx, &dy, NULL, FP_DT_F32, accumulate, &dy32, NULL, &d));
     int rc = fp_avgpool_global_backward(d, dy32, dx.d);
     if (!rc)
         fp_bcpu_dx_end(&dx, accumulate, d);
@@ -208,13 +214,9 @@ int fp_bcpu_linear_backward_data(fp_backend *be, fp_tensor dx, fp_tensor dy, fp_
 {
     fp_tensor nob = {0};
     TRY(fp_backend_linear_check("linear_backward_data", &dx, &dy, &w, &nob, FP_BACKEND_ANY, compute));
-    const float *dyc = fp_bcpu_in_compute(be, &dy, compute, S_A);
-    const float *w32 = fp_bcpu_weight(be, &w, compute, S_W);
-    if (!dyc || !w32)
-        return FP_ENOMEM;
-    float *d = fp_bcpu_dx_begin(be, &dx, accumulate, S_DX);
-    if (!d)
-        return FP_ENOMEM;
+    const float *dyc, *w32;
+    float *d;
+    TRY(data_operands(be, &dx, &dy, &w, compute, accumulate, &dyc, &w32, &d));
     int rc = fp_linear_backward(d, NULL, NULL, dyc, NULL, dx.d.n, w.d.c, dy.d.c, w32);
     if (!rc)
         fp_bcpu_dx_end(&dx, accumulate, d);

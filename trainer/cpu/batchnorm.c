@@ -47,6 +47,22 @@ static void *bn_scratch(size_t bytes)
     return aligned_alloc(64, (bytes + 63) / 64 * 64);
 }
 
+/* A pass's scratch: the blocks' partials, then two sums of C doubles each (*s1, *s2), then nf * C floats (*f); NULL
+ * with the message set. */
+static double *pass_scratch(const char *fn, size_t rows, int C, int nf, double **s1, double **s2, float **f)
+{
+    size_t parts = bn_blocks(rows) * bn_block_stride(C);
+    double *scratch = bn_scratch((parts + 2 * (size_t)C) * sizeof(double) + (size_t)nf * (size_t)C * sizeof(float));
+    if (!scratch) {
+        fp_fail(FP_ENOMEM, "%s: out of memory (%d channels)", fn, C);
+        return NULL;
+    }
+    *s1 = scratch + parts;
+    *s2 = *s1 + C;
+    *f = (float *)(*s2 + C);
+    return scratch;
+}
+
 static int bn_check(const char *fn, fp_dims xd, size_t *rows)
 {
     if (xd.n <= 0 || xd.h <= 0 || xd.w <= 0 || xd.c <= 0)
@@ -60,6 +76,7 @@ typedef struct {
     float *y;
     const float *x, *dy, *mean;
     const float *scale, *shift, *a, *b;
+    int act;                   /* fused forward: y = relu(bn(x) (+ z)) */
     const float *z;            /* fused forward: the residual (NULL: none) */
     const float *ymask;        /* fused backward: the forward's relu output (the mask); NULL: unfused */
     float *dz;                 /* fused backward: the residual's gradient (NULL: skipped) */
@@ -68,12 +85,16 @@ typedef struct {
     int C;
 } bn_task;
 
-/* Rows [*r0, *r1) of block k, and its partials s1 = out, s2 = out + C. */
+/* Rows [*r0, *r1) of block k, and its partials s1 = out, s2 = out + C, zeroed. */
 static double *block_rows(const bn_task *t, size_t k, size_t *r0, size_t *r1)
 {
+    const size_t C = (size_t)t->C;
     *r0 = k * BN_BLOCK_ROWS;
     *r1 = *r0 + BN_BLOCK_ROWS < t->rows ? *r0 + BN_BLOCK_ROWS : t->rows;
-    return t->part + k * bn_block_stride(t->C);
+    double *restrict s1 = t->part + k * bn_block_stride(t->C), *restrict s2 = s1 + C;
+    for (size_t c = 0; c < C; c++)
+        s1[c] = s2[c] = 0.0;
+    return s1;
 }
 
 /* Per block of [k0, k1): per-channel sum and sum of squares of x over its rows, in double. */
@@ -84,8 +105,6 @@ static void channel_sums(void *ctx, size_t k0, size_t k1)
     for (size_t k = k0; k < k1; k++) {
         size_t r0, r1;
         double *restrict s1 = block_rows(t, k, &r0, &r1), *restrict s2 = s1 + C;
-        for (size_t c = 0; c < C; c++)
-            s1[c] = s2[c] = 0.0;
         for (size_t r = r0; r < r1; r++) {
             const float *restrict xr = t->x + r * C;
             for (size_t c = 0; c < C; c++) {
@@ -113,7 +132,8 @@ static void block_reduce(bn_task *t, fp_range_fn fn, double *s1, double *s2)
     }
 }
 
-/* y = x * scale + shift per channel, rows [r0, r1). y may alias x. */
+/* y = x * scale + shift per channel, rows [r0, r1); the fused pass (act): y = relu(x * scale + shift (+ z)), each
+ * step the unfused ops' fp32 arithmetic (the above, then fp_add_forward, then fp_relu_forward). y may alias x or z. */
 static void scale_shift(void *ctx, size_t r0, size_t r1)
 {
     const bn_task *t = ctx;
@@ -122,34 +142,10 @@ static void scale_shift(void *ctx, size_t r0, size_t r1)
     for (size_t r = r0; r < r1; r++) {
         const float *xr = t->x + r * C;
         float *yr = t->y + r * C;
-        for (size_t c = 0; c < C; c++)
-            yr[c] = xr[c] * scale[c] + shift[c];
-    }
-}
-
-static void scale_shift_par(float *y, const float *x, size_t rows, int C, const float *scale, const float *shift)
-{
-    bn_task t = {0};
-    t.y = y;
-    t.x = x;
-    t.scale = scale;
-    t.shift = shift;
-    t.rows = rows;
-    t.C = C;
-    fp_parallel_for(rows, 1, bn_min_rows(C), scale_shift, &t);
-}
-
-/* The fused pass, rows [r0, r1): y = relu(x * scale + shift (+ z)), each step the unfused ops' fp32
- * arithmetic (scale_shift, then fp_add_forward, then fp_relu_forward). y may alias x or z. */
-static void scale_shift_relu(void *ctx, size_t r0, size_t r1)
-{
-    const bn_task *t = ctx;
-    const float *restrict scale = t->scale, *restrict shift = t->shift;
-    const size_t C = (size_t)t->C;
-    for (size_t r = r0; r < r1; r++) {
-        const float *xr = t->x + r * C;
-        float *yr = t->y + r * C;
-        if (t->z) {
+        if (!t->act) {
+            for (size_t c = 0; c < C; c++)
+                yr[c] = xr[c] * scale[c] + shift[c];
+        } else if (t->z) {
             const float *zr = t->z + r * C;
             for (size_t c = 0; c < C; c++) {
                 float v = xr[c] * scale[c] + shift[c];
@@ -163,6 +159,14 @@ static void scale_shift_relu(void *ctx, size_t r0, size_t r1)
             }
         }
     }
+}
+
+/* scale_shift over every row (act, z: the fused pass). */
+static void scale_shift_par(float *y, const float *x, const float *z, int act, size_t rows, int C, const float *scale,
+                            const float *shift)
+{
+    bn_task t = {.y = y, .x = x, .z = z, .act = act, .scale = scale, .shift = shift, .rows = rows, .C = C};
+    fp_parallel_for(rows, 1, bn_min_rows(C), scale_shift, &t);
 }
 
 /* Training forward, unfused (act 0: y = bn(x)) or fused (act 1: y = relu(bn(x) + z), z may be NULL). */
@@ -181,17 +185,13 @@ static int bn_train(const char *fn, float *y, float *save_mean, float *save_invs
     if (!(p->eps > 0.0f) || !(p->momentum >= 0.0f && p->momentum <= 1.0f))
         return fp_fail(FP_EINVAL, "%s: bad eps %g or momentum %g", fn, p->eps, p->momentum);
     int C = xd.c;
-    size_t parts = bn_blocks(rows) * bn_block_stride(C);
-    double *scratch = bn_scratch((parts + 2 * (size_t)C) * sizeof(double) + 2 * (size_t)C * sizeof(float));
+    double *s, *s2;
+    float *scale;
+    double *scratch = pass_scratch(fn, rows, C, 2, &s, &s2, &scale);
     if (!scratch)
-        return fp_fail(FP_ENOMEM, "%s: out of memory (%d channels)", fn, C);
-    double *s = scratch + parts, *s2 = s + C;
-    float *scale = (float *)(s2 + C), *shift = scale + C;
-    bn_task t = {0};
-    t.part = scratch;
-    t.x = x;
-    t.rows = rows;
-    t.C = C;
+        return FP_ENOMEM;
+    float *shift = scale + C;
+    bn_task t = {.part = scratch, .x = x, .rows = rows, .C = C};
     block_reduce(&t, channel_sums, s, s2);
     double m = (double)p->momentum;
     for (int c = 0; c < C; c++) {
@@ -211,15 +211,7 @@ static int bn_train(const char *fn, float *y, float *save_mean, float *save_invs
         scale[c] = (float)(gamma[c] * invstd);
         shift[c] = (float)(beta[c] - mean * gamma[c] * invstd);
     }
-    if (act) {
-        t.y = y;
-        t.z = z;
-        t.scale = scale;
-        t.shift = shift;
-        fp_parallel_for(rows, 1, bn_min_rows(C), scale_shift_relu, &t);
-    } else {
-        scale_shift_par(y, x, rows, C, scale, shift);
-    }
+    scale_shift_par(y, x, z, act, rows, C, scale, shift);
     free(scratch);
     return FP_OK;
 }
@@ -261,7 +253,7 @@ int fp_batchnorm_forward_eval(float *y, const float *x, fp_dims xd, const float 
         scale[c] = (float)(gamma[c] * invstd);
         shift[c] = (float)(beta[c] - running_mean[c] * (double)gamma[c] * invstd);
     }
-    scale_shift_par(y, x, rows, C, scale, shift);
+    scale_shift_par(y, x, NULL, 0, rows, C, scale, shift);
     free(scale);
     return FP_OK;
 }
@@ -292,8 +284,6 @@ static void bwd_sums(void *ctx, size_t k0, size_t k1)
     for (size_t k = k0; k < k1; k++) {
         size_t r0, r1;
         double *restrict sdy = block_rows(t, k, &r0, &r1), *restrict sdyx = sdy + C;
-        for (size_t c = 0; c < C; c++)
-            sdy[c] = sdyx[c] = 0.0;
         for (size_t r = r0; r < r1; r++) {
             const float *restrict dyr = t->dy + r * C;
             const float *restrict xr = t->x + r * C;
@@ -364,22 +354,14 @@ static int bn_back(const char *fn, float *dx, float *dz, int acc_dz, float *dgam
     if (!dy || !x || !save_mean || !save_invstd || (dx && !gamma))
         return fp_fail(FP_EINVAL, "%s: NULL argument", fn);
     int C = xd.c;
-    size_t parts = bn_blocks(rows) * bn_block_stride(C);
-    double *scratch = bn_scratch((parts + 2 * (size_t)C) * sizeof(double) + 3 * (size_t)C * sizeof(float));
+    double *sdy, *sdyx;
+    float *a;
+    double *scratch = pass_scratch(fn, rows, C, 3, &sdy, &sdyx, &a);
     if (!scratch)
-        return fp_fail(FP_ENOMEM, "%s: out of memory (%d channels)", fn, C);
-    double *sdy = scratch + parts, *sdyx = sdy + C;
-    float *a = (float *)(sdyx + C), *b = a + C, *k = b + C;
-    bn_task t = {0};
-    t.ymask = ymask;
-    t.dz = dz;
-    t.acc_dz = acc_dz;
-    t.part = scratch;
-    t.dy = dy;
-    t.x = x;
-    t.mean = save_mean;
-    t.rows = rows;
-    t.C = C;
+        return FP_ENOMEM;
+    float *b = a + C, *k = b + C;
+    bn_task t = {.ymask = ymask, .dz = dz, .acc_dz = acc_dz, .part = scratch, .dy = dy, .x = x, .mean = save_mean,
+                 .rows = rows, .C = C};
     block_reduce(&t, bwd_sums, sdy, sdyx);
     for (int c = 0; c < C; c++) {
         double inv = save_invstd[c];

@@ -1,6 +1,6 @@
-/* backend_cuda_internal.h — shared by trainer/cuda/backend_cuda*.c only: the CUDA backend instance
- * (cuDNN contexts per math policy on one stream, the arena, staging slots, accounting) and the checks
- * and staging helpers its ops use. Not an API. */
+/* backend_cuda_internal.h — shared by the CUDA backend's files (trainer/cuda/backend_cuda*.c, upload.c,
+ * host_register.c) only: the instance (cuDNN contexts per math policy on one stream, the arena, staging
+ * slots, accounting), the ops each file gives the table, and the checks and staging helpers the ops use. Not an API. */
 #ifndef FP_BACKEND_CUDA_INTERNAL_H
 #define FP_BACKEND_CUDA_INTERNAL_H
 
@@ -10,6 +10,8 @@
 #include "trainer/backend_cuda.h"
 #include "trainer/cuda/arena.h"
 #include "trainer/cuda/cudnn_ops.h"
+
+#define TRY(expr) do { int rc_ = (expr); if (rc_) return rc_; } while (0)
 
 /* staging slots (device memory from the arena, grown on demand, contents not kept between ops) */
 enum { FP_BCU_A = 0, FP_BCU_B, FP_BCU_W, FP_BCU_B2, FP_BCU_OUT, FP_BCU_OUT2, FP_BCU_SLOTS };
@@ -118,6 +120,11 @@ int fp_bcu_land_grad(fp_backend *be, const fp_tensor *dst, const fp_dtensor *tmp
 /* The op about to write bytes at p (backend memory): the weight copy is invalid when they overlap its
  * weights or master weights. */
 void fp_bcu_wc_touch(fp_backend *be, const void *p, size_t bytes);
+/* fp_bcu_free gives back bytes at p: the weight copy goes when they overlap its weights or master weights. */
+void fp_bcu_wc_freed(fp_backend *be, const void *p, size_t bytes);
+/* The round op writes bytes of fp32 from src into dst in format `to`: the weight copy stays valid only when that
+ * rounds the master weights in place, or into the weights at the same offset, to its format. */
+void fp_bcu_wc_round(fp_backend *be, const void *dst, const void *src, size_t bytes, fp_dtype to);
 /* *o: the weight copy's view of t (an fp32 weight or bias inside the registered weights) in run format rd,
  * when the copy is valid and of format rd: 1; else 0 (*o untouched: cast as before). */
 int fp_bcu_wc_view(fp_backend *be, const fp_tensor *t, fp_dtype rd, fp_dtensor *o);
@@ -125,17 +132,23 @@ int fp_bcu_wc_view(fp_backend *be, const fp_tensor *t, fp_dtype rd, fp_dtensor *
 fp_cudnn *fp_bcu_ctx(fp_backend *be, fp_dtype compute, int *rc);
 static inline fp_dtensor fp_bcu_dt(const fp_tensor *t) { fp_dtensor d = {t->p, t->dt, t->d}; return d; }
 
-/* The layer ops (backend_cuda_layers.c), with the table's types (backend.h): fp_bcu_<op>. */
+/* The table's ops (backend_cuda.c's table), with its types (backend.h): fp_bcu_<op>. */
 #define FP_BCU_OP(op) extern FP_BACKEND_OP_TYPE(op) fp_bcu_##op;
-FP_BACKEND_LAYER_OPS(FP_BCU_OP)
+FP_BCU_OP(sync)   /* backend_cuda.c */
+FP_BCU_OP(alloc) FP_BCU_OP(free) FP_BCU_OP(download) FP_BCU_OP(copy) FP_BCU_OP(zero) FP_BCU_OP(reserve)
+FP_BCU_OP(memory)   /* backend_cuda_memory.c */
+FP_BCU_OP(cast) FP_BCU_OP(round) FP_BCU_OP(relu_forward) FP_BCU_OP(relu_backward) FP_BCU_OP(add) FP_BCU_OP(accumulate)
+FP_BCU_OP(softmax_xent) FP_BCU_OP(unscale_check) FP_BCU_OP(hist)
+FP_BCU_OP(update_delta)   /* backend_cuda_elementwise.c */
+FP_BACKEND_LAYER_OPS(FP_BCU_OP)   /* backend_cuda_layers.c */
 FP_BCU_OP(bn_act_query) FP_BCU_OP(bn_act_forward_train) FP_BCU_OP(bn_act_backward)   /* backend_cuda_layers.c */
-FP_BACKEND_SYNC_BN_OPS(FP_BCU_OP)   /* sync_bn.cu */
+FP_BACKEND_SYNC_BN_OPS(FP_BCU_OP)   /* backend_cuda_sync_bn.c */
 #undef FP_BCU_OP
 
-/* backend_cuda.c: a CUDA error as the backend's code (FP_ENOMEM for memory, else FP_EINTERNAL) with what failed;
- * *buf grown to hold at least bytes of arena memory (contents not kept; NULL with the arena's message), counted as
- * staging; one cudaMemcpyAsync of kind k on the stream (FP_EINVAL for a NULL pointer, nothing for 0 bytes or
- * dst == src). */
+/* backend_cuda.c: a CUDA error as the backend's code (FP_ENOMEM for memory, else FP_EINTERNAL) with what failed.
+ * backend_cuda_memory.c: *buf grown to hold at least bytes of arena memory (contents not kept; NULL with the arena's
+ * message), counted as staging; one cudaMemcpyAsync of kind k on the stream (FP_EINVAL for a NULL pointer, nothing
+ * for 0 bytes or dst == src). */
 int fp_bcu_cuda_err(cudaError_t e, const char *what);
 int fp_bcu_gave_up(void);   /* a failed runtime call forgotten (cudaGetLastError), so no later check reads it: 0 */
 void *fp_bcu_grow_slot(fp_backend *be, void **buf, size_t *cap, size_t bytes, const char *what);

@@ -10,8 +10,6 @@
 #include "trainer/cuda/backend_cuda_internal.h"
 #include "trainer/cuda/backend_kernels.h"
 
-#define TRY(expr) do { int rc_ = (expr); if (rc_) return rc_; } while (0)
-
 /* The storage format convolutions and matmuls run in for a compute format. */
 static fp_dtype run_dt(fp_dtype compute) { return fp_bcu_is16(compute) ? compute : FP_DT_F32; }
 

@@ -8,8 +8,6 @@
 #include "trainer/cuda/backend_cuda_internal.h"
 #include "trainer/cuda/sync_bn.h"
 
-#define TRY(expr) do { int rc_ = (expr); if (rc_) return rc_; } while (0)
-
 static size_t rows_of(const fp_tensor *x)
 {
     return (size_t)x->d.n * (size_t)x->d.h * (size_t)x->d.w;

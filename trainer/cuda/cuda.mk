@@ -19,6 +19,7 @@ EXTRA_DIST += trainer/cuda/layer_error_dev.h
 # The backend table's CUDA implementation (trainer/backend_cuda.h) over cuDNN / cuBLASLt, the kernels
 # above and its own element-wise / pooling kernels.
 FP_CUDA_BACKEND_SOURCES = trainer/backend_cuda.h trainer/cuda/backend_cuda_internal.h trainer/cuda/backend_cuda.c \
+	trainer/cuda/backend_cuda_memory.c trainer/cuda/backend_cuda_weight_copy.c trainer/cuda/backend_cuda_elementwise.c \
 	trainer/cuda/host_register.c trainer/cuda/upload.c trainer/cuda/backend_cuda_layers.c trainer/cuda/backend_kernels.h \
 	trainer/cuda/typed_access.cuh trainer/cuda/backend_kernels.cu trainer/cuda/backend_cuda_sync_bn.c trainer/cuda/sync_bn.h trainer/cuda/sync_bn.cu
 if HAVE_CUDA

@@ -144,7 +144,7 @@ int fp_cuda_unscale_and_check_first(const fp_cuda_segment *segs, size_t nseg, fl
 int fp_cuda_unscale_and_check_first_by(const fp_cuda_segment *segs, size_t nseg, const float *d_scale, int *d_found,
                                        int *d_first, void *stream);
 
-/* ---- the device side of one arm step (step.cu; trainer/run/arm.c's device step) ----
+/* ---- the device side of one arm step (step.cu; trainer/run/arm_device.c's device step) ----
  * The loss, the non-finite flags and GradScaler's state stay on the device during a step; the host reads
  * this struct back once, at the step's end (fp_cuda_step_readback into pinned memory, then one stream
  * synchronisation). PyTorch's counterparts: the found_inf tensor of _amp_foreach_non_finite_check_and_unscale_,

@@ -1,5 +1,6 @@
 /* layer_error_dev.h — the per-layer rounding error's sums on the device, for trainer/analysis (analysis.h
- * fp_layer_error_on): the kernel (layer_error.cu) and its call on a CUDA backend instance (backend_cuda.c).
+ * fp_layer_error_on): the kernel (layer_error.cu) and its call on a CUDA backend instance
+ * (backend_cuda_elementwise.c).
  * Promises: only the five sums come back to the host. Declared in every build, defined only where HAVE_CUDA
  * is set: callers guard their calls with it. */
 #ifndef FP_LAYER_ERROR_DEV_H

@@ -11,8 +11,6 @@
 #include <string.h>
 #include "trainer/cuda/backend_cuda_internal.h"
 
-#define TRY(expr) do { int rc_ = (expr); if (rc_) return rc_; } while (0)
-
 /* ---------------------------------------------------------------- staged uploads (backend_cuda_internal.h) */
 
 static void slot_free(fp_backend *be, fp_bcu_upload_slot *u)

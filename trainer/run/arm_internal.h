@@ -1,6 +1,6 @@
-/* arm_internal.h — internal to the arm: arm.c (the arm, its host step and the step's parts both paths run) and
- * arm_device.c (the device step and the device state behind it, CUDA builds only). Promise: struct fp_arm is
- * defined here once; nothing outside these two files includes this header (after config.h: HAVE_CUDA). */
+/* arm_internal.h — internal to the arm: arm*.c (the arm, its host step and the step's parts both paths run) and
+ * arm_device*.c (the device step and the device state behind it, CUDA builds only). Promise: struct fp_arm is
+ * defined here once; nothing outside those files includes this header (after config.h: HAVE_CUDA). */
 #ifndef FP_ARM_INTERNAL_H
 #define FP_ARM_INTERNAL_H
 
@@ -48,7 +48,7 @@ struct fp_arm {
     int dev_tracker;            /* is pushed to the device only when it moved (first step, a restore) */
     int dev_scaler_set;
     void *dscal, *hscal;        /* kernels.h fp_cuda_optim_scalars of the step: device memory, its pinned host copy */
-    /* device arm, cfg.cuda_graph (arm_device.c): the step captured in a CUDA graph once, then replayed */
+    /* device arm, cfg.cuda_graph (arm_device_graph.c): the step captured in a CUDA graph once, then replayed */
     void *graph;                /* the instantiated graph (cudaGraphExec_t); NULL: none (yet, or dropped) */
     int graph_n;                /* the batch it was captured for */
     unsigned long long graph_gen;   /* fp_backend_cuda_layout_gen at its capture */
@@ -62,9 +62,15 @@ struct fp_arm {
     char graph_why[200];
 };
 
-/* ---- arm.c: parts of the step that the device step runs too ---- */
+/* ---- arm.c: parts of the step that the device step runs too; what the arm's creation uses ---- */
 /* 0. The result before anything ran: this iteration, the batch, the scale, the scheduled lr. */
 void fp_arm_step_begin(fp_arm *a, const fp_batch *b, fp_arm_step_result *r);
+/* The policy's master / optimizer-state formats applied to what the arm holds on the host (`half`). */
+void fp_arm_round_state(fp_arm *a);
+
+/* ---- arm_reduce.c: data parallel, the steps' parts both paths run ---- */
+/* The model's gradient-ready hook (model.h fp_model_set_grad_ready; ctx: the arm): a layer's gradients are final. */
+int fp_arm_grad_ready(void *ctx, int layer, size_t off, size_t count);
 /* 3. Data parallel, before the backward: the overlapped all-reduce begins (nothing alone or at a checked step). */
 int fp_arm_reduce_begin(fp_arm *a);
 /* 3b. Data parallel: the gradients averaged over the ranks (the rest posted, all waited for); r's comm figures. */
@@ -74,7 +80,7 @@ int fp_arm_allreduce_grads(fp_arm *a, fp_arm_step_result *r);
 void fp_arm_reduce_error(fp_arm *a, const float *g, const float *ref, fp_arm_step_result *r);
 
 #ifdef HAVE_CUDA
-/* ---- arm_device.c: the device arm ---- */
+/* ---- arm_device*.c: the device arm ---- */
 /* Moves the model onto the device backend cfg->backend (the CUDA one gets its own named arena), then sets up
  * the device step's state: the optimizer's state on the device (zero, fp_optim's before the first step), the
  * step state, its pinned host copy and the timing events. */
