@@ -130,66 +130,55 @@ int fp_reader_cached(fp_reader_t *r, int which, const char *sql, sqlite3_stmt **
 
 /* ---------------------------------------------------------------- sessions and runs */
 
+static const fp_col_t session_cols[] = {
+    FP_COL(fp_session_row_t, id, FP_COL_I64),       FP_COL(fp_session_row_t, name, FP_COL_TEXT),
+    FP_COL(fp_session_row_t, host, FP_COL_TEXT),    FP_COL(fp_session_row_t, start, FP_COL_I64_NA),
+    FP_COL(fp_session_row_t, end, FP_COL_I64_NA),   FP_COL(fp_session_row_t, runs, FP_COL_I64),
+};
+
 int fp_reader_sessions(fp_reader_t *r, fp_session_row_t **rows, size_t *n)
 {
-    *rows = NULL;
-    *n = 0;
-    size_t cap = 0;
-    sqlite3_stmt *st = NULL;
-    int rc = fp_reader_begin(r);
-    if (rc != FP_OK)
-        return rc;
-    int src = sqlite3_prepare_v2(r->db, "SELECT s.id, s.name, s.host, s.start, s.end,"
+    static const fp_query_t q = {"SELECT s.id, s.name, s.host, s.start, s.end,"
                                  " (SELECT count(*) FROM runs WHERE session = s.id) FROM sessions s ORDER BY s.id",
-                                 -1, &st, NULL);
-    while ((src == SQLITE_OK || src == SQLITE_ROW) && (src = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((rc = fp_rows_reserve((void **)rows, &cap, *n, sizeof **rows)) != FP_OK)
-            break;
-        fp_session_row_t *s = &(*rows)[(*n)++];
-        s->id = sqlite3_column_int64(st, 0);
-        fp_col_text(st, 1, s->name, sizeof s->name);
-        fp_col_text(st, 2, s->host, sizeof s->host);
-        s->start = fp_col_i64(st, 3);
-        s->end = fp_col_i64(st, 4);
-        s->runs = sqlite3_column_int64(st, 5);
-    }
-    if (rc == FP_OK && src != SQLITE_DONE)
-        rc = fp_reader_fail(r, src, "listing sessions");
-    sqlite3_finalize(st);
-    return fp_reader_end_rows(r, rc, (void **)rows, n);
+                                 FP_COLS(session_cols), NULL, "listing sessions", FP_RQ_NONE};
+    return fp_reader_collect(r, &q, NULL, 0, 0, sizeof **rows, (void **)rows, n);
 }
 
 #define RUN_COLUMNS                                                                                        \
     "SELECT id, session, ref_run, arm, model, policy, device, host, dataset, optimizer, batch_size,"       \
     " image_size, seed, start, end, heartbeat, status, failure, writer_pid, writer_host FROM runs"
 
-static int fill_run(fp_reader_t *r, sqlite3_stmt *st, fp_run_row_t *row, int with_steps)
+/* Columns 0..17 of RUN_COLUMNS; 18 and 19, the writer's pid and host, are fill_run_meta's. */
+static const fp_col_t run_cols[] = {
+    FP_COL(fp_run_row_t, id, FP_COL_I64),              FP_COL(fp_run_row_t, session, FP_COL_I64),
+    FP_COL(fp_run_row_t, ref_run, FP_COL_I64_NA),      FP_COL(fp_run_row_t, arm, FP_COL_TEXT),
+    FP_COL(fp_run_row_t, model, FP_COL_TEXT),          FP_COL(fp_run_row_t, policy, FP_COL_TEXT),
+    FP_COL(fp_run_row_t, device, FP_COL_TEXT),         FP_COL(fp_run_row_t, host, FP_COL_TEXT),
+    FP_COL(fp_run_row_t, dataset, FP_COL_TEXT),        FP_COL(fp_run_row_t, optimizer, FP_COL_TEXT),
+    FP_COL(fp_run_row_t, batch_size, FP_COL_I64_NA),   FP_COL(fp_run_row_t, image_size, FP_COL_I64_NA),
+    FP_COL(fp_run_row_t, seed, FP_COL_I64),            FP_COL(fp_run_row_t, start, FP_COL_I64_NA),
+    FP_COL(fp_run_row_t, end, FP_COL_I64_NA),          FP_COL(fp_run_row_t, heartbeat, FP_COL_I64_NA),
+    FP_COL(fp_run_row_t, status, FP_COL_TEXT),         FP_COL(fp_run_row_t, failure, FP_COL_TEXT),
+};
+
+/* The derived status; metadata only: no pass over the run's steps. */
+static int fill_run_meta(sqlite3_stmt *st, void *elem, fp_reader_t *r)
 {
-    memset(row, 0, sizeof *row);
-    row->id = sqlite3_column_int64(st, 0);
-    row->session = sqlite3_column_int64(st, 1);
-    row->ref_run = fp_col_i64(st, 2);
-    char *texts[] = {row->arm, row->model, row->policy, row->device, row->host, row->dataset, row->optimizer};
-    size_t caps[] = {sizeof row->arm, sizeof row->model, sizeof row->policy, sizeof row->device,
-                     sizeof row->host, sizeof row->dataset, sizeof row->optimizer};
-    for (int i = 0; i < 7; i++)
-        fp_col_text(st, 3 + i, texts[i], caps[i]);
-    row->batch_size = fp_col_i64(st, 10);
-    row->image_size = fp_col_i64(st, 11);
-    row->seed = sqlite3_column_int64(st, 12);
-    row->start = fp_col_i64(st, 13);
-    row->end = fp_col_i64(st, 14);
-    row->heartbeat = fp_col_i64(st, 15);
-    fp_col_text(st, 16, row->status, sizeof row->status);
-    fp_col_text(st, 17, row->failure, sizeof row->failure);
+    (void)r;
+    fp_run_row_t *row = elem;
     row->stale = fp_run_liveness(row->status, sizeof row->status, row->failure, sizeof row->failure,
                                  sqlite3_column_int64(st, 18), (const char *)sqlite3_column_text(st, 19),
                                  row->heartbeat);
-    if (!with_steps) {   /* metadata only: no pass over the run's steps */
-        row->steps = row->last_step = -1;
-        row->last_loss = NAN;
-        return FP_OK;
-    }
+    row->steps = row->last_step = -1;
+    row->last_loss = NAN;
+    return FP_OK;
+}
+
+/* The derived status and the run's steps: how many, the last, its loss. */
+static int fill_run(sqlite3_stmt *st, void *elem, fp_reader_t *r)
+{
+    fp_run_row_t *row = elem;
+    fill_run_meta(st, elem, r);
     sqlite3_stmt *q;
     int rc = fp_reader_cached(r, FP_RQ_RUN_STEPS, "SELECT count(*), max(step) FROM steps WHERE run = ?1", &q);
     if (rc != FP_OK)
@@ -217,27 +206,8 @@ static int no_run(fp_reader_t *r, int64_t run);
 
 static int query_runs(fp_reader_t *r, const char *sql, int64_t arg, int with_steps, fp_run_row_t **rows, size_t *n)
 {
-    *rows = NULL;
-    *n = 0;
-    size_t cap = 0;
-    sqlite3_stmt *st = NULL;
-    int rc = fp_reader_begin(r);
-    if (rc != FP_OK)
-        return rc;
-    int src = sqlite3_prepare_v2(r->db, sql, -1, &st, NULL);
-    if (src == SQLITE_OK)
-        sqlite3_bind_int64(st, 1, arg);
-    while ((src == SQLITE_OK || src == SQLITE_ROW) && (src = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((rc = fp_rows_reserve((void **)rows, &cap, *n, sizeof **rows)) != FP_OK)
-            break;
-        if ((rc = fill_run(r, st, &(*rows)[*n], with_steps)) != FP_OK)
-            break;
-        (*n)++;
-    }
-    if (rc == FP_OK && src != SQLITE_DONE)
-        rc = fp_reader_fail(r, src, "listing runs");
-    sqlite3_finalize(st);
-    return fp_reader_end_rows(r, rc, (void **)rows, n);
+    const fp_query_t q = {sql, FP_COLS(run_cols), with_steps ? fill_run : fill_run_meta, "listing runs", FP_RQ_NONE};
+    return fp_reader_collect(r, &q, &arg, 1, 0, sizeof **rows, (void **)rows, n);
 }
 
 static int runs_of(fp_reader_t *r, int64_t session, int with_steps, fp_run_row_t **rows, size_t *n)

@@ -9,9 +9,9 @@
 #include <sqlite3.h>
 
 /* ---- kept statements (store_reader.c) ---- */
-/* The slots; each is one query, always prepared from the same SQL. */
+/* The slots; each is one query, always prepared from the same SQL (0: none, see fp_query_t.keep). */
 enum {
-    FP_RQ_STEPS_SINCE, FP_RQ_LAYER_TIMES, FP_RQ_LAYERS, FP_RQ_RUN_STEPS, FP_RQ_RUN_LAST, FP_RQ_COUNT
+    FP_RQ_NONE, FP_RQ_STEPS_SINCE, FP_RQ_LAYER_TIMES, FP_RQ_LAYERS, FP_RQ_RUN_STEPS, FP_RQ_RUN_LAST, FP_RQ_COUNT
 };
 struct fp_reader;
 /* The statement of `slot` (prepared from `sql` on first use on this connection), reset and with its
