@@ -182,12 +182,4 @@ float fp_e5m2_to_f32(uint8_t v)
             dst[i] = fp_##name(src[i]);                                  \
     }
 
-SCALAR_LOOP(f32_to_f16, uint16_t, float)
-SCALAR_LOOP(f16_to_f32, float, uint16_t)
-SCALAR_LOOP(f32_to_bf16, uint16_t, float)
-SCALAR_LOOP(bf16_to_f32, float, uint16_t)
-SCALAR_LOOP(f32_to_tf32, float, float)
-SCALAR_LOOP(f32_to_e4m3, uint8_t, float)
-SCALAR_LOOP(e4m3_to_f32, float, uint8_t)
-SCALAR_LOOP(f32_to_e5m2, uint8_t, float)
-SCALAR_LOOP(e5m2_to_f32, float, uint8_t)
+FP_NUMFMT_ARRAY_FUNCTIONS(SCALAR_LOOP)
