@@ -30,7 +30,8 @@ typedef struct {
 } fp_group_stats_t;
 
 /* Per group 0..ngroups-1 of the n (group, value) pairs: count, sum, min, max, mean, median, sample
- * standard deviation (all 0 for a group without pairs). FP_OK or FP_ENOMEM. */
-int fp_group_stats(const fp_gv_t *v, size_t n, size_t ngroups, fp_group_stats_t *out);
+ * standard deviation (all 0 for a group without pairs), into *stats, an array of ngroups the caller
+ * frees. FP_OK, or FP_ENOMEM with *stats NULL. */
+int fp_group_stats(const fp_gv_t *v, size_t n, size_t ngroups, fp_group_stats_t **stats);
 
 #endif

@@ -104,14 +104,9 @@ int fp_reader_kernel_summary(fp_reader_t *r, int64_t run, int64_t step_lo, int64
         rc = fp_reader_fail(r, src, "reading kernels");
     sqlite3_finalize(st);
     st = NULL;
-    if (rc == FP_OK && ngroups > 0) {
-        stats = malloc(ngroups * sizeof *stats);
-        *rows = calloc(ngroups, sizeof **rows);
-        if (!stats || !*rows)
-            rc = fp_fail(FP_ENOMEM, "reader: out of memory");
-        else
-            rc = fp_group_stats(v, nv, ngroups, stats);
-    }
+    if (rc == FP_OK && ngroups > 0 && (rc = fp_group_stats(v, nv, ngroups, &stats)) == FP_OK &&
+        !(*rows = calloc(ngroups, sizeof **rows)))
+        rc = fp_fail(FP_ENOMEM, "reader: out of memory");
     if (rc == FP_OK && ngroups > 0) {
         src = sqlite3_prepare_v2(fp_reader_db(r), "SELECT value FROM StringIds WHERE id = ?1", -1, &st, NULL);
         if (src != SQLITE_OK)

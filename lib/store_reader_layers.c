@@ -66,14 +66,9 @@ int fp_reader_layer_summary(fp_reader_t *r, int64_t run, int64_t step_lo, int64_
         rc = fp_reader_fail(r, src, "reading layer times");
     sqlite3_reset(st);
     size_t used = (size_t)(max_layer + 1) * FP_PHASE_COUNT;
-    if (rc == FP_OK && used > 0) {
-        stats = malloc(used * sizeof *stats);
-        *rows = calloc(used, sizeof **rows);
-        if (!stats || !*rows)
-            rc = fp_fail(FP_ENOMEM, "reader: out of memory");
-        else
-            rc = fp_group_stats(v, nv, used, stats);
-    }
+    if (rc == FP_OK && used > 0 && (rc = fp_group_stats(v, nv, used, &stats)) == FP_OK &&
+        !(*rows = calloc(used, sizeof **rows)))
+        rc = fp_fail(FP_ENOMEM, "reader: out of memory");
     for (size_t g = 0; rc == FP_OK && g < used; g++) {
         if (stats[g].count == 0)
             continue;

@@ -13,25 +13,23 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int fp_group_stats(const fp_gv_t *v, size_t n, size_t ngroups, fp_group_stats_t *out)
+int fp_group_stats(const fp_gv_t *v, size_t n, size_t ngroups, fp_group_stats_t **stats)
 {
-    size_t *off = calloc(ngroups + 1, sizeof *off);
+    *stats = NULL;
+    size_t *off = calloc(ngroups + 1, sizeof *off), *fill = malloc((ngroups ? ngroups : 1) * sizeof *fill);
     int64_t *sorted = malloc((n ? n : 1) * sizeof *sorted);
-    if (!off || !sorted) {
+    fp_group_stats_t *out = malloc((ngroups ? ngroups : 1) * sizeof *out);
+    if (!off || !fill || !sorted || !out) {
         free(off);
+        free(fill);
         free(sorted);
+        free(out);
         return fp_fail(FP_ENOMEM, "reader: out of memory");
     }
     for (size_t i = 0; i < n; i++)
         off[v[i].group + 1]++;
     for (size_t g = 0; g < ngroups; g++)
         off[g + 1] += off[g];
-    size_t *fill = malloc((ngroups ? ngroups : 1) * sizeof *fill);
-    if (!fill) {
-        free(off);
-        free(sorted);
-        return fp_fail(FP_ENOMEM, "reader: out of memory");
-    }
     memcpy(fill, off, ngroups * sizeof *fill);
     for (size_t i = 0; i < n; i++)
         sorted[fill[v[i].group]++] = v[i].value;
@@ -62,5 +60,6 @@ int fp_group_stats(const fp_gv_t *v, size_t n, size_t ngroups, fp_group_stats_t 
     free(fill);
     free(off);
     free(sorted);
+    *stats = out;
     return FP_OK;
 }
