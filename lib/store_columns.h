@@ -1,6 +1,7 @@
 /* store_columns.h — internal to the run store's readers (store_reader*.c): one column of a result row
  * with SQL NULL read as "not recorded" (-1, NaN or ""), growing and (on error) dropping a row array,
- * one query's rows collected into an array (columns read by a table of fields), and a 'running' run's liveness as readers derive it. Not for use outside lib/store*.c. */
+ * one query's rows collected into an array (its columns read by a table of fields), and a 'running'
+ * run's liveness as readers derive it. Not for use outside lib/store*.c. */
 #ifndef FP_STORE_COLUMNS_H
 #define FP_STORE_COLUMNS_H
 

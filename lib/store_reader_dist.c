@@ -39,10 +39,14 @@ int fp_reader_dist_steps(fp_reader_t *r, int64_t run, int64_t from, int64_t to, 
 }
 
 static const fp_col_t rank_cols[] = {
-    FP_COL(fp_dist_rank_row_t, rank, FP_COL_INT_NA),            FP_COL(fp_dist_rank_row_t, steps, FP_COL_I64_NA),
-    FP_COL(fp_dist_rank_row_t, mean_wall_ns, FP_COL_DBL),       FP_COL(fp_dist_rank_row_t, mean_compute_ns, FP_COL_DBL),
-    FP_COL(fp_dist_rank_row_t, mean_comm_ns, FP_COL_DBL),       FP_COL(fp_dist_rank_row_t, mean_exposed_ns, FP_COL_DBL),
-    FP_COL(fp_dist_rank_row_t, mean_bytes, FP_COL_DBL),         FP_COL(fp_dist_rank_row_t, max_wall_ns, FP_COL_I64_NA),
+    FP_COL(fp_dist_rank_row_t, rank, FP_COL_INT_NA),
+    FP_COL(fp_dist_rank_row_t, steps, FP_COL_I64_NA),
+    FP_COL(fp_dist_rank_row_t, mean_wall_ns, FP_COL_DBL),
+    FP_COL(fp_dist_rank_row_t, mean_compute_ns, FP_COL_DBL),
+    FP_COL(fp_dist_rank_row_t, mean_comm_ns, FP_COL_DBL),
+    FP_COL(fp_dist_rank_row_t, mean_exposed_ns, FP_COL_DBL),
+    FP_COL(fp_dist_rank_row_t, mean_bytes, FP_COL_DBL),
+    FP_COL(fp_dist_rank_row_t, max_wall_ns, FP_COL_I64_NA),
 };
 
 int fp_reader_dist_ranks(fp_reader_t *r, int64_t run, fp_dist_rank_row_t **rows, size_t *n)
@@ -72,15 +76,19 @@ static const fp_col_t run_cols[] = {
 int fp_reader_dist_runs(fp_reader_t *r, int64_t session, fp_dist_run_row_t **rows, size_t *n)
 {
     static const fp_query_t q = {"SELECT run, max(rank) + 1, count(DISTINCT step) FROM dist_steps"
-                                 " WHERE ?1 <= 0 OR run IN (SELECT id FROM runs WHERE session = ?1) GROUP BY run ORDER BY run",
+                                 " WHERE ?1 <= 0 OR run IN (SELECT id FROM runs WHERE session = ?1)"
+                                 " GROUP BY run ORDER BY run",
                                  FP_COLS(run_cols), NULL, "reading the data-parallel runs", FP_RQ_NONE};
     return fp_reader_collect(r, &q, &session, 1, 0, sizeof **rows, (void **)rows, n);
 }
 
 static const fp_col_t error_cols[] = {
-    FP_COL(fp_allreduce_error_row_t, step, FP_COL_I64_NA),      FP_COL(fp_allreduce_error_row_t, layer, FP_COL_INT_NA),
-    FP_COL(fp_allreduce_error_row_t, wire, FP_COL_TEXT),        FP_COL(fp_allreduce_error_row_t, rel_l2, FP_COL_DBL),
-    FP_COL(fp_allreduce_error_row_t, overflow, FP_COL_I64_NA),  FP_COL(fp_allreduce_error_row_t, underflow, FP_COL_I64_NA),
+    FP_COL(fp_allreduce_error_row_t, step, FP_COL_I64_NA),
+    FP_COL(fp_allreduce_error_row_t, layer, FP_COL_INT_NA),
+    FP_COL(fp_allreduce_error_row_t, wire, FP_COL_TEXT),
+    FP_COL(fp_allreduce_error_row_t, rel_l2, FP_COL_DBL),
+    FP_COL(fp_allreduce_error_row_t, overflow, FP_COL_I64_NA),
+    FP_COL(fp_allreduce_error_row_t, underflow, FP_COL_I64_NA),
 };
 
 int fp_reader_allreduce_error(fp_reader_t *r, int64_t run, fp_allreduce_error_row_t **rows, size_t *n)

@@ -11,7 +11,8 @@
 #include "store_db.h"
 #include "store_reader_internal.h"
 
-#define LAYER_TIMES_SQL "SELECT layer, phase, time_ns, kernels FROM layer_times WHERE run = ?1 AND step BETWEEN ?2 AND ?3"
+#define LAYER_TIMES_SQL                                                                                    \
+    "SELECT layer, phase, time_ns, kernels FROM layer_times WHERE run = ?1 AND step BETWEEN ?2 AND ?3"
 #define LAYER_NAMES_SQL "SELECT layer, name, type FROM layers WHERE run = ?1"
 
 int fp_reader_layer_summary(fp_reader_t *r, int64_t run, int64_t step_lo, int64_t step_hi, fp_layer_sum_t **rows,

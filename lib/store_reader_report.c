@@ -101,7 +101,8 @@ static const fp_col_t eval_cols[] = {
 int fp_reader_evaluations(fp_reader_t *r, int64_t run, fp_eval_row_t **rows, size_t *n)
 {
     static const fp_query_t q = {"SELECT step, split, loss, top1, top5 FROM evaluations WHERE run = ?1"
-                                 " ORDER BY step, split", FP_COLS(eval_cols), NULL, "reading evaluations", FP_RQ_NONE};
+                                 " ORDER BY step, split",
+                                 FP_COLS(eval_cols), NULL, "reading evaluations", FP_RQ_NONE};
     return run_rows(r, &q, run, sizeof **rows, (void **)rows, n);
 }
 
@@ -235,8 +236,9 @@ static const fp_col_t flag_cols[] = {
 int fp_reader_kernel_flags(fp_reader_t *r, int64_t run, fp_kernel_flag_t **rows, size_t *n)
 {
     static const fp_query_t q = {"SELECT coalesce(s.value, '(unnamed)'), max(k.tensorCore), max(k.kernelClass)"
-                                 " FROM kernels k LEFT JOIN StringIds s ON s.id = coalesce(k.demangledName, k.shortName)"
-                                 " WHERE k.run = ?1 GROUP BY coalesce(k.demangledName, k.shortName, 0)",
+                                 " FROM kernels k LEFT JOIN StringIds s"
+                                 " ON s.id = coalesce(k.demangledName, k.shortName) WHERE k.run = ?1"
+                                 " GROUP BY coalesce(k.demangledName, k.shortName, 0)",
                                  FP_COLS(flag_cols), NULL, "reading kernel flags", FP_RQ_NONE};
     return run_rows(r, &q, run, sizeof **rows, (void **)rows, n);
 }
@@ -265,8 +267,9 @@ int fp_reader_kernels(fp_reader_t *r, int64_t run, int64_t step_lo, int64_t step
 {
     static const fp_query_t q = {"SELECT k.step, k.start, k.end, k.layer, k.phase, k.deviceId, k.streamId,"
                                  " k.correlationId, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ,"
-                                 " k.tensorCore, coalesce(d.value, s.value, '(unnamed)'), k.kernelClass FROM kernels k"
-                                 " LEFT JOIN StringIds s ON s.id = k.shortName LEFT JOIN StringIds d ON d.id = k.demangledName"
+                                 " k.tensorCore, coalesce(d.value, s.value, '(unnamed)'), k.kernelClass"
+                                 " FROM kernels k LEFT JOIN StringIds s ON s.id = k.shortName"
+                                 " LEFT JOIN StringIds d ON d.id = k.demangledName"
                                  " WHERE k.run = ?1 AND k.step BETWEEN ?2 AND ?3 ORDER BY k.step, k.start",
                                  FP_COLS(kernel_cols), NULL, "reading kernels", FP_RQ_NONE};
     const int64_t args[3] = {run, step_lo, step_hi};
@@ -298,9 +301,9 @@ static const fp_col_t eval_images_cols[] = {
 
 int fp_reader_eval_images(fp_reader_t *r, int64_t run, fp_eval_images_t **rows, size_t *n)
 {
-    static const fp_query_t has_column = {"SELECT count(*) FROM pragma_table_info('evaluations') WHERE name = 'images'",
-                                          FP_COLS(int64_col), NULL, "reading the evaluations table's columns",
-                                          FP_RQ_NONE};
+    static const fp_query_t has_column = {"SELECT count(*) FROM pragma_table_info('evaluations')"
+                                          " WHERE name = 'images'", FP_COLS(int64_col), NULL,
+                                          "reading the evaluations table's columns", FP_RQ_NONE};
     static const fp_query_t q = {"SELECT step, split, images FROM evaluations WHERE run = ?1 ORDER BY step, split",
                                  FP_COLS(eval_images_cols), NULL, "reading evaluated image counts", FP_RQ_NONE};
     *rows = NULL;
