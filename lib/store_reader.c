@@ -115,16 +115,16 @@ int fp_reader_end(fp_reader_t *r, int rc)
     return rc;
 }
 
-int fp_reader_cached(fp_reader_t *r, int which, const char *sql, sqlite3_stmt **st)
+int fp_reader_cached(fp_reader_t *r, int slot, const char *sql, sqlite3_stmt **st)
 {
-    if (!r->q[which]) {
-        int rc = sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &r->q[which], NULL);
+    if (!r->q[slot]) {
+        int rc = sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &r->q[slot], NULL);
         if (rc != SQLITE_OK)
             return fp_reader_fail(r, rc, "preparing a query");
     }
-    sqlite3_reset(r->q[which]);
-    sqlite3_clear_bindings(r->q[which]);
-    *st = r->q[which];
+    sqlite3_reset(r->q[slot]);
+    sqlite3_clear_bindings(r->q[slot]);
+    *st = r->q[slot];
     return FP_OK;
 }
 
