@@ -21,7 +21,7 @@ static uint32_t thr_le(double v)
     float f = (float)v;
     if ((double)f > v)
         f = nextafterf(f, 0.0f);
-    return float_bits(f) + 1;
+    return fp_f32_bits(f) + 1;
 }
 
 /* Threshold T with  a < T  <=>  |x| < v  (v >= 0). */
@@ -32,7 +32,7 @@ static uint32_t thr_lt(double v)
     float f = (float)v;
     if ((double)f < v)
         f = nextafterf(f, INFINITY);
-    return float_bits(f);
+    return fp_f32_bits(f);
 }
 
 void fp_hist_thresholds(uint32_t t[FP_HIST_NTHR])
@@ -57,7 +57,7 @@ void fp_hist_make_thresholds(thresholds_t *th)
  * adds the counts to the thresholds at the end. */
 static void middle_band(const thresholds_t *th, uint32_t *lo, uint32_t *hi)
 {
-    const uint32_t one = float_bits(1.0f);
+    const uint32_t one = fp_f32_bits(1.0f);
     *lo = 0;
     *hi = INF_BITS;
     for (int k = 0; k < NTHR; k++) {
@@ -92,7 +92,7 @@ static inline __attribute__((always_inline)) void scalar_step(scalar_state_t *s,
     if (a < INF_BITS) {
         if (a > s->amax)
             s->amax = a;
-        s->lane[i % SUM_LANES] += (double)bits_float(a);
+        s->lane[i % SUM_LANES] += (double)fp_f32_from_bits(a);
         if (a - 1 < MANT_MASK)
             special(r, u);
     } else {
@@ -196,11 +196,11 @@ void fp_hist_fold(fp_hist_t *h, const fp_hist_counts_t *c, uint64_t n, int k, do
         h->cls[f][FP_CLASS_ROUND_TO_MAX] += lt[3] - lt[2];
         h->cls[f][FP_CLASS_OVERFLOW] += finite - lt[3];
     }
-    float amax = scale_down(bits_float(c->amax_bits), k);
+    float amax = scale_down(fp_f32_from_bits(c->amax_bits), k);
     if (amax > h->amax)
         h->amax = amax;
     if (c->min_m1 < FIN_NZ_M1) {
-        float mn = scale_down(bits_float(c->min_m1 + 1), k);
+        float mn = scale_down(fp_f32_from_bits(c->min_m1 + 1), k);
         if (h->min_nonzero == 0.0f || mn < h->min_nonzero)
             h->min_nonzero = mn;
     }

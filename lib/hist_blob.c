@@ -29,6 +29,7 @@
  * Size: 11 bytes for an empty histogram; at most 6 + 5*10 + 2 + 277*11 + 2 + 20*10 + 16 = 3323 bytes
  * (every binade nonzero, every count a 10-byte varint), within FP_HIST_BLOB_MAX_SIZE. */
 #include "hist.h"
+#include "float_bits.h"
 #include "error.h"
 #include <math.h>
 #include <string.h>
@@ -66,13 +67,6 @@ static void put_le(writer_t *w, uint64_t v, int bytes)
 {
     for (int i = 0; i < bytes; i++)
         put_byte(w, (uint8_t)(v >> (8 * i)));
-}
-
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
 }
 
 static uint64_t f64_bits(double d)
@@ -117,7 +111,7 @@ static const char *check_consistent(const fp_hist_t *h)
             return "a format's class counts do not add up to the finite nonzero count";
     }
     if (fnz == 0) {
-        if (f32_bits(h->amax) != 0 || f32_bits(h->min_nonzero) != 0 || f64_bits(h->sum_abs) != 0)
+        if (fp_f32_bits(h->amax) != 0 || fp_f32_bits(h->min_nonzero) != 0 || f64_bits(h->sum_abs) != 0)
             return "amax, min_nonzero and sum_abs must be 0 without finite nonzero values";
         return NULL;
     }
@@ -165,8 +159,8 @@ int fp_hist_to_blob(const fp_hist_t *h, uint8_t *buf, size_t cap, size_t *len)
         for (int f = 0; f < FP_FMT_COUNT; f++)
             for (int c = 0; c < FP_CLASS_COUNT; c++)
                 put_varint(&w, h->cls[f][c]);
-        put_le(&w, f32_bits(h->amax), 4);
-        put_le(&w, f32_bits(h->min_nonzero), 4);
+        put_le(&w, fp_f32_bits(h->amax), 4);
+        put_le(&w, fp_f32_bits(h->min_nonzero), 4);
         put_le(&w, f64_bits(h->sum_abs), 8);
     }
     *len = w.len;                                     /* on FP_EINVAL below: the size needed */

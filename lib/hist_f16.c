@@ -46,10 +46,10 @@ void fp_hist_h16_release(void)
 
 static uint32_t h16_bits(const h16_fmt_t *f, uint32_t q)
 {
-    return f->bf ? q << 16 : float_bits(fp_f16_to_f32((uint16_t)q));
+    return f->bf ? q << 16 : fp_f32_bits(fp_f16_to_f32((uint16_t)q));
 }
 
-static float h16_value(const h16_fmt_t *f, uint32_t q) { return bits_float(h16_bits(f, q)); }
+static float h16_value(const h16_fmt_t *f, uint32_t q) { return fp_f32_from_bits(h16_bits(f, q)); }
 
 static void h16_count(uint32_t *t, const uint16_t *x, size_t n)
 {
@@ -221,7 +221,7 @@ static void f16_thresholds(const thresholds_t *th, f16_thr_t *ft)
         uint32_t lo = 0, hi = 0x7C00;                        /* widen(0x7C00) = INF_BITS >= every T */
         while (lo < hi) {
             uint32_t mid = lo + (hi - lo) / 2;
-            if (float_bits(fp_f16_to_f32((uint16_t)mid)) >= th->t[k])
+            if (fp_f32_bits(fp_f16_to_f32((uint16_t)mid)) >= th->t[k])
                 hi = mid;
             else
                 lo = mid + 1;
@@ -366,10 +366,10 @@ static void kernel_f16_avx512(raw_t *r, const thresholds_t *th, const f16_thr_t 
         mx = mx16[j] > mx ? mx16[j] : mx;
         mn = mn16[j] < mn ? mn16[j] : mn;
     }
-    uint32_t amax = float_bits(fp_f16_to_f32((uint16_t)mx));
+    uint32_t amax = fp_f32_bits(fp_f16_to_f32((uint16_t)mx));
     if (amax > r->c.amax_bits)
         r->c.amax_bits = amax;
-    uint32_t min_m1 = mn == 0xFFFF ? UINT32_MAX : float_bits(fp_f16_to_f32((uint16_t)(mn + 1))) - 1;
+    uint32_t min_m1 = mn == 0xFFFF ? UINT32_MAX : fp_f32_bits(fp_f16_to_f32((uint16_t)(mn + 1))) - 1;
     if (min_m1 < r->c.min_m1)
         r->c.min_m1 = min_m1;
 

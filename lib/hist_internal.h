@@ -6,6 +6,7 @@
 #ifndef FP_HIST_INTERNAL_H
 #define FP_HIST_INTERNAL_H
 
+#include "float_bits.h"
 #include "hist.h"
 #include "hist_counts.h"
 #include <math.h>
@@ -57,27 +58,13 @@ typedef void (*kernel_fn)(raw_t *r, const thresholds_t *th, const float *x, size
 /* Kernel numbers for fp_hist_add_kernel (internal; tests and the benchmark use it). */
 enum { KERNEL_BEST = -1, KERNEL_SCALAR = 0, KERNEL_AVX2 = 1, KERNEL_AVX512 = 2 };
 
-static inline uint32_t float_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static inline float bits_float(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* fl(v * 2^-k), the correctly rounded product, Inf and subnormals included: a float multiply when
  * 2^-k is a normal float, else exact in double (v has 24 bits, |k| <= FP_HIST_LOG2_DIV_MAX) and one
  * rounding to float. */
 static inline float scale_down(float v, int k)
 {
     if (k >= -127 && k <= 126)
-        return v * bits_float((uint32_t)(127 - k) << 23);
+        return v * fp_f32_from_bits((uint32_t)(127 - k) << 23);
     return (float)ldexp((double)v, -k);
 }
 

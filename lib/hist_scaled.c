@@ -23,14 +23,14 @@
 /* a_y for a_x (both absolute bit patterns; a_x <= INF_BITS) */
 static uint32_t scaled_abs_bits(uint32_t a, int k)
 {
-    return float_bits(fabsf(scale_down(bits_float(a), k)));
+    return fp_f32_bits(fabsf(scale_down(fp_f32_from_bits(a), k)));
 }
 
 static void scale_thresholds(thresholds_t *th, int k)
 {
     for (int j = 0; j < NTHR; j++) {
         const uint32_t t = th->t[j];
-        if (k > 0 && t <= float_bits(FLT_MIN)) {
+        if (k > 0 && t <= fp_f32_bits(FLT_MIN)) {
             th->t[j] = 1;          /* the fast finish needs every nonzero |y| >= FLT_MIN: only zeros below */
             continue;
         }
@@ -56,9 +56,9 @@ static void scale_thresholds(thresholds_t *th, int k)
 
 static int scaled_exact(const raw_t *r, int k)
 {
-    if (r->c.amax_bits && ldexp((double)bits_float(r->c.amax_bits), -k) > (double)FLT_MAX)
+    if (r->c.amax_bits && ldexp((double)fp_f32_from_bits(r->c.amax_bits), -k) > (double)FLT_MAX)
         return 0;
-    if (k > 0 && r->c.min_m1 < FIN_NZ_M1 && ldexp((double)bits_float(r->c.min_m1 + 1), -k) < (double)FLT_MIN)
+    if (k > 0 && r->c.min_m1 < FIN_NZ_M1 && ldexp((double)fp_f32_from_bits(r->c.min_m1 + 1), -k) < (double)FLT_MIN)
         return 0;
     return 1;
 }
@@ -83,7 +83,7 @@ static int hist_add_scaled(fp_hist_t *h, const float *x, size_t n, int k, kernel
     for (size_t done = 0; done < n;) {
         size_t len = n - done < HSCALE_CHUNK ? n - done : HSCALE_CHUNK;
         if (k >= -127 && k <= 126) {
-            const float m = bits_float((uint32_t)(127 - k) << 23);    /* 2^-k, as in scale_down */
+            const float m = fp_f32_from_bits((uint32_t)(127 - k) << 23);    /* 2^-k, as in scale_down */
             for (size_t i = 0; i < len; i++)
                 buf[i] = x[done + i] * m;
         } else {

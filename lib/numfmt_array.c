@@ -140,12 +140,4 @@ static const fp_numfmt_kernels *kernels(void)
         return FP_OK;                                                                          \
     }
 
-ARRAY_FN(f32_to_f16, uint16_t, float)
-ARRAY_FN(f16_to_f32, float, uint16_t)
-ARRAY_FN(f32_to_bf16, uint16_t, float)
-ARRAY_FN(bf16_to_f32, float, uint16_t)
-ARRAY_FN(f32_to_tf32, float, float)
-ARRAY_FN(f32_to_e4m3, uint8_t, float)
-ARRAY_FN(e4m3_to_f32, float, uint8_t)
-ARRAY_FN(f32_to_e5m2, uint8_t, float)
-ARRAY_FN(e5m2_to_f32, float, uint8_t)
+FP_NUMFMT_ARRAY_FUNCTIONS(ARRAY_FN)

@@ -6,6 +6,20 @@
 
 #include "numfmt.h"
 
+/* The array functions, X(name, destination type, source type) each, in the dispatch table's order:
+ * fp_<name>_array (numfmt_array.c) over the kernel <name> of a row, fp_nf_scalar_<name> the portable
+ * loop over fp_<name> (numfmt_scalar.c). */
+#define FP_NUMFMT_ARRAY_FUNCTIONS(X)                                                                        \
+    X(f32_to_f16, uint16_t, float)                                                                         \
+    X(f16_to_f32, float, uint16_t)                                                                         \
+    X(f32_to_bf16, uint16_t, float)                                                                        \
+    X(bf16_to_f32, float, uint16_t)                                                                        \
+    X(f32_to_tf32, float, float)                                                                           \
+    X(f32_to_e4m3, uint8_t, float)                                                                         \
+    X(e4m3_to_f32, float, uint8_t)                                                                         \
+    X(f32_to_e5m2, uint8_t, float)                                                                         \
+    X(e5m2_to_f32, float, uint8_t)
+
 /* One row of the dispatch table: a kernel for each array function. */
 typedef struct {
     void (*f32_to_f16)(uint16_t *dst, const float *src, size_t n);

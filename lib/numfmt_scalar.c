@@ -13,8 +13,8 @@
  * E4M3 saturates: |x| >= 448 and +-Inf give +-448 (0x7E / 0xFE). E5M2: |x| >= 61440 gives +-Inf. */
 #include "numfmt.h"
 #include "numfmt_isa.h"
+#include "float_bits.h"
 #include "formats.h"
-#include <string.h>
 
 /* fp32 layout (bit positions, not limits). */
 #define F32_SIGN      0x80000000u
@@ -31,20 +31,6 @@
 #define F16_QUIET     0x0200u
 #define E4M3_MAX_CODE 0x7Eu   /* S.1111.110 = 448 */
 #define E5M2_INF      0x7Cu   /* S.11111.00 */
-
-static inline uint32_t f2u(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static inline float u2f(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
 
 /* m >> shift, rounded to nearest, ties to even (1 <= shift <= 31). */
 static inline uint32_t rne_shift(uint32_t m, unsigned shift)
@@ -78,14 +64,15 @@ static inline uint32_t narrow_mag(uint32_t a, unsigned mbits, unsigned bias, uin
 
 uint16_t fp_f32_to_f16(float x)
 {
-    uint32_t u = f2u(x);
+    uint32_t u = fp_f32_bits(x);
     uint32_t sign = (u >> 16) & 0x8000u;
     uint32_t a = u & F32_ABS;
     if (a > F32_INF)
         return (uint16_t)(sign | F16_INF | F16_QUIET | ((a >> 13) & 0x3FFu));
-    if (a >= f2u(FP16_OVERFLOW_AT))
+    if (a >= fp_f32_bits(FP16_OVERFLOW_AT))
         return (uint16_t)(sign | F16_INF);
-    return (uint16_t)(sign | narrow_mag(a, 10, 15, f2u(FP16_MIN_NORMAL), f2u(FP16_MIN_SUBNORMAL * 0.5f)));
+    return (uint16_t)(sign | narrow_mag(a, 10, 15, fp_f32_bits(FP16_MIN_NORMAL),
+                                        fp_f32_bits(FP16_MIN_SUBNORMAL * 0.5f)));
 }
 
 float fp_f16_to_f32(uint16_t h)
@@ -94,17 +81,17 @@ float fp_f16_to_f32(uint16_t h)
     uint32_t e = (h >> 10) & 0x1Fu;
     uint32_t m = h & 0x3FFu;
     if (e == 0x1Fu)
-        return u2f(sign | F32_INF | (m ? F32_QUIET | (m << 13) : 0u));
+        return fp_f32_from_bits(sign | F32_INF | (m ? F32_QUIET | (m << 13) : 0u));
     if (e == 0)   /* zero or subnormal: m * 2^-24, exact in fp32 */
-        return u2f(sign | f2u((float)m * FP16_MIN_SUBNORMAL));
-    return u2f(sign | ((e + (F32_BIAS - 15u)) << F32_MANT_BITS) | (m << 13));
+        return fp_f32_from_bits(sign | fp_f32_bits((float)m * FP16_MIN_SUBNORMAL));
+    return fp_f32_from_bits(sign | ((e + (F32_BIAS - 15u)) << F32_MANT_BITS) | (m << 13));
 }
 
 /* ---- bf16 ---- */
 
 uint16_t fp_f32_to_bf16(float x)
 {
-    uint32_t u = f2u(x);
+    uint32_t u = fp_f32_bits(x);
     if ((u & F32_ABS) > F32_INF)
         return (uint16_t)((u >> 16) | 0x40u);
     /* Round the low 16 bits away, ties to even; a carry out of the top mantissa bit moves into the
@@ -114,31 +101,32 @@ uint16_t fp_f32_to_bf16(float x)
 
 float fp_bf16_to_f32(uint16_t b)
 {
-    return u2f((uint32_t)b << 16);
+    return fp_f32_from_bits((uint32_t)b << 16);
 }
 
 /* ---- tf32 ---- */
 
 float fp_f32_to_tf32(float x)
 {
-    uint32_t u = f2u(x);
+    uint32_t u = fp_f32_bits(x);
     if ((u & F32_ABS) > F32_INF)
-        return u2f((u | F32_QUIET) & 0xFFFFE000u);
-    return u2f((u + 0xFFFu + ((u >> 13) & 1u)) & 0xFFFFE000u);
+        return fp_f32_from_bits((u | F32_QUIET) & 0xFFFFE000u);
+    return fp_f32_from_bits((u + 0xFFFu + ((u >> 13) & 1u)) & 0xFFFFE000u);
 }
 
 /* ---- fp8 E4M3 (OCP: bias 7, no Inf, NaN = S.1111.111) ---- */
 
 uint8_t fp_f32_to_e4m3(float x)
 {
-    uint32_t u = f2u(x);
+    uint32_t u = fp_f32_bits(x);
     uint32_t sign = (u >> 24) & 0x80u;
     uint32_t a = u & F32_ABS;
     if (a > F32_INF)
         return (uint8_t)(sign | E4M3_NAN);
-    if (a >= f2u(E4M3_MAX_FINITE))   /* saturate, Inf included */
+    if (a >= fp_f32_bits(E4M3_MAX_FINITE))   /* saturate, Inf included */
         return (uint8_t)(sign | E4M3_MAX_CODE);
-    return (uint8_t)(sign | narrow_mag(a, 3, 7, f2u(E4M3_MIN_NORMAL), f2u(E4M3_MIN_SUBNORMAL * 0.5f)));
+    return (uint8_t)(sign | narrow_mag(a, 3, 7, fp_f32_bits(E4M3_MIN_NORMAL),
+                                       fp_f32_bits(E4M3_MIN_SUBNORMAL * 0.5f)));
 }
 
 float fp_e4m3_to_f32(uint8_t v)
@@ -147,24 +135,25 @@ float fp_e4m3_to_f32(uint8_t v)
     uint32_t e = (v >> 3) & 0xFu;
     uint32_t m = v & 7u;
     if ((v & 0x7Fu) == E4M3_NAN)
-        return u2f(sign | F32_INF | F32_QUIET);
+        return fp_f32_from_bits(sign | F32_INF | F32_QUIET);
     if (e == 0)
-        return u2f(sign | f2u((float)m * E4M3_MIN_SUBNORMAL));
-    return u2f(sign | ((e + (F32_BIAS - 7u)) << F32_MANT_BITS) | (m << 20));
+        return fp_f32_from_bits(sign | fp_f32_bits((float)m * E4M3_MIN_SUBNORMAL));
+    return fp_f32_from_bits(sign | ((e + (F32_BIAS - 7u)) << F32_MANT_BITS) | (m << 20));
 }
 
 /* ---- fp8 E5M2 (OCP: bias 15, Inf = S.11111.00, NaN = S.11111.{01,10,11}) ---- */
 
 uint8_t fp_f32_to_e5m2(float x)
 {
-    uint32_t u = f2u(x);
+    uint32_t u = fp_f32_bits(x);
     uint32_t sign = (u >> 24) & 0x80u;
     uint32_t a = u & F32_ABS;
     if (a > F32_INF)
         return (uint8_t)(sign | E5M2_NAN);
-    if (a >= f2u(E5M2_OVERFLOW_AT))
+    if (a >= fp_f32_bits(E5M2_OVERFLOW_AT))
         return (uint8_t)(sign | E5M2_INF);
-    return (uint8_t)(sign | narrow_mag(a, 2, 15, f2u(E5M2_MIN_NORMAL), f2u(E5M2_MIN_SUBNORMAL * 0.5f)));
+    return (uint8_t)(sign | narrow_mag(a, 2, 15, fp_f32_bits(E5M2_MIN_NORMAL),
+                                       fp_f32_bits(E5M2_MIN_SUBNORMAL * 0.5f)));
 }
 
 float fp_e5m2_to_f32(uint8_t v)
@@ -182,12 +171,4 @@ float fp_e5m2_to_f32(uint8_t v)
             dst[i] = fp_##name(src[i]);                                  \
     }
 
-SCALAR_LOOP(f32_to_f16, uint16_t, float)
-SCALAR_LOOP(f16_to_f32, float, uint16_t)
-SCALAR_LOOP(f32_to_bf16, uint16_t, float)
-SCALAR_LOOP(bf16_to_f32, float, uint16_t)
-SCALAR_LOOP(f32_to_tf32, float, float)
-SCALAR_LOOP(f32_to_e4m3, uint8_t, float)
-SCALAR_LOOP(e4m3_to_f32, float, uint8_t)
-SCALAR_LOOP(f32_to_e5m2, uint8_t, float)
-SCALAR_LOOP(e5m2_to_f32, float, uint8_t)
+FP_NUMFMT_ARRAY_FUNCTIONS(SCALAR_LOOP)

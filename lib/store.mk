@@ -5,7 +5,9 @@ lib_libfp_a_SOURCES += lib/store.h lib/store_reader.h lib/store_db.h lib/store_q
 	lib/store_schema.c lib/store_open.c lib/store_queue.c lib/store_signal.c \
 	lib/store_writer_internal.h lib/store_writer.c lib/store_statements.c lib/store_rows.c lib/store_records.c \
 	lib/store_lifecycle.c lib/store_intern.c \
-	lib/store_reader.c lib/store_csv.c lib/store_reader_report.c \
+	lib/store_reader.c lib/store_reader_internal.h lib/store_reader_steps.c lib/store_reader_stats.c \
+	lib/store_reader_layers.c lib/store_reader_hist.c lib/store_reader_kernels.c \
+	lib/store_csv.c lib/store_reader_report.c \
 	lib/store_reader_dist.c lib/store_reader_dist.h \
 	lib/store_columns.c lib/store_columns.h \
 	lib/step_time.c lib/step_time.h

@@ -1,6 +1,7 @@
 /* store_columns.c — the readers' column, row-array and run-liveness helpers (store_columns.h).
  * Promise: NULL columns never read as 0; a failed reserve leaves the array as it was. */
 #include "store_columns.h"
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include "error.h"
 #include "store.h"
 #include "store_db.h"
+#include "store_reader_internal.h"
 
 void fp_col_text(sqlite3_stmt *st, int i, char *dst, size_t cap)
 {
@@ -64,8 +66,44 @@ int fp_reader_end_rows(struct fp_reader *r, int rc, void **rows, size_t *n)
     return rc;
 }
 
-int fp_reader_collect(struct fp_reader *r, const char *sql, const int64_t *args, int nargs, int check_run,
-                      size_t elem, void **rows, size_t *n, fp_row_fill_fn fill, const char *doing)
+/* The field's size must be the kind's: FP_COL takes it from the field itself, so a table that names a
+ * field of another type fails here (in a debug build) rather than writing past it. */
+void fp_cols_read(sqlite3_stmt *st, const fp_col_t *cols, size_t ncols, void *row)
+{
+    for (size_t i = 0; i < ncols; i++) {
+        const fp_col_t *c = &cols[i];
+        void *f = (char *)row + c->offset;
+        int col = (int)i;
+        switch (c->kind) {
+        case FP_COL_I64:
+        case FP_COL_I64_NA:
+            assert(c->size == sizeof(int64_t));
+            *(int64_t *)f = c->kind == FP_COL_I64 ? sqlite3_column_int64(st, col) : fp_col_i64(st, col);
+            break;
+        case FP_COL_INT:
+        case FP_COL_INT_NA:
+        case FP_COL_EVENT_KIND:
+            assert(c->size == sizeof(int));
+            *(int *)f = c->kind == FP_COL_INT ? sqlite3_column_int(st, col)
+                        : c->kind == FP_COL_INT_NA ? fp_col_int(st, col) : fp_col_event_kind(st, col);
+            break;
+        case FP_COL_U32:
+            assert(c->size == sizeof(uint32_t));
+            *(uint32_t *)f = (uint32_t)sqlite3_column_int64(st, col);
+            break;
+        case FP_COL_DBL:
+            assert(c->size == sizeof(double));
+            *(double *)f = fp_col_dbl(st, col);
+            break;
+        case FP_COL_TEXT:
+            fp_col_text(st, col, f, c->size);
+            break;
+        }
+    }
+}
+
+int fp_reader_collect(struct fp_reader *r, const fp_query_t *q, const int64_t *args, int nargs, int check_run,
+                      size_t elem, void **rows, size_t *n)
 {
     *rows = NULL;
     *n = 0;
@@ -77,8 +115,10 @@ int fp_reader_collect(struct fp_reader *r, const char *sql, const int64_t *args,
     if (check_run)
         rc = fp_reader_check_run(r, args[0]);
     int src = SQLITE_DONE;
-    if (rc == FP_OK && (src = sqlite3_prepare_v2(fp_reader_db(r), sql, -1, &st, NULL)) != SQLITE_OK)
-        rc = fp_reader_fail(r, src, doing);
+    if (rc == FP_OK && q->keep)
+        rc = fp_reader_cached(r, q->keep, q->sql, &st);
+    else if (rc == FP_OK && (src = sqlite3_prepare_v2(fp_reader_db(r), q->sql, -1, &st, NULL)) != SQLITE_OK)
+        rc = fp_reader_fail(r, src, q->doing);
     for (int i = 0; rc == FP_OK && i < nargs; i++)
         sqlite3_bind_int64(st, i + 1, args[i]);
     while (rc == FP_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
@@ -86,13 +126,17 @@ int fp_reader_collect(struct fp_reader *r, const char *sql, const int64_t *args,
             break;
         void *e = (char *)*rows + *n * elem;
         memset(e, 0, elem);
-        if ((rc = fill(st, e, r)) != FP_OK)
+        fp_cols_read(st, q->cols, q->ncols, e);
+        if (q->fill && (rc = q->fill(st, e, r)) != FP_OK)
             break;
         (*n)++;
     }
     if (rc == FP_OK && src != SQLITE_DONE)
-        rc = fp_reader_fail(r, src, doing);
-    sqlite3_finalize(st);
+        rc = fp_reader_fail(r, src, q->doing);
+    if (q->keep)
+        sqlite3_reset(st);
+    else
+        sqlite3_finalize(st);
     return fp_reader_end_rows(r, rc, rows, n);
 }
 

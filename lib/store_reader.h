@@ -113,7 +113,7 @@ int fp_reader_table_known(const char *name);   /* 1 when export knows the table 
  * (the message lists the valid ones) or run; FP_EIO when writing fails. */
 int fp_reader_export_csv(fp_reader_t *r, int64_t run, const char *table, FILE *out);
 
-/* ---- what reports, traces and the gate read (store_reader_report.c) ----
+/* ---- what reports, traces and the gate read (store_reader_report.c; per role: store_reader_hist.c) ----
  * Same promises as above: one short read transaction per call, arrays freed with free(). Strings
  * longer than their field are truncated. */
 

@@ -10,6 +10,7 @@
 #include "store.h"
 #include "store_columns.h"
 #include "store_db.h"
+#include "store_reader_internal.h"
 
 static int64_t one_int(sqlite3 *db, const char *sql, int *src)
 {
@@ -86,40 +87,30 @@ int fp_reader_tui_run_status(fp_reader_t *r, int64_t run, fp_run_status_t *out)
     return fp_reader_end(r, rc);
 }
 
+static const fp_col_t event_cols[] = {
+    FP_COL(fp_tui_event_t, id, FP_COL_I64),             FP_COL(fp_tui_event_t, start, FP_COL_I64),
+    FP_COL(fp_tui_event_t, step, FP_COL_I64_NA),        FP_COL(fp_tui_event_t, kind, FP_COL_EVENT_KIND),
+    FP_COL(fp_tui_event_t, layer, FP_COL_INT_NA),       FP_COL(fp_tui_event_t, text, FP_COL_TEXT),
+};
+
+/* One screen line: a text longer than the field says it is cut. */
+static int fill_event(sqlite3_stmt *st, void *elem, fp_reader_t *r)
+{
+    (void)r;
+    fp_tui_event_t *e = elem;
+    if ((size_t)sqlite3_column_bytes(st, 5) >= sizeof e->text)
+        memcpy(e->text + sizeof e->text - 4, "...", 4);
+    return FP_OK;
+}
+
 int fp_reader_tui_events_since(fp_reader_t *r, int64_t run, int64_t after_id, size_t limit, fp_tui_event_t **rows,
                                size_t *n)
 {
-    *rows = NULL;
-    *n = 0;
-    size_t cap = 0;
-    int rc = fp_reader_begin(r);
-    if (rc != FP_OK)
-        return rc;
-    sqlite3_stmt *st = NULL;
-    int src = sqlite3_prepare_v2(fp_reader_db(r), "SELECT id, start, step, kind, layer, text FROM events"
-                                 " WHERE id > ?2 AND run = ?1 ORDER BY id LIMIT ?3", -1, &st, NULL);
-    if (src == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, run);
-        sqlite3_bind_int64(st, 2, after_id);
-        sqlite3_bind_int64(st, 3, limit ? (sqlite3_int64)limit : -1);
-    }
-    while ((src == SQLITE_OK || src == SQLITE_ROW) && (src = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((rc = fp_rows_reserve((void **)rows, &cap, *n, sizeof **rows)) != FP_OK)
-            break;
-        fp_tui_event_t *e = &(*rows)[(*n)++];
-        e->id = sqlite3_column_int64(st, 0);
-        e->start = sqlite3_column_int64(st, 1);
-        e->step = fp_col_i64(st, 2);
-        e->kind = fp_col_event_kind(st, 3);
-        e->layer = fp_col_int(st, 4);
-        fp_col_text(st, 5, e->text, sizeof e->text);
-        if ((size_t)sqlite3_column_bytes(st, 5) >= sizeof e->text)   /* one screen line: say it is cut */
-            memcpy(e->text + sizeof e->text - 4, "...", 4);
-    }
-    if (rc == FP_OK && src != SQLITE_DONE)
-        rc = fp_reader_fail(r, src, "reading events");
-    sqlite3_finalize(st);
-    return fp_reader_end_rows(r, rc, (void **)rows, n);
+    static const fp_query_t q = {"SELECT id, start, step, kind, layer, text FROM events"
+                                 " WHERE id > ?2 AND run = ?1 ORDER BY id LIMIT ?3",
+                                 FP_COLS(event_cols), fill_event, "reading events", FP_RQ_NONE};
+    const int64_t args[3] = {run, after_id, limit ? (int64_t)limit : -1};
+    return fp_reader_collect(r, &q, args, 3, 0, sizeof **rows, (void **)rows, n);
 }
 
 int fp_reader_tui_hist_latest(fp_reader_t *r, int64_t run, int role, int nlayers, fp_tui_hist_t *out)

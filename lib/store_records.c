@@ -131,30 +131,31 @@ int fp_store_device_sample(fp_store_t *s, const fp_device_sample_t *d)
     return push(s, &r, 1);
 }
 
-/* n records as one group (one transaction), in chunks of 128 on the stack; a larger n goes through the heap. */
-static int push_group(fp_store_t *s, fp_rec_t *recs, size_t n)
+/* n records of one kind as one group (one transaction), record i carrying a copy of items[i] (size sz, the
+ * kind's member of fp_rec_t.u); up to 16 on the stack, more through the heap. `what` names them for the
+ * out-of-memory message. */
+static int push_group(fp_store_t *s, fp_rec_kind kind, const void *items, size_t sz, size_t n, const char *what)
 {
-    for (size_t i = 0; i < n; i++)
+    fp_rec_t one[16], *recs = n <= 16 ? one : malloc(n * sizeof *recs);
+    if (!recs)
+        return fp_fail(FP_ENOMEM, "store: out of memory queueing %s", what);
+    memset(recs, 0, (n ? n : 1) * sizeof *recs);
+    for (size_t i = 0; i < n; i++) {
+        recs[i].kind = (uint8_t)kind;
         recs[i].more = i + 1 < n;
-    return n ? push(s, recs, n) : FP_OK;
+        memcpy(&recs[i].u, (const char *)items + i * sz, sz);
+    }
+    int rc = n ? push(s, recs, n) : FP_OK;
+    if (recs != one)
+        free(recs);
+    return rc;
 }
 
 int fp_store_dist_steps(fp_store_t *s, const fp_dist_step_rec_t *d, size_t n)
 {
     if (n > 0 && !d)
         return fp_fail(FP_EINVAL, "store: dist steps: missing argument");
-    fp_rec_t one[16], *recs = n <= 16 ? one : malloc(n * sizeof *recs);
-    if (!recs)
-        return fp_fail(FP_ENOMEM, "store: out of memory queueing a data-parallel step");
-    memset(recs, 0, (n ? n : 1) * sizeof *recs);
-    for (size_t i = 0; i < n; i++) {
-        recs[i].kind = FP_REC_DIST_STEP;
-        recs[i].u.dist_step = d[i];
-    }
-    int rc = push_group(s, recs, n);
-    if (recs != one)
-        free(recs);
-    return rc;
+    return push_group(s, FP_REC_DIST_STEP, d, sizeof *d, n, "a data-parallel step");
 }
 
 int fp_store_allreduce_error(fp_store_t *s, const fp_allreduce_error_rec_t *e, size_t n)
@@ -164,18 +165,7 @@ int fp_store_allreduce_error(fp_store_t *s, const fp_allreduce_error_rec_t *e, s
     for (size_t i = 0; i < n; i++)
         if (strncmp(e[i].wire, "fp16", sizeof e[i].wire) != 0 && strncmp(e[i].wire, "bf16", sizeof e[i].wire) != 0)
             return fp_fail(FP_EINVAL, "store: allreduce error: wire format '%.8s' is not fp16 or bf16", e[i].wire);
-    fp_rec_t one[16], *recs = n <= 16 ? one : malloc(n * sizeof *recs);
-    if (!recs)
-        return fp_fail(FP_ENOMEM, "store: out of memory queueing all-reduce errors");
-    memset(recs, 0, (n ? n : 1) * sizeof *recs);
-    for (size_t i = 0; i < n; i++) {
-        recs[i].kind = FP_REC_ALLREDUCE_ERROR;
-        recs[i].u.allreduce_error = e[i];
-    }
-    int rc = push_group(s, recs, n);
-    if (recs != one)
-        free(recs);
-    return rc;
+    return push_group(s, FP_REC_ALLREDUCE_ERROR, e, sizeof *e, n, "all-reduce errors");
 }
 
 int fp_store_event(fp_store_t *s, int64_t run, int64_t time_ns, int64_t step, int layer, fp_event_kind kind,
