@@ -1,11 +1,10 @@
 # lib/core.mk — the shared core: format facts, errors, clocks, atomic output files, CPU features, GPU
 # detection, the thread pool, the Wilson interval, the lost-update events' reading, removing a
-# database with its side files, a validation's image count as the store records it, CUDA conversion kernels.
+# database with its side files, CUDA conversion kernels.
 lib_libfp_a_SOURCES += lib/formats.c lib/formats.h lib/float_bits.h lib/error.c lib/error.h lib/clock.c lib/clock.h \
 	lib/atomic_file.c lib/atomic_file.h lib/gpu_detect.c lib/gpu_detect.h lib/thread_pool.c lib/thread_pool.h \
 	lib/dtype.c lib/dtype_array.c lib/dtype.h lib/wilson.c lib/wilson.h \
-	lib/lost_updates.c lib/lost_updates.h lib/db_remove.c lib/db_remove.h \
-	lib/val_images.c lib/val_images.h
+	lib/lost_updates.c lib/lost_updates.h lib/db_remove.c lib/db_remove.h
 if HAVE_CUDA
 lib_libfp_a_SOURCES += lib/cuda/convert.cu lib/cuda/convert.h
 # nvcc objects get no automatic header dependencies: list them.

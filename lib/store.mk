@@ -1,6 +1,6 @@
-# lib/store.mk — the run store (issue 3): schema, open/migrate, writer, reader, CSV export, their
-# tests and the store benchmark. The `ls` / `export` commands are in cli/store_cli.mk (it appends to
-# fp16probe_SOURCES, so it must be included after cli/cli.mk).
+# lib/store.mk — the run store (issue 3): schema, open/migrate, writer, reader (and a validation's image
+# count as it records it), CSV export, their tests and the store benchmark. The `ls` / `export` commands
+# are in cli/store_cli.mk (it appends to fp16probe_SOURCES, so it must be included after cli/cli.mk).
 lib_libfp_a_SOURCES += lib/store.h lib/store_reader.h lib/store_db.h lib/store_queue.h \
 	lib/store_schema.c lib/store_open.c lib/store_queue.c lib/store_signal.c \
 	lib/store_writer_internal.h lib/store_writer.c lib/store_statements.c lib/store_rows.c lib/store_records.c \
@@ -10,7 +10,7 @@ lib_libfp_a_SOURCES += lib/store.h lib/store_reader.h lib/store_db.h lib/store_q
 	lib/store_csv.c lib/store_reader_report.c \
 	lib/store_reader_dist.c lib/store_reader_dist.h \
 	lib/store_columns.c lib/store_columns.h \
-	lib/step_time.c lib/step_time.h
+	lib/step_time.c lib/step_time.h lib/val_images.c lib/val_images.h
 
 STORE_TEST_UTIL = tests/store_testutil.c tests/store_testutil.h
 STORE_TESTS = tests/test_store_open tests/test_store_writer tests/test_store_reader \

@@ -10,7 +10,6 @@
 #include "store_db.h"
 #include "store_reader_internal.h"
 
-
 /* Columns step .. bytes; skipped (column 6) and the derived compute time are fill_step's. */
 static const fp_col_t step_cols[] = {
     FP_COL(fp_dist_step_row_t, step, FP_COL_I64_NA),        FP_COL(fp_dist_step_row_t, rank, FP_COL_INT_NA),
